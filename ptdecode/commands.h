@@ -1,0 +1,9 @@
+#ifndef JPT_PTDECODE_COMMANDS_H
+#define JPT_PTDECODE_COMMANDS_H
+
+/* Each returns the process exit status: 0 ok, 1 bad or incomplete input
+ * (what could be read is still reported), 2 usage error. */
+int cmd_info(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+
+#endif

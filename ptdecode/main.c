@@ -1,0 +1,63 @@
+/* ptdecode: the decoding side of jpt. Each subcommand is one view of a
+ * trace directory. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/jerr.h"
+#include "ptdecode/commands.h"
+
+#ifndef JPT_VERSION
+#define JPT_VERSION "unknown"
+#endif
+
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    { "info", cmd_info, "validate and summarize a trace's JVM metadata" },
+    { "dump", cmd_dump, "print the JVM metadata records, one line each" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode COMMAND TRACE.DIR [OPTIONS]\n"
+            "\n"
+            "Decodes a trace recorded by ptrec (Intel PT plus the jpt JVM agent's metadata).\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\n"
+            "Run 'ptdecode COMMAND --help' for a command's options.\n"
+            "\n"
+            "examples:\n"
+            "  ptrec --emulate -o hello.trace -- java -cp samples/classes Hello\n"
+            "  ptdecode info hello.trace\n"
+            "  ptdecode info hello.trace --json | python3 -m json.tool\n"
+            "  ptdecode dump hello.trace --type NMETHOD_LOAD --pcs\n");
+}
+
+int main(int argc, char **argv)
+{
+    jerr_set_prog("ptdecode");
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ptdecode %s\n", JPT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    jerr_error("unknown command '%s' (try 'ptdecode --help')", argv[1]);
+    return 2;
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Installs the Debian packages jpt needs and builds it into ./build.
+# Run as root or with sudo available. Idempotent: rerun after pulling changes.
+#   ./setup.sh            packages + build
+#   ./setup.sh --no-apt   build only
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Build and test dependencies; rhino and libxalan2-java are the workloads the
+# integration tests run (the rest of ../shared/workloads install on demand).
+packages=(
+    gcc meson ninja-build pkg-config python3
+    libipt-dev libcapstone-dev libelf-dev libglib2.0-dev libcriterion-dev
+    openjdk-17-jdk-headless qemu-user
+    rhino libxalan2-java
+)
+
+if [ "${1:-}" != "--no-apt" ]; then
+    missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
+            || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        sudo=""
+        [ "$(id -u)" = 0 ] || sudo="sudo"
+        echo "setup: installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        $sudo apt-get update -qq
+        $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+fi
+
+# The Debian JDK 17 provides jvmti.h unless JAVA_HOME says otherwise.
+export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
+if [ -d build ]; then
+    meson setup --reconfigure build
+else
+    meson setup build
+fi
+ninja -C build
+echo "setup: built into ./build (tools: build/collector/ptrec, build/ptdecode/ptdecode, agent: build/jvm-agent/libjpt.so)"

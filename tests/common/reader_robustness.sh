@@ -1,0 +1,108 @@
+#!/bin/bash
+# Hostile metadata given to `ptdecode info`: every case must give exactly one
+# error line naming the file and the offset, exit 1, and no crash or
+# sanitizer report (which would add lines to stderr).
+#   usage: reader_robustness.sh MKMETA PTDECODE
+set -u
+mkmeta=$1 ptdecode=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0 cases=0
+
+"$mkmeta" "$work/good" || { echo "mkmeta failed"; exit 1; }
+meta="$work/good/jvm/meta.jpt"
+size=$(stat -c %s "$meta")
+
+# expect NAME WANT_EXIT PATTERN DIR: runs info, checks exit code, that stderr
+# is one line, and that it matches PATTERN (an extended regex).
+expect() {
+    local name=$1 want=$2 pattern=$3 dir=$4
+    cases=$((cases + 1))
+    "$ptdecode" info "$dir" >"$work/out" 2>"$work/err"
+    local rc=$? lines
+    lines=$(wc -l <"$work/err")
+    if [ "$rc" != "$want" ]; then
+        echo "FAIL $name: exit $rc, wanted $want"; cat "$work/err"; fails=$((fails + 1)); return
+    fi
+    if [ "$want" = 0 ]; then
+        if [ "$lines" != 0 ]; then echo "FAIL $name: unexpected stderr"; cat "$work/err"; fails=$((fails + 1)); fi
+        return
+    fi
+    if [ "$lines" != 1 ] || ! grep -Eq -- "$pattern" "$work/err"; then
+        echo "FAIL $name: wanted one line matching /$pattern/, got:"; cat "$work/err"
+        fails=$((fails + 1)); return
+    fi
+    echo "ok   $name: $(cat "$work/err")"
+}
+
+# variant NAME: a fresh copy of the good trace in $work/NAME
+variant() { rm -rf "$work/$1"; cp -r "$work/good" "$work/$1"; echo "$work/$1/jvm/meta.jpt"; }
+
+expect valid 0 "" "$work/good"
+grep -q "codelets" "$work/out" || { echo "FAIL valid: no summary"; fails=$((fails + 1)); }
+
+# Truncation at every record boundary and inside records.
+for cut in 0 7 20 40 60 100 200 $((size / 2)) $((size - 17)) $((size - 1)); do
+    [ "$cut" -lt "$size" ] || continue
+    f=$(variant cut$cut)
+    head -c "$cut" "$work/good/jvm/meta.jpt" >"$f"
+    if [ "$cut" -lt 32 ]; then pat="meta.jpt: offset (0|12): "; else pat="meta.jpt: offset [0-9]+: truncated"; fi
+    # A cut exactly at a record boundary is a clean (shorter) file: accept exit 0 there.
+    "$ptdecode" info "$work/cut$cut" >/dev/null 2>&1
+    if [ $? = 0 ] && [ "$cut" -ge 32 ]; then echo "ok   cut$cut: record boundary, clean"; continue; fi
+    expect "cut$cut" 1 "$pat" "$work/cut$cut"
+done
+
+f=$(variant random)
+head -c 4096 /dev/urandom >"$f"
+expect random 1 "meta.jpt: offset 0: not a jpt metadata file" "$work/random"
+
+f=$(variant random_body)
+{ head -c 32 "$meta"; head -c 4096 /dev/urandom; } >"$f"
+expect random_body 1 "meta.jpt: offset [0-9]+: " "$work/random_body"
+
+f=$(variant version)
+printf '\x07' | dd of="$f" bs=1 seek=8 conv=notrunc status=none
+expect version 1 "meta.jpt: offset 8: format version 7\.0" "$work/version"
+
+f=$(variant absurd_size)
+printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=36 conv=notrunc status=none
+expect absurd_size 1 "meta.jpt: offset 32: record size 2147483647 exceeds" "$work/absurd_size"
+
+f=$(variant absurd_count)
+# The CODE_CACHE record's heap count (third field) set to 2^31.
+python3 - "$f" <<'PY'
+import struct, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); o = 32
+while o + 16 <= len(b):
+    t, _, n = struct.unpack_from('<HHI', b, o)
+    if t == 2:
+        struct.pack_into('<I', b, o + 16 + 16, 0x80000000); break
+    o += 16 + n
+open(p, 'wb').write(b)
+PY
+expect absurd_count 1 "meta.jpt: offset [0-9]+: CODE_CACHE record: heap count exceeds" "$work/absurd_count"
+
+f=$(variant code_short)
+head -c 20 "$work/good/jvm/code.bin" >"$work/code_short/jvm/code.bin"
+expect code_short 1 "code.bin: offset 0: 32 code bytes run past the end" "$work/code_short"
+
+f=$(variant code_missing)
+rm "$work/code_missing/jvm/code.bin"
+expect code_missing 1 "code.bin: cannot read" "$work/code_missing"
+
+f=$(variant bad_class)
+python3 - "$f" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+i = b.find(b'\xca\xfe\xba\xbe'); b[i + 10] = 99   # first constant-pool tag
+open(p, 'wb').write(b)
+PY
+expect bad_class 1 "meta.jpt: offset [0-9]+: class file of Tiny: offset 10: constant pool entry 1 has unknown tag 99" "$work/bad_class"
+
+expect no_dir 1 "nonexistent: not a trace directory" "$work/nonexistent"
+mkdir -p "$work/empty_dir"
+expect empty_dir 1 "meta.jpt: cannot read" "$work/empty_dir"
+
+echo "$((cases - fails)) passed, $fails failed"
+[ "$fails" = 0 ]
