@@ -133,8 +133,11 @@ char *jm_get_strdup(jm_cur *c);
 
 /* ---- writer --------------------------------------------------------------- */
 
-/* Not thread-safe: one writer thread owns it. Each record goes to the file in
- * one write() so a crash leaves at most one partial record at the end. */
+/* Not thread-safe: one writer thread owns it. Records are staged in memory
+ * and written in chunks of about 1 MiB, and whenever jm_writer_flush is
+ * called (the agent flushes each time its queue runs empty), so a crash of
+ * the process loses at most the records staged since the last flush, and
+ * leaves at most one partial record at the end of the file. */
 typedef struct jm_writer jm_writer;
 
 /* Creates dir/meta.jpt and dir/code.bin (dir must exist). Returns NULL and
@@ -147,6 +150,7 @@ jm_writer *jm_writer_open(const char *dir, uint64_t start_tsc, uint32_t pid,
  * code_len. Returns 0 or -errno. */
 int jm_write(jm_writer *w, uint16_t type, uint64_t tsc, const void *payload,
              uint32_t payload_len, const void *code, uint64_t code_len);
+/* Writes the staged records out (no fsync). Returns 0 or -errno. */
 int jm_writer_flush(jm_writer *w);
 uint64_t jm_writer_bytes(const jm_writer *w); /* meta + code bytes written */
 int jm_writer_close(jm_writer *w);            /* flushes; returns 0 or -errno */

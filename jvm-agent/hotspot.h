@@ -19,9 +19,14 @@ bool hs_init(char *why, size_t whylen);
 bool hs_code_cache_bounds(uint64_t *low, uint64_t *high);
 
 /* Enqueues (through jq_emit) the JVM's code layout at VMInit:
- * JM_CODE_CACHE (bounds and heaps), one JM_CODELET per interpreter codelet,
- * a JM_CODE_BLOB with the whole interpreter buffer and one per non-nmethod
- * code heap (committed part). Missing table entries give one jq_warn each and
+ * JM_CODE_CACHE (bounds and heaps, each heap's reserved range), one
+ * JM_CODELET per interpreter codelet, a JM_CODE_BLOB with the whole
+ * interpreter buffer and one per non-nmethod code heap (committed part).
+ * With a non-segmented code cache (-XX:-SegmentedCodeCache, or a small
+ * ReservedCodeCacheSize) the one heap "CodeCache" holds everything; its
+ * committed part at VMInit is snapshot (the initial commit, a few MiB, which
+ * holds the stubs, adapters and interpreter generated at startup; capped at
+ * 64 MiB from the bottom). Missing table entries give one jq_warn each and
  * the rest is still recorded. Returns the number of codelets recorded. */
 int hs_record_layout(void);
 
@@ -29,6 +34,11 @@ int hs_record_layout(void);
  * (non-nmethod heaps: stubs and adapters). Returns the count written (<= max).
  * Reads the live heap bounds each call; never warns (safe to poll). */
 size_t hs_stub_ranges(uint64_t (*ranges)[2], size_t max);
+
+/* Compilation level (0-4) of the nmethod whose code starts at code_addr (as
+ * CompiledMethodLoad reports it), found through the code heap's segment map;
+ * -1 if it cannot be told. Safe from any thread. */
+int hs_nmethod_level(uint64_t code_addr);
 
 /* ---- table lookups (valid after a successful hs_init) --------------------- */
 

@@ -1,0 +1,1429 @@
+/* libjpt.so: the JVMTI agent that records what a decoder of Intel PT needs
+ * to make sense of a JVM's execution: compiled code with its inline maps,
+ * stubs, class files, methods, threads, code patches (trace.dir/jvm/).
+ *
+ * Usage:  java -agentpath:/path/libjpt.so[=OPTIONS] ...
+ * OPTIONS is a comma-separated list (see usage_text below, or run with
+ * "=help"). The output directory is, in order: out=DIR, else $JPT_TRACE_DIR
+ * (set by ptrec), else ./jpt-<pid>.trace. The agent writes DIR/jvm/meta.jpt
+ * and DIR/jvm/code.bin (docs/FORMAT.md) and DIR/jvm/agent.log; a second JVM
+ * started while one is writing DIR/jvm (a child inheriting JPT_TRACE_DIR)
+ * writes DIR/jvm-<pid>/ instead.
+ *
+ * What comes from where:
+ *   compiled code   CompiledMethodLoad (on from Agent_OnLoad, so HotSpot keeps
+ *                   non-safepoint debug info: dense pc -> inline-stack maps),
+ *                   code bytes copied in the callback; tier from hotspot.c;
+ *                   GenerateEvents at VMInit replays code compiled earlier
+ *   stubs           DynamicCodeGenerated (+ GenerateEvents at VMInit)
+ *   classes         ClassFileLoadHook; classes loaded before it are rebuilt
+ *                   with RetransformClasses at VMInit; hidden classes (never
+ *                   hooked) give their bytecode and constant pool at
+ *                   ClassPrepare
+ *   methods         one JM_METHOD per jmethodID named by any record
+ *   threads         ThreadStart/End on the thread itself (gettid), GetAllThreads
+ *                   at VMInit for those already running
+ *   patches         patch.c re-reads live code off the application threads
+ *   interpreter     hotspot.c (HotSpot's VMStructs tables)
+ *
+ * The agent runs inside production JVMs, so every failure degrades: a
+ * missing capability or JVM feature costs one warning and the rest keeps
+ * working; an unusable output directory costs one error line and the JVM
+ * runs on untraced. Event callbacks never do I/O: they build records and
+ * hand them to the queue (queue.c), whose writer thread owns the files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jvmti.h>
+#include <jvmticmlr.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jvm-agent/agent.h"
+#include "jvm-agent/hotspot.h"
+#include "jvm-agent/queue.h"
+
+#define JPT_EXPORT __attribute__((visibility("default")))
+
+#define HANDSHAKE_TIMEOUT_MS 5000
+#define RETRANSFORM_BATCH 128
+#define SHUTDOWN_DRAIN_MS 20000
+
+static const char usage_text[] =
+    "jpt agent options (comma-separated, -agentpath:libjpt.so=OPT,OPT...):\n"
+    "  out=DIR        trace directory; the agent writes DIR/jvm/ (default: $JPT_TRACE_DIR,\n"
+    "                 else ./jpt-<pid>.trace). DIR must not contain commas.\n"
+    "  mode=trace     record code, classes, methods, threads (default)\n"
+    "  mode=reference also record every method entry/exit (and, with -Xint, every\n"
+    "                 bytecode as a single step): an instrumentation reference, slow\n"
+    "  patch_ms=N     re-snapshot live code every N ms for patches (default 50; 0: only\n"
+    "                 at shutdown)\n"
+    "  retransform=0  do not recover classes loaded before the agent's hook\n"
+    "  budget_mb=N    bytes waiting for the writer before producers wait/drop (default 256)\n"
+    "  help           print this text; the JVM then runs untraced\n"
+    "Needs nothing else; -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints keeps\n"
+    "inline maps dense (it is also on by default while this agent is loaded).\n";
+
+/* ---- state ---------------------------------------------------------------- */
+
+static struct {
+    JavaVM *vm;
+    jvmtiEnv *jvmti;
+    int mode;
+    char options[1024];
+    char dir[PATH_MAX];
+    unsigned patch_ms;
+    bool retransform;
+    uint64_t budget;
+    bool tracing;              /* the stream is open and events are on */
+    bool hs_ok;
+    _Atomic bool live;         /* VMInit has run */
+    _Atomic bool retransform_done;
+    _Atomic bool dead;         /* VMDeath or unload began */
+    int handshake_result;      /* 0 none, 1 ok, 2 refused, 3 timeout/error */
+    int dns_flag;              /* DebugNonSafepoints: 1 on, 0 explicitly off, 2 default */
+    bool xint;
+    jvmtiCapabilities caps;
+    jfieldID thread_tid_field; /* java.lang.Thread.tid */
+    jmethodID thread_getid;    /* fallback: Thread.getId() */
+    _Atomic bool thread_ids_resolved;
+    pthread_mutex_t thread_ids_lock;
+} ag = {
+    .mode = JM_MODE_TRACE,
+    .patch_ms = 50,
+    .retransform = true,
+    .thread_ids_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static struct {
+    _Atomic uint64_t nmethods, nmethod_dups, nmethod_code_bytes, nmethod_pcs, nmethod_frames,
+        nmethods_without_map, nmethod_unloads, dynamic_code, dynamic_code_bytes, methods,
+        method_errors, classes_hook, classes_retransformed, retransform_failed,
+        retransform_ms, classes_prepared, classes_hidden, hidden_methods_bytecode,
+        class_errors, threads_started, threads_ended, threads_at_init, method_entries,
+        method_exits, single_steps;
+} st;
+
+static u64set methods_seen = U64SET_INIT;
+static u64set threads_seen = U64SET_INIT;
+
+static __thread uint32_t tls_tid;
+
+static uint32_t my_tid(void)
+{
+    if (!tls_tid)
+        tls_tid = (uint32_t)syscall(SYS_gettid);
+    return tls_tid;
+}
+
+static void dealloc(void *p)
+{
+    if (p)
+        (*ag.jvmti)->Deallocate(ag.jvmti, (unsigned char *)p);
+}
+
+static const char *errname(jvmtiError e)
+{
+    char *n = NULL;
+    static _Thread_local char buf[64];
+    if (ag.jvmti && (*ag.jvmti)->GetErrorName(ag.jvmti, e, &n) == JVMTI_ERROR_NONE && n) {
+        snprintf(buf, sizeof buf, "%s", n);
+        dealloc(n);
+    } else {
+        snprintf(buf, sizeof buf, "JVMTI error %d", (int)e);
+    }
+    return buf;
+}
+
+static JNIEnv *jni_env(void)
+{
+    JNIEnv *env = NULL;
+    if (!ag.vm || (*ag.vm)->GetEnv(ag.vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK)
+        return NULL;
+    return env;
+}
+
+static void del_ref(JNIEnv *jni, jobject o)
+{
+    if (jni && o)
+        (*jni)->DeleteLocalRef(jni, o);
+}
+
+/* ---- classes and methods -------------------------------------------------- */
+
+/* The defining loader reduced to a number: its identity hash (0 for the boot
+ * loader). Collisions between two loaders defining the same class name are
+ * possible in theory and would merge two class ids; acceptable for a key that
+ * only has to connect a load-hook record to a ClassPrepare record. */
+static uint64_t loader_key(jobject loader)
+{
+    if (!loader)
+        return 0;
+    jint h = 0;
+    if ((*ag.jvmti)->GetObjectHashCode(ag.jvmti, loader, &h) != JVMTI_ERROR_NONE)
+        return 1;
+    return ((uint64_t)(uint32_t)h << 1) | 1;
+}
+
+/* Class id of klass (creating it if new); *sig_out gets the JVMTI-allocated
+ * signature if requested. Returns 0 on failure. */
+static uint64_t class_id_of(JNIEnv *jni, jclass klass, unsigned set_flags, class_entry *before,
+                            char **sig_out, uint64_t *loader_out)
+{
+    char *sig = NULL;
+    if ((*ag.jvmti)->GetClassSignature(ag.jvmti, klass, &sig, NULL) != JVMTI_ERROR_NONE)
+        return 0;
+    jobject loader = NULL;
+    uint64_t lk = 0;
+    if ((*ag.jvmti)->GetClassLoader(ag.jvmti, klass, &loader) == JVMTI_ERROR_NONE) {
+        lk = loader_key(loader);
+        del_ref(jni, loader);
+    }
+    class_entry e = { 0, 0 };
+    bool ok = class_get(sig, lk, set_flags, &e);
+    if (loader_out)
+        *loader_out = lk;
+    if (before)
+        *before = e;
+    if (sig_out)
+        *sig_out = sig;
+    else
+        dealloc(sig);
+    return ok ? e.id : 0;
+}
+
+/* Records JM_METHOD for m the first time any record names it. */
+static void ensure_method(JNIEnv *jni, jmethodID m)
+{
+    if (!m)
+        return;
+    /* Reference mode calls this for every method entry: a small per-thread
+     * cache of ids already recorded keeps those off the set's mutex. */
+    static __thread uint64_t recent[256];
+    uint64_t key = (uint64_t)(uintptr_t)m;
+    uint64_t *slot = &recent[(key >> 3 ^ key >> 11) & 255];
+    if (*slot == key)
+        return;
+    int added = u64set_add(&methods_seen, key);
+    *slot = key;
+    if (added <= 0)
+        return;
+    uint64_t tsc = jq_rdtsc();
+    char *name = NULL, *msig = NULL, *csig = NULL;
+    jclass klass = NULL;
+    jint mods = 0;
+    if ((*ag.jvmti)->GetMethodName(ag.jvmti, m, &name, &msig, NULL) != JVMTI_ERROR_NONE ||
+        (*ag.jvmti)->GetMethodDeclaringClass(ag.jvmti, m, &klass) != JVMTI_ERROR_NONE) {
+        atomic_fetch_add(&st.method_errors, 1);
+        dealloc(name);
+        dealloc(msig);
+        return;
+    }
+    (*ag.jvmti)->GetMethodModifiers(ag.jvmti, m, &mods);
+    uint64_t cid = class_id_of(jni, klass, 0, NULL, &csig, NULL);
+    del_ref(jni, klass);
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, (uint64_t)(uintptr_t)m);
+    jm_put_u64(&b, cid);
+    jm_put_str(&b, csig);
+    jm_put_str(&b, name);
+    jm_put_str(&b, msig);
+    jm_put_u32(&b, (uint32_t)mods);
+    jq_emit_buf(JM_METHOD, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    atomic_fetch_add(&st.methods, 1);
+    dealloc(name);
+    dealloc(msig);
+    dealloc(csig);
+}
+
+/* Hidden classes are named "<binary name>/<suffix>" by the JVM; JVMTI turns
+ * the '/' before the suffix into '.' in the signature (JDK 15+), e.g.
+ * "LJit$$Lambda.0x0000000800c01000;" (JDK 17) or with "/0x" on some builds. */
+static bool looks_hidden(const char *sig)
+{
+    const char *p = strrchr(sig, '/');
+    const char *dot = strstr(sig, ".0x");
+    if (dot && (!p || dot > p))
+        return true;
+    return p && strncmp(p, "/0x", 3) == 0;
+}
+
+/* Bytecode and constant pool of a class the load hook never saw (hidden
+ * classes; classes whose bytes could not be rebuilt). */
+static void capture_class_internals(jclass klass, uint64_t cid, jint nm, const jmethodID *ms)
+{
+    if (ag.caps.can_get_constant_pool) {
+        jint cp_count = 0, cp_bytes = 0;
+        unsigned char *cp = NULL;
+        if ((*ag.jvmti)->GetConstantPool(ag.jvmti, klass, &cp_count, &cp_bytes, &cp) ==
+            JVMTI_ERROR_NONE) {
+            jm_buf b;
+            jm_buf_init(&b);
+            jm_put_u64(&b, cid);
+            jm_put_u32(&b, (uint32_t)cp_count);
+            jm_put_bytes(&b, cp, (uint32_t)cp_bytes);
+            jq_emit_buf(JM_CONSTANT_POOL, jq_rdtsc(), &b, NULL, 0);
+            jm_buf_free(&b);
+            dealloc(cp);
+        } else {
+            atomic_fetch_add(&st.class_errors, 1);
+        }
+    }
+    if (!ag.caps.can_get_bytecodes)
+        return;
+    for (jint i = 0; i < nm; i++) {
+        jint n = 0, max_locals = -1;
+        unsigned char *code = NULL;
+        /* Abstract and native methods have no bytecode: nothing to record. */
+        if ((*ag.jvmti)->GetBytecodes(ag.jvmti, ms[i], &n, &code) != JVMTI_ERROR_NONE)
+            continue;
+        if ((*ag.jvmti)->GetMaxLocals(ag.jvmti, ms[i], &max_locals) != JVMTI_ERROR_NONE)
+            max_locals = -1;
+        jm_buf b;
+        jm_buf_init(&b);
+        jm_put_u64(&b, (uint64_t)(uintptr_t)ms[i]);
+        jm_put_i32(&b, -1); /* max_stack: JVMTI has no accessor */
+        jm_put_i32(&b, max_locals);
+        jm_put_bytes(&b, code, (uint32_t)n);
+        jq_emit_buf(JM_METHOD_BYTECODE, jq_rdtsc(), &b, NULL, 0);
+        jm_buf_free(&b);
+        dealloc(code);
+        atomic_fetch_add(&st.hidden_methods_bytecode, 1);
+    }
+}
+
+/* JM_CLASS_PREPARE (+ JM_METHOD for each method, + internals if hidden). */
+static void record_prepare(JNIEnv *jni, jclass klass, bool force_hidden)
+{
+    uint64_t tsc = jq_rdtsc();
+    char *sig = NULL;
+    class_entry before;
+    uint64_t lk = 0;
+    uint64_t cid = class_id_of(jni, klass, CE_PREPARED, &before, &sig, &lk);
+    if (!cid || !sig) {
+        atomic_fetch_add(&st.class_errors, 1);
+        dealloc(sig);
+        return;
+    }
+    /* Without a class file now and none to come (hidden, or after the
+     * VMInit retransformation pass), the class's code is captured here. */
+    bool hidden = force_hidden ||
+                  (!(before.flags & CE_FILE) &&
+                   (looks_hidden(sig) || atomic_load(&ag.retransform_done) || !ag.retransform ||
+                    !ag.caps.can_retransform_classes));
+    if (!hidden && !(before.flags & CE_FILE)) {
+        /* Prepared before VMInit without passing the hook: the VMInit pass
+         * rebuilds its class file, unless the class cannot be retransformed
+         * (e.g. jdk.internal.vm.Continuation): then capture it now. */
+        jboolean mod = JNI_FALSE;
+        if ((*ag.jvmti)->IsModifiableClass(ag.jvmti, klass, &mod) != JVMTI_ERROR_NONE || !mod)
+            hidden = true;
+    }
+    if (hidden)
+        class_get(sig, lk, CE_HIDDEN, NULL);
+    jint nm = 0;
+    jmethodID *ms = NULL;
+    if ((*ag.jvmti)->GetClassMethods(ag.jvmti, klass, &nm, &ms) != JVMTI_ERROR_NONE) {
+        nm = 0;
+        ms = NULL;
+        atomic_fetch_add(&st.class_errors, 1);
+    }
+    for (jint i = 0; i < nm; i++)
+        ensure_method(jni, ms[i]);
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, cid);
+    jm_put_str(&b, sig);
+    jm_put_u32(&b, hidden ? JM_CLASS_HIDDEN : 0);
+    jm_put_u32(&b, (uint32_t)nm);
+    for (jint i = 0; i < nm; i++)
+        jm_put_u64(&b, (uint64_t)(uintptr_t)ms[i]);
+    jq_emit_buf(JM_CLASS_PREPARE, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    atomic_fetch_add(&st.classes_prepared, 1);
+    if (hidden) {
+        atomic_fetch_add(&st.classes_hidden, 1);
+        capture_class_internals(klass, cid, nm, ms);
+    }
+    dealloc(ms);
+    dealloc(sig);
+}
+
+static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *jni, jclass redefined,
+                                       jobject loader, const char *name, jobject pd,
+                                       jint len, const unsigned char *data, jint *new_len,
+                                       unsigned char **new_data)
+{
+    (void)jvmti;
+    (void)pd;
+    (void)new_len;
+    (void)new_data;
+    if (atomic_load(&ag.dead) || !data || len <= 0)
+        return;
+    uint64_t tsc = jq_rdtsc();
+    uint64_t cid;
+    char *sig = NULL;
+    char local[512];
+    char *heap = NULL;
+    const char *csig;
+    if (redefined && name) {
+        /* HotSpot takes class_being_redefined from per-thread state, so a
+         * class that gets loaded on this thread while another one is being
+         * retransformed arrives with the other class here. The name always
+         * belongs to the bytes: trust it. */
+        char *rsig = NULL;
+        if ((*ag.jvmti)->GetClassSignature(ag.jvmti, redefined, &rsig, NULL) == JVMTI_ERROR_NONE &&
+            rsig) {
+            size_t l = strlen(name), rl = strlen(rsig);
+            if (!(rl == l + 2 && rsig[0] == 'L' && memcmp(rsig + 1, name, l) == 0))
+                redefined = NULL;
+            dealloc(rsig);
+        }
+    }
+    if (redefined) {
+        cid = class_id_of(jni, redefined, CE_FILE, NULL, &sig, NULL);
+        csig = sig ? sig : "";
+    } else {
+        /* A new class: no class object yet, key by name and loader. An
+         * unnamed class (name NULL) gets an id of its own. */
+        if (name) {
+            size_t l = strlen(name);
+            char *s = local;
+            if (l + 3 > sizeof local && !(s = heap = malloc(l + 3)))
+                return;
+            s[0] = 'L';
+            memcpy(s + 1, name, l);
+            s[l + 1] = ';';
+            s[l + 2] = 0;
+            csig = s;
+        } else {
+            csig = "";
+        }
+        class_entry e;
+        cid = class_get(csig, loader_key(loader), name ? CE_FILE : 0, &e) ? e.id : 0;
+    }
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, cid);
+    jm_put_str(&b, csig);
+    jm_put_u32(&b, redefined ? JM_CLASS_RETRANSFORM : JM_CLASS_LOAD_HOOK);
+    jm_put_bytes(&b, data, (uint32_t)len);
+    jq_emit_buf(JM_CLASS_FILE, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    atomic_fetch_add(redefined ? &st.classes_retransformed : &st.classes_hook, 1);
+    free(heap);
+    dealloc(sig);
+}
+
+static void JNICALL on_class_prepare(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jclass klass)
+{
+    (void)jvmti;
+    (void)thread;
+    if (atomic_load(&ag.dead))
+        return;
+    record_prepare(jni, klass, false);
+}
+
+/* ---- compiled code --------------------------------------------------------- */
+
+static void JNICALL on_compiled_method_load(jvmtiEnv *jvmti, jmethodID method, jint code_size,
+                                            const void *code_addr, jint map_length,
+                                            const jvmtiAddrLocationMap *map,
+                                            const void *compile_info)
+{
+    (void)jvmti;
+    (void)map_length;
+    (void)map;
+    if (atomic_load(&ag.dead) || !code_addr || code_size <= 0)
+        return;
+    uint64_t tsc = jq_rdtsc();
+    uint64_t vaddr = (uint64_t)(uintptr_t)code_addr, size = (uint64_t)code_size;
+    /* The shadow for the patch watcher is the very copy recorded here, so any
+     * later change, even one racing with this event, shows up as a patch. A
+     * second event for the same code (GenerateEvents at VMInit replaying
+     * loads already seen) is dropped here. */
+    if (!pw_register(vaddr, size, code_addr)) {
+        atomic_fetch_add(&st.nmethod_dups, 1);
+        return;
+    }
+    JNIEnv *jni = jni_env();
+    ensure_method(jni, method);
+    /* JVMTI does not say which tier compiled the code (compile_info holds
+     * only inline and dummy records): hotspot.c reads it from the nmethod. */
+    int level = ag.hs_ok ? hs_nmethod_level(vaddr) : -1;
+
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, vaddr);
+    jm_put_u64(&b, size);
+    jm_put_u64(&b, 0); /* code_offset: filled in by the writer */
+    jm_put_u64(&b, (uint64_t)(uintptr_t)method);
+    jm_put_i32(&b, level);
+    size_t npcs_at = b.len;
+    jm_put_u32(&b, 0);
+    uint32_t npcs = 0;
+    uint64_t frames = 0;
+    jmethodID last = NULL;
+    for (const jvmtiCompiledMethodLoadRecordHeader *h = compile_info; h; h = h->next) {
+        if (h->kind != JVMTI_CMLR_INLINE_INFO)
+            continue;
+        const jvmtiCompiledMethodLoadInlineRecord *r = (const void *)h;
+        for (jint i = 0; i < r->numpcs; i++) {
+            const PCStackInfo *pi = &r->pcinfo[i];
+            jint depth = pi->numstackframes > 0 ? pi->numstackframes : 0;
+            jm_put_u64(&b, (uint64_t)(uintptr_t)pi->pc);
+            jm_put_u32(&b, (uint32_t)depth);
+            for (jint d = 0; d < depth; d++) {
+                jm_put_u64(&b, (uint64_t)(uintptr_t)pi->methods[d]);
+                jm_put_i32(&b, pi->bcis[d]);
+                if (pi->methods[d] != last) {
+                    ensure_method(jni, pi->methods[d]);
+                    last = pi->methods[d];
+                }
+            }
+            npcs++;
+            frames += (uint64_t)depth;
+        }
+    }
+    if (!b.failed) {
+        uint8_t *p = b.data + npcs_at;
+        for (int k = 0; k < 4; k++)
+            p[k] = (uint8_t)(npcs >> (8 * k));
+    }
+    jq_emit_buf(JM_NMETHOD_LOAD, tsc, &b, code_addr, size);
+    jm_buf_free(&b);
+    atomic_fetch_add(&st.nmethods, 1);
+    atomic_fetch_add(&st.nmethod_code_bytes, size);
+    atomic_fetch_add(&st.nmethod_pcs, npcs);
+    atomic_fetch_add(&st.nmethod_frames, frames);
+    if (!npcs)
+        atomic_fetch_add(&st.nmethods_without_map, 1);
+}
+
+static void JNICALL on_compiled_method_unload(jvmtiEnv *jvmti, jmethodID method,
+                                              const void *code_addr)
+{
+    (void)jvmti;
+    if (atomic_load(&ag.dead))
+        return;
+    uint64_t tsc = jq_rdtsc();
+    pw_unregister((uint64_t)(uintptr_t)code_addr);
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, (uint64_t)(uintptr_t)method);
+    jm_put_u64(&b, (uint64_t)(uintptr_t)code_addr);
+    jq_emit_buf(JM_NMETHOD_UNLOAD, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    atomic_fetch_add(&st.nmethod_unloads, 1);
+}
+
+/* Stubs and adapters. The JVM may hold internal locks here: no JVMTI or JNI
+ * calls, only a copy of the bytes. */
+static void JNICALL on_dynamic_code(jvmtiEnv *jvmti, const char *name, const void *address,
+                                    jint length)
+{
+    (void)jvmti;
+    if (atomic_load(&ag.dead) || !address || length <= 0)
+        return;
+    uint64_t tsc = jq_rdtsc();
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, (uint64_t)(uintptr_t)address);
+    jm_put_u64(&b, (uint64_t)length);
+    jm_put_u64(&b, 0);
+    jm_put_str(&b, name);
+    jq_emit_buf(JM_DYNAMIC_CODE, tsc, &b, address, (uint64_t)length);
+    jm_buf_free(&b);
+    /* Without the HotSpot tables the stub heaps are unknown to the watcher:
+     * watch each blob instead. */
+    if (!ag.hs_ok)
+        pw_register((uint64_t)(uintptr_t)address, (uint64_t)length, address);
+    atomic_fetch_add(&st.dynamic_code, 1);
+    atomic_fetch_add(&st.dynamic_code_bytes, (uint64_t)length);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+static void resolve_thread_ids(JNIEnv *jni)
+{
+    if (atomic_load(&ag.thread_ids_resolved) || !jni)
+        return;
+    pthread_mutex_lock(&ag.thread_ids_lock);
+    if (!atomic_load(&ag.thread_ids_resolved)) {
+        jclass tc = (*jni)->FindClass(jni, "java/lang/Thread");
+        if (tc) {
+            /* The field read runs no Java code; getId() is the fallback. */
+            ag.thread_tid_field = (*jni)->GetFieldID(jni, tc, "tid", "J");
+            if (!ag.thread_tid_field) {
+                (*jni)->ExceptionClear(jni);
+                ag.thread_getid = (*jni)->GetMethodID(jni, tc, "getId", "()J");
+                if (!ag.thread_getid)
+                    (*jni)->ExceptionClear(jni);
+            }
+            del_ref(jni, tc);
+        } else {
+            (*jni)->ExceptionClear(jni);
+        }
+        if (!ag.thread_tid_field && !ag.thread_getid)
+            jq_warn("java.lang.Thread has neither a tid field nor getId(): java thread ids "
+                    "are recorded as 0");
+        atomic_store(&ag.thread_ids_resolved, true);
+    }
+    pthread_mutex_unlock(&ag.thread_ids_lock);
+}
+
+static uint64_t java_tid(JNIEnv *jni, jthread t)
+{
+    if (!jni || !t)
+        return 0;
+    resolve_thread_ids(jni);
+    jlong v = 0;
+    if (ag.thread_tid_field) {
+        v = (*jni)->GetLongField(jni, t, ag.thread_tid_field);
+    } else if (ag.thread_getid) {
+        v = (*jni)->CallLongMethod(jni, t, ag.thread_getid);
+        if ((*jni)->ExceptionCheck(jni)) {
+            (*jni)->ExceptionClear(jni);
+            v = 0;
+        }
+    }
+    return (uint64_t)v;
+}
+
+static bool record_thread_start(JNIEnv *jni, jthread t, uint32_t tid, uint64_t tsc)
+{
+    jvmtiThreadInfo info;
+    memset(&info, 0, sizeof info);
+    if ((*ag.jvmti)->GetThreadInfo(ag.jvmti, t, &info) != JVMTI_ERROR_NONE)
+        memset(&info, 0, sizeof info);
+    uint64_t jt = java_tid(jni, t);
+    /* Java thread ids are never reused: a second report of the same thread
+     * (HotSpot posts ThreadStart for the main thread after VMInit, which
+     * already recorded it) is dropped. */
+    if (jt && u64set_add(&threads_seen, jt + 1) == 0) {
+        dealloc(info.name);
+        del_ref(jni, info.thread_group);
+        del_ref(jni, info.context_class_loader);
+        return false;
+    }
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, jt);
+    jm_put_u32(&b, tid);
+    jm_put_str(&b, info.name);
+    jq_emit_buf(JM_THREAD_START, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    dealloc(info.name);
+    del_ref(jni, info.thread_group);
+    del_ref(jni, info.context_class_loader);
+    return true;
+}
+
+static void JNICALL on_thread_start(jvmtiEnv *jvmti, JNIEnv *jni, jthread t)
+{
+    (void)jvmti;
+    if (atomic_load(&ag.dead))
+        return;
+    /* The callback runs on the new thread itself: gettid is its native id. */
+    if (record_thread_start(jni, t, my_tid(), jq_rdtsc()))
+        atomic_fetch_add(&st.threads_started, 1);
+}
+
+static void JNICALL on_thread_end(jvmtiEnv *jvmti, JNIEnv *jni, jthread t)
+{
+    (void)jvmti;
+    if (atomic_load(&ag.dead))
+        return;
+    uint64_t tsc = jq_rdtsc();
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, java_tid(jni, t));
+    jm_put_u32(&b, my_tid());
+    jq_emit_buf(JM_THREAD_END, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    atomic_fetch_add(&st.threads_ended, 1);
+}
+
+/* ---- reference mode ------------------------------------------------------ */
+
+static void JNICALL on_method_entry(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmethodID m)
+{
+    (void)jvmti;
+    (void)t;
+    uint64_t tsc = jq_rdtsc();
+    ensure_method(jni, m);
+    uint8_t p[12];
+    uint32_t tid = my_tid();
+    uint64_t mid = (uint64_t)(uintptr_t)m;
+    memcpy(p, &tid, 4); /* x86-64 is little-endian, as the format */
+    memcpy(p + 4, &mid, 8);
+    jq_emit(JM_METHOD_ENTRY, tsc, p, sizeof p, NULL, 0);
+    atomic_fetch_add_explicit(&st.method_entries, 1, memory_order_relaxed);
+}
+
+static void JNICALL on_method_exit(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmethodID m,
+                                   jboolean by_exception, jvalue rv)
+{
+    (void)jvmti;
+    (void)jni;
+    (void)t;
+    (void)rv;
+    uint64_t tsc = jq_rdtsc();
+    uint8_t p[13];
+    uint32_t tid = my_tid();
+    uint64_t mid = (uint64_t)(uintptr_t)m;
+    memcpy(p, &tid, 4);
+    memcpy(p + 4, &mid, 8);
+    p[12] = by_exception ? 1 : 0;
+    jq_emit(JM_METHOD_EXIT, tsc, p, sizeof p, NULL, 0);
+    atomic_fetch_add_explicit(&st.method_exits, 1, memory_order_relaxed);
+}
+
+static void JNICALL on_single_step(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmethodID m,
+                                   jlocation loc)
+{
+    (void)jvmti;
+    (void)jni;
+    (void)t;
+    uint64_t tsc = jq_rdtsc();
+    uint8_t p[16];
+    uint32_t tid = my_tid();
+    uint64_t mid = (uint64_t)(uintptr_t)m;
+    int32_t bci = (int32_t)loc;
+    memcpy(p, &tid, 4);
+    memcpy(p + 4, &mid, 8);
+    memcpy(p + 12, &bci, 4);
+    jq_emit(JM_SINGLE_STEP, tsc, p, sizeof p, NULL, 0);
+    atomic_fetch_add_explicit(&st.single_steps, 1, memory_order_relaxed);
+}
+
+/* ---- VM lifecycle ---------------------------------------------------------- */
+
+/* Tells ptrec where the code cache is so it can set the PT address filter
+ * before tracing starts (docs/FORMAT.md, "The handshake"). Never waits more
+ * than HANDSHAKE_TIMEOUT_MS. */
+static void handshake(void)
+{
+    const char *v = getenv("JPT_HANDSHAKE_FD");
+    if (!v)
+        return;
+    char *end = NULL;
+    long fd = strtol(v, &end, 10);
+    /* Children (ProcessBuilder, Runtime.exec) must not see a descriptor they
+     * do not have. */
+    unsetenv("JPT_HANDSHAKE_FD");
+    if (!*v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0) {
+        jq_warn("JPT_HANDSHAKE_FD=%s is not an open descriptor: no handshake with the "
+                "collector", v);
+        ag.handshake_result = 3;
+        return;
+    }
+    uint64_t lo = 0, hi = 0;
+    if (!ag.hs_ok || !hs_code_cache_bounds(&lo, &hi)) {
+        jq_warn("code-cache bounds unknown: the handshake reports 0x0 0x0 (no IP filter)");
+        lo = hi = 0;
+    }
+    char line[128];
+    int n = snprintf(line, sizeof line, "jpt 1 codecache 0x%llx 0x%llx pid %d\n",
+                     (unsigned long long)lo, (unsigned long long)hi, (int)getpid());
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (write((int)fd, line, (size_t)n) != n) {
+        jq_warn("handshake: cannot write to descriptor %ld: %s", fd, strerror(errno));
+        close((int)fd);
+        ag.handshake_result = 3;
+        return;
+    }
+    char reply[256];
+    size_t got = 0;
+    bool done = false;
+    while (!done && got < sizeof reply - 1) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        if (ms >= HANDSHAKE_TIMEOUT_MS)
+            break;
+        struct pollfd pfd = { (int)fd, POLLIN, 0 };
+        int pr = poll(&pfd, 1, (int)(HANDSHAKE_TIMEOUT_MS - ms));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            break;
+        ssize_t r = read((int)fd, reply + got, sizeof reply - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        done = memchr(reply, '\n', got) != NULL;
+    }
+    close((int)fd);
+    reply[got] = 0;
+    char *nl = strchr(reply, '\n');
+    if (nl)
+        *nl = 0;
+    if (done && strcmp(reply, "ok") == 0) {
+        ag.handshake_result = 1;
+        jq_note("handshake: collector traces code cache 0x%llx-0x%llx",
+                (unsigned long long)lo, (unsigned long long)hi);
+    } else if (done && strncmp(reply, "no", 2) == 0) {
+        ag.handshake_result = 2;
+        jq_warn("handshake: collector declined: %s", reply[2] ? reply + 3 : "(no reason)");
+    } else {
+        ag.handshake_result = 3;
+        jq_warn("handshake: no answer from the collector within %d ms; going on",
+                HANDSHAKE_TIMEOUT_MS);
+    }
+}
+
+static void JNICALL on_vm_start(jvmtiEnv *jvmti, JNIEnv *jni)
+{
+    (void)jvmti;
+    (void)jni;
+    handshake();
+}
+
+static char *sysprop(const char *name)
+{
+    char *v = NULL;
+    if ((*ag.jvmti)->GetSystemProperty(ag.jvmti, name, &v) != JVMTI_ERROR_NONE)
+        return NULL;
+    return v;
+}
+
+static void record_jvm_info(void)
+{
+    char *name = sysprop("java.vm.name"), *version = sysprop("java.vm.version"),
+         *vendor = sysprop("java.vm.vendor"), *home = sysprop("java.home"),
+         *info = sysprop("java.vm.info");
+    ag.xint = info && strstr(info, "interpreted mode");
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_str(&b, name);
+    jm_put_str(&b, version);
+    jm_put_str(&b, vendor);
+    jm_put_str(&b, home);
+    jm_put_u32(&b, (uint32_t)ag.mode);
+    jm_put_str(&b, ag.options);
+    jq_emit_buf(JM_JVM_INFO, jq_rdtsc(), &b, NULL, 0);
+    jm_buf_free(&b);
+    jq_note("jvm: %s %s (%s), %s", name ? name : "?", version ? version : "?",
+            info ? info : "?", home ? home : "?");
+    dealloc(name);
+    dealloc(version);
+    dealloc(vendor);
+    dealloc(home);
+    dealloc(info);
+}
+
+/* Native tid of a live thread other than the current one, through HotSpot's
+ * tables: java.lang.Thread.eetop holds the JavaThread*, whose OSThread keeps
+ * the kernel tid. Every read is fault-safe, and the result must name a task
+ * of this process; anything else gives 0 (unknown). */
+static uint32_t native_tid_of(JNIEnv *jni, jthread t)
+{
+    static uint64_t off_os, off_tid;
+    static int ready; /* 0 untried, 1 usable, -1 not */
+    static jfieldID eetop;
+    if (!ag.hs_ok || !jni)
+        return 0;
+    if (!ready) {
+        ready = -1;
+        jclass tc = (*jni)->FindClass(jni, "java/lang/Thread");
+        if (tc) {
+            eetop = (*jni)->GetFieldID(jni, tc, "eetop", "J");
+            del_ref(jni, tc);
+        }
+        if ((*jni)->ExceptionCheck(jni))
+            (*jni)->ExceptionClear(jni);
+        if (eetop &&
+            (hs_field_offset("JavaThread", "_osthread", &off_os) ||
+             hs_field_offset("Thread", "_osthread", &off_os)) &&
+            hs_field_offset("OSThread", "_thread_id", &off_tid))
+            ready = 1;
+    }
+    if (ready != 1)
+        return 0;
+    uint64_t jt = (uint64_t)(*jni)->GetLongField(jni, t, eetop), os = 0;
+    int32_t tid = 0;
+    if (!jt || hs_safe_read(&os, jt + off_os, 8) != 8 || !os ||
+        hs_safe_read(&tid, os + off_tid, 4) != 4 || tid <= 0)
+        return 0;
+    char path[64];
+    struct stat sb;
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return stat(path, &sb) == 0 ? (uint32_t)tid : 0;
+}
+
+static void record_live_threads(JNIEnv *jni)
+{
+    jint n = 0;
+    jthread *ts = NULL;
+    if ((*ag.jvmti)->GetAllThreads(ag.jvmti, &n, &ts) != JVMTI_ERROR_NONE) {
+        jq_warn("GetAllThreads failed: threads started before the agent are not recorded");
+        return;
+    }
+    jthread self = NULL;
+    (*ag.jvmti)->GetCurrentThread(ag.jvmti, &self);
+    uint64_t tsc = jq_rdtsc();
+    for (jint i = 0; i < n; i++) {
+        /* Already recorded by ThreadStart during the start phase? */
+        uint64_t jt = java_tid(jni, ts[i]);
+        if (!u64set_has(&threads_seen, jt + 1)) {
+            /* The current thread's native id is gettid(); the others' come
+             * from HotSpot's thread objects, or 0 if those cannot be read
+             * (the decoder then matches them by name with the collector's
+             * COMM records). */
+            bool me = self && (*jni)->IsSameObject(jni, self, ts[i]);
+            record_thread_start(jni, ts[i], me ? my_tid() : native_tid_of(jni, ts[i]), tsc);
+            atomic_fetch_add(&st.threads_at_init, 1);
+        }
+        del_ref(jni, ts[i]);
+    }
+    del_ref(jni, self);
+    dealloc(ts);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Classes loaded before the load hook was active (the primordial phase,
+ * CDS-archived core classes): record their preparation, and rebuild their
+ * class files with RetransformClasses; the hook then sees them with
+ * origin JM_CLASS_RETRANSFORM. */
+static void record_loaded_classes(JNIEnv *jni)
+{
+    jint n = 0;
+    jclass *cs = NULL;
+    if ((*ag.jvmti)->GetLoadedClasses(ag.jvmti, &n, &cs) != JVMTI_ERROR_NONE) {
+        jq_warn("GetLoadedClasses failed: classes loaded before the agent are not recorded");
+        atomic_store(&ag.retransform_done, true);
+        return;
+    }
+    jclass *todo = malloc((size_t)(n > 0 ? n : 1) * sizeof *todo);
+    jint ntodo = 0;
+    bool can_rt = ag.retransform && ag.caps.can_retransform_classes && todo;
+    for (jint i = 0; i < n; i++) {
+        jint status = 0;
+        if ((*ag.jvmti)->GetClassStatus(ag.jvmti, cs[i], &status) != JVMTI_ERROR_NONE ||
+            (status & (JVMTI_CLASS_STATUS_ARRAY | JVMTI_CLASS_STATUS_PRIMITIVE))) {
+            del_ref(jni, cs[i]);
+            cs[i] = NULL;
+            continue;
+        }
+        char *sig = NULL;
+        class_entry e;
+        if (!class_id_of(jni, cs[i], 0, &e, &sig, NULL)) {
+            del_ref(jni, cs[i]);
+            cs[i] = NULL;
+            continue;
+        }
+        jboolean mod = JNI_FALSE;
+        if (can_rt && !(e.flags & CE_FILE) && !looks_hidden(sig) &&
+            (*ag.jvmti)->IsModifiableClass(ag.jvmti, cs[i], &mod) == JVMTI_ERROR_NONE && mod)
+            todo[ntodo++] = cs[i];
+        dealloc(sig);
+    }
+    uint64_t t0 = mono_ms();
+    uint64_t failed = 0;
+    for (jint i = 0; i < ntodo; i += RETRANSFORM_BATCH) {
+        jint k = ntodo - i < RETRANSFORM_BATCH ? ntodo - i : RETRANSFORM_BATCH;
+        jvmtiError err = (*ag.jvmti)->RetransformClasses(ag.jvmti, k, todo + i);
+        if (err != JVMTI_ERROR_NONE) {
+            /* One bad class fails the batch: retry one by one. */
+            for (jint j = 0; j < k; j++)
+                if ((*ag.jvmti)->RetransformClasses(ag.jvmti, 1, todo + i + j) !=
+                    JVMTI_ERROR_NONE)
+                    failed++;
+        }
+    }
+    uint64_t ms = mono_ms() - t0;
+    atomic_store(&st.retransform_ms, ms);
+    atomic_store(&st.retransform_failed, failed);
+    atomic_store(&ag.retransform_done, true);
+    jq_note("retransformed %d classes loaded before the hook in %llu ms (%llu failed)",
+            (int)ntodo, (unsigned long long)ms, (unsigned long long)failed);
+    if (failed)
+        jq_warn("%llu classes loaded before the agent could not be rebuilt; their bytecode "
+                "is recorded from the JVM instead", (unsigned long long)failed);
+    if (ag.retransform && !ag.caps.can_retransform_classes)
+        jq_warn("cannot retransform classes: class files of classes loaded before the agent "
+                "(java.lang.*) are missing; their bytecode is recorded from the JVM instead");
+
+    /* Preparation records for classes prepared before the hook, and bytecode
+     * for those that still have no class file. */
+    for (jint i = 0; i < n; i++) {
+        if (!cs[i])
+            continue;
+        jint status = 0;
+        (*ag.jvmti)->GetClassStatus(ag.jvmti, cs[i], &status);
+        if (status & JVMTI_CLASS_STATUS_PREPARED) {
+            class_entry e;
+            char *sig = NULL;
+            if (class_id_of(jni, cs[i], 0, &e, &sig, NULL)) {
+                if (!(e.flags & CE_PREPARED))
+                    record_prepare(jni, cs[i], false);
+                else if (!(e.flags & CE_FILE) && !(e.flags & CE_HIDDEN))
+                    record_prepare(jni, cs[i], true);
+            }
+            dealloc(sig);
+        }
+        del_ref(jni, cs[i]);
+    }
+    free(todo);
+    dealloc(cs);
+}
+
+static void set_event(jvmtiEventMode mode, jvmtiEvent ev, const char *what)
+{
+    jvmtiError e = (*ag.jvmti)->SetEventNotificationMode(ag.jvmti, mode, ev, NULL);
+    if (e != JVMTI_ERROR_NONE && mode == JVMTI_ENABLE)
+        jq_warn("cannot enable %s events (%s): %s are not recorded", what, errname(e), what);
+}
+
+static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
+{
+    (void)jvmti;
+    (void)thread;
+    record_jvm_info();
+    if (ag.hs_ok) {
+        int n = hs_record_layout();
+        jq_note("recorded %d interpreter codelets", n);
+    }
+    /* The watcher's baseline of the stub heaps is taken right after their
+     * CODE_BLOB snapshots, so every later change becomes a patch. */
+    char err[256];
+    if (pw_start(ag.patch_ms, ag.hs_ok, err, sizeof err) != 0)
+        jq_warn("%s: code patches are recorded only at shutdown", err);
+    record_live_threads(jni);
+    /* Code that existed before the events were on. DynamicCodeGenerated is
+     * switched on only now so GenerateEvents' replay is its first report. */
+    if (ag.caps.can_generate_compiled_method_load_events) {
+        set_event(JVMTI_ENABLE, JVMTI_EVENT_DYNAMIC_CODE_GENERATED, "dynamic code (stub)");
+        jvmtiError e = (*ag.jvmti)->GenerateEvents(ag.jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+        if (e != JVMTI_ERROR_NONE)
+            jq_warn("GenerateEvents(DYNAMIC_CODE_GENERATED): %s: early stubs are missing",
+                    errname(e));
+        e = (*ag.jvmti)->GenerateEvents(ag.jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
+        if (e != JVMTI_ERROR_NONE)
+            jq_warn("GenerateEvents(COMPILED_METHOD_LOAD): %s: early compiled methods are "
+                    "missing", errname(e));
+    }
+    record_loaded_classes(jni);
+    if (ag.mode == JM_MODE_REFERENCE) {
+        if (ag.xint && ag.caps.can_generate_single_step_events)
+            set_event(JVMTI_ENABLE, JVMTI_EVENT_SINGLE_STEP, "single-step");
+        else if (!ag.xint)
+            jq_note("reference mode without -Xint: no single-step records");
+    }
+    atomic_store(&ag.live, true);
+}
+
+static void shutdown_agent(bool jvmti_usable)
+{
+    static atomic_flag once = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&once))
+        return;
+    atomic_store(&ag.dead, true);
+    if (jvmti_usable && ag.jvmti) {
+        static const jvmtiEvent evs[] = {
+            JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, JVMTI_EVENT_CLASS_PREPARE,
+            JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+            JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_THREAD_START,
+            JVMTI_EVENT_THREAD_END, JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
+            JVMTI_EVENT_SINGLE_STEP,
+        };
+        for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+            (*ag.jvmti)->SetEventNotificationMode(ag.jvmti, JVMTI_DISABLE, evs[i], NULL);
+    }
+    pw_stop();
+    pw_stats ps;
+    pw_get_stats(&ps);
+    uint64_t code = atomic_load(&st.nmethod_code_bytes);
+    uint64_t pcs = atomic_load(&st.nmethod_pcs);
+    const char *names[] = {
+        "nmethods", "nmethod_duplicates", "nmethod_code_bytes", "nmethod_pcs",
+        "nmethod_pc_frames", "nmethod_pcs_per_kib", "nmethods_without_map",
+        "nmethod_unloads", "debug_non_safepoints", "dynamic_code", "dynamic_code_bytes",
+        "methods", "method_errors", "classes", "classes_hook", "classes_retransformed",
+        "retransform_failed", "retransform_ms", "classes_prepared", "classes_hidden",
+        "hidden_method_bytecodes", "class_errors", "threads_started", "threads_ended",
+        "threads_at_init", "patch_ranges", "patch_scans", "patches", "patch_bytes",
+        "patch_scan_cpu_us_max", "patch_scan_cpu_us_total", "patch_unreadable", "handshake",
+        "method_entries", "method_exits", "single_steps",
+    };
+    uint64_t vals[] = {
+        atomic_load(&st.nmethods), atomic_load(&st.nmethod_dups), code, pcs,
+        atomic_load(&st.nmethod_frames), code ? (pcs * 1024 + code / 2) / code : 0,
+        atomic_load(&st.nmethods_without_map), atomic_load(&st.nmethod_unloads),
+        (uint64_t)ag.dns_flag, atomic_load(&st.dynamic_code),
+        atomic_load(&st.dynamic_code_bytes), atomic_load(&st.methods),
+        atomic_load(&st.method_errors), class_count(), atomic_load(&st.classes_hook),
+        atomic_load(&st.classes_retransformed), atomic_load(&st.retransform_failed),
+        atomic_load(&st.retransform_ms), atomic_load(&st.classes_prepared),
+        atomic_load(&st.classes_hidden), atomic_load(&st.hidden_methods_bytecode),
+        atomic_load(&st.class_errors), atomic_load(&st.threads_started),
+        atomic_load(&st.threads_ended), atomic_load(&st.threads_at_init), ps.ranges,
+        ps.scans, ps.patches, ps.patch_bytes, ps.scan_ns_max / 1000,
+        ps.scan_ns_total / 1000, ps.unreadable, (uint64_t)ag.handshake_result,
+        atomic_load(&st.method_entries), atomic_load(&st.method_exits),
+        atomic_load(&st.single_steps),
+    };
+    _Static_assert(sizeof names / sizeof names[0] == sizeof vals / sizeof vals[0],
+                   "stats names and values");
+    jq_note("nmethods %llu, %llu pc records (%llu per KiB of code), %llu patches",
+            (unsigned long long)vals[0], (unsigned long long)pcs,
+            (unsigned long long)vals[5], (unsigned long long)ps.patches);
+    jq_shutdown(names, vals, sizeof vals / sizeof vals[0], SHUTDOWN_DRAIN_MS);
+}
+
+static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *jni)
+{
+    (void)jvmti;
+    (void)jni;
+    shutdown_agent(true);
+}
+
+/* Runtime.halt() and some fatal exits skip VMDeath: whatever is queued is
+ * still written, and the stream still ends with STATS and END. */
+static void at_exit(void)
+{
+    if (ag.tracing)
+        shutdown_agent(false);
+}
+
+/* ---- options and setup ------------------------------------------------------ */
+
+static int mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    size_t l = strlen(path);
+    if (l == 0 || l >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(tmp, path, l + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -1;
+    struct stat sb;
+    if (stat(tmp, &sb) < 0)
+        return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns 0, 1 for "help", -1 on a bad option (message printed). */
+static int parse_options(const char *opts)
+{
+    snprintf(ag.options, sizeof ag.options, "%s", opts ? opts : "");
+    if (!opts || !*opts)
+        return 0;
+    char *copy = strdup(opts);
+    if (!copy)
+        return -1;
+    int rc = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        const char *val = eq ? eq + 1 : "";
+        if (eq)
+            *eq = 0;
+        if (strcmp(tok, "help") == 0) {
+            rc = 1;
+        } else if (strcmp(tok, "out") == 0 && *val) {
+            snprintf(ag.dir, sizeof ag.dir, "%s", val);
+        } else if (strcmp(tok, "mode") == 0 && strcmp(val, "trace") == 0) {
+            ag.mode = JM_MODE_TRACE;
+        } else if (strcmp(tok, "mode") == 0 && strcmp(val, "reference") == 0) {
+            ag.mode = JM_MODE_REFERENCE;
+        } else if (strcmp(tok, "patch_ms") == 0 && *val) {
+            ag.patch_ms = (unsigned)strtoul(val, NULL, 10);
+        } else if (strcmp(tok, "retransform") == 0) {
+            ag.retransform = strcmp(val, "0") != 0;
+        } else if (strcmp(tok, "budget_mb") == 0 && *val) {
+            ag.budget = (uint64_t)strtoull(val, NULL, 10) << 20;
+        } else {
+            fprintf(stderr, "jpt: error: unknown agent option '%s%s%s' (try =help)\n", tok,
+                    eq ? "=" : "", val);
+            rc = -1;
+            break;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+/* Finds the last -XX:[+-]DebugNonSafepoints in s (whitespace separated). */
+static void scan_dns(const char *s, size_t len, int *flag)
+{
+    static const char on[] = "-XX:+DebugNonSafepoints", off[] = "-XX:-DebugNonSafepoints";
+    for (size_t i = 0; i + sizeof on - 1 <= len; i++) {
+        if (memcmp(s + i, on, sizeof on - 1) == 0)
+            *flag = 1;
+        else if (memcmp(s + i, off, sizeof off - 1) == 0)
+            *flag = 0;
+    }
+}
+
+/* DebugNonSafepoints decides how dense the pc -> inline-stack maps are.
+ * HotSpot turns it on by itself when an agent wants CompiledMethodLoad and
+ * the flag is left at its default (compute_recording_non_safepoints), so only
+ * an explicit -XX:-DebugNonSafepoints makes the maps sparse. The flag is read
+ * from where the launcher takes VM options: the environment variables it
+ * honours and the process command line (an @argfile or -XX:Flags= file is not
+ * followed). */
+static int debug_non_safepoints(void)
+{
+    int flag = 2;
+    static const char *const envs[] = { "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS",
+                                        "_JAVA_OPTIONS" };
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        close(fd);
+        if (n > 0)
+            scan_dns(buf, (size_t)n, &flag);
+    }
+    /* JAVA_TOOL_OPTIONS and _JAVA_OPTIONS are applied after the command line. */
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        const char *v = getenv(envs[i]);
+        if (v)
+            scan_dns(v, strlen(v), &flag);
+    }
+    return flag;
+}
+
+/* Requests each wanted capability that the JVM can give, and says what is
+ * lost for each one it cannot. */
+static void add_capabilities(void)
+{
+    jvmtiCapabilities pot, want;
+    memset(&pot, 0, sizeof pot);
+    memset(&want, 0, sizeof want);
+    if ((*ag.jvmti)->GetPotentialCapabilities(ag.jvmti, &pot) != JVMTI_ERROR_NONE)
+        memset(&pot, 0, sizeof pot);
+#define WANT(cap, lost)                                                   \
+    do {                                                                  \
+        if (pot.cap)                                                      \
+            want.cap = 1;                                                 \
+        else                                                              \
+            jq_warn("JVM lacks capability " #cap ": " lost);              \
+    } while (0)
+    WANT(can_generate_compiled_method_load_events,
+         "no compiled code, inline maps or stubs are recorded");
+    WANT(can_generate_all_class_hook_events, "no class files are recorded");
+    WANT(can_get_bytecodes, "no bytecode of hidden classes is recorded");
+    WANT(can_get_constant_pool, "no constant pools of hidden classes are recorded");
+    if (ag.retransform) {
+        WANT(can_retransform_classes, "classes loaded before the agent have no class files");
+        if (pot.can_retransform_any_class)
+            want.can_retransform_any_class = 1;
+    }
+    if (ag.mode == JM_MODE_REFERENCE) {
+        WANT(can_generate_method_entry_events, "no method entry records");
+        WANT(can_generate_method_exit_events, "no method exit records");
+        WANT(can_generate_single_step_events, "no single-step records");
+    }
+#undef WANT
+    jvmtiError e = (*ag.jvmti)->AddCapabilities(ag.jvmti, &want);
+    if (e != JVMTI_ERROR_NONE) {
+        /* Another agent may hold an exclusive one: take them one at a time. */
+        jvmtiCapabilities one;
+        unsigned char *w = (unsigned char *)&want;
+        for (size_t i = 0; i < sizeof want; i++) {
+            for (int bit = 0; bit < 8; bit++) {
+                if (!(w[i] & (1u << bit)))
+                    continue;
+                memset(&one, 0, sizeof one);
+                ((unsigned char *)&one)[i] = (unsigned char)(1u << bit);
+                jvmtiError e1 = (*ag.jvmti)->AddCapabilities(ag.jvmti, &one);
+                if (e1 != JVMTI_ERROR_NONE)
+                    jq_warn("capability (byte %zu bit %d of jvmtiCapabilities) refused: %s",
+                            i, bit, errname(e1));
+            }
+        }
+    }
+    memset(&ag.caps, 0, sizeof ag.caps);
+    (*ag.jvmti)->GetCapabilities(ag.jvmti, &ag.caps);
+}
+
+/* Takes an exclusive lock on dir/agent.lock for the life of the process.
+ * False only if another live process holds it; any other failure (no flock
+ * support on the file system) is not a reason to stop. */
+static bool lock_dir(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/agent.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return true;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        bool busy = errno == EWOULDBLOCK;
+        close(fd);
+        return !busy;
+    }
+    return true; /* fd stays open: the lock lasts until the process ends */
+}
+
+static void default_dir(void)
+{
+    if (ag.dir[0])
+        return;
+    const char *env = getenv("JPT_TRACE_DIR");
+    if (env && *env)
+        snprintf(ag.dir, sizeof ag.dir, "%s", env);
+    else
+        snprintf(ag.dir, sizeof ag.dir, "jpt-%d.trace", (int)getpid());
+}
+
+JPT_EXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
+{
+    (void)reserved;
+    uint64_t start_tsc = jq_rdtsc();
+    ag.vm = vm;
+    int prc = parse_options(options);
+    if (prc != 0) {
+        /* Help or a bad option: the JVM runs untraced, as for any failure. */
+        fputs(usage_text, stderr);
+        return JNI_OK;
+    }
+    default_dir();
+    char jvm_dir[PATH_MAX + 8];
+    snprintf(jvm_dir, sizeof jvm_dir, "%s/jvm", ag.dir);
+    char err[PATH_MAX + 200];
+    if (mkdir_p(jvm_dir) < 0) {
+        fprintf(stderr, "jpt: error: cannot create trace directory %s: %s; the JVM runs "
+                        "untraced\n", jvm_dir, strerror(errno));
+        return JNI_OK;
+    }
+    /* A JVM started by the traced one inherits JPT_TRACE_DIR (and maybe the
+     * agent through JAVA_TOOL_OPTIONS): it must not truncate the stream of
+     * the JVM already writing there, so it writes jvm-<pid>/ beside it. */
+    bool moved = false;
+    if (!lock_dir(jvm_dir)) {
+        snprintf(jvm_dir, sizeof jvm_dir, "%s/jvm-%d", ag.dir, (int)getpid());
+        moved = true;
+        if (mkdir_p(jvm_dir) < 0) {
+            fprintf(stderr, "jpt: error: cannot create trace directory %s: %s; the JVM runs "
+                            "untraced\n", jvm_dir, strerror(errno));
+            return JNI_OK;
+        }
+        lock_dir(jvm_dir);
+    }
+    if (jq_start(jvm_dir, start_tsc, ag.budget, err, sizeof err) != 0) {
+        fprintf(stderr, "jpt: error: %s; the JVM runs untraced\n", err);
+        return JNI_OK;
+    }
+    jq_note("jpt agent: pid %d, options '%s', output %s", (int)getpid(), ag.options, jvm_dir);
+    if (moved)
+        jq_warn("another JVM is writing %s/jvm: this one writes %s", ag.dir, jvm_dir);
+
+    if ((*vm)->GetEnv(vm, (void **)&ag.jvmti, JVMTI_VERSION_1_2) != JNI_OK || !ag.jvmti) {
+        jq_warn("no JVMTI 1.2 environment: nothing is recorded");
+        ag.jvmti = NULL;
+        jq_shutdown(NULL, NULL, 0, 1000);
+        return JNI_OK;
+    }
+    char why[256] = "";
+    ag.hs_ok = hs_init(why, sizeof why);
+    if (!ag.hs_ok)
+        jq_warn("HotSpot tables unavailable (%s): no interpreter codelets, code-cache bounds "
+                "or stub heaps; compiled code and classes are still recorded", why);
+
+    add_capabilities();
+    ag.dns_flag = debug_non_safepoints();
+    if (ag.hs_ok && ag.dns_flag != 1) {
+        /* The flag's current value from HotSpot's flag table settles "on"
+         * even when it came from a flags file the scan above cannot see. */
+        uint64_t fa = hs_flag_address("DebugNonSafepoints");
+        uint8_t v = 0;
+        if (fa && hs_safe_read(&v, fa, 1) == 1 && v)
+            ag.dns_flag = 1;
+    }
+    if (ag.dns_flag == 0)
+        jq_warn("-XX:-DebugNonSafepoints: inline maps hold safepoints only (sparse); use "
+                "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints");
+    if (ag.mode == JM_MODE_REFERENCE)
+        fprintf(stderr, "jpt: reference mode records every method entry and exit (and "
+                        "bytecode with -Xint): the program runs much slower\n");
+
+    jvmtiEventCallbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.VMStart = on_vm_start;
+    cb.VMInit = on_vm_init;
+    cb.VMDeath = on_vm_death;
+    cb.ClassFileLoadHook = on_class_file_load;
+    cb.ClassPrepare = on_class_prepare;
+    cb.CompiledMethodLoad = on_compiled_method_load;
+    cb.CompiledMethodUnload = on_compiled_method_unload;
+    cb.DynamicCodeGenerated = on_dynamic_code;
+    cb.ThreadStart = on_thread_start;
+    cb.ThreadEnd = on_thread_end;
+    cb.MethodEntry = on_method_entry;
+    cb.MethodExit = on_method_exit;
+    cb.SingleStep = on_single_step;
+    jvmtiError e = (*ag.jvmti)->SetEventCallbacks(ag.jvmti, &cb, (jint)sizeof cb);
+    if (e != JVMTI_ERROR_NONE) {
+        jq_warn("SetEventCallbacks: %s: nothing is recorded", errname(e));
+        jq_shutdown(NULL, NULL, 0, 1000);
+        return JNI_OK;
+    }
+    set_event(JVMTI_ENABLE, JVMTI_EVENT_VM_START, "VM start (handshake)");
+    set_event(JVMTI_ENABLE, JVMTI_EVENT_VM_INIT, "VM init");
+    set_event(JVMTI_ENABLE, JVMTI_EVENT_VM_DEATH, "VM death");
+    set_event(JVMTI_ENABLE, JVMTI_EVENT_THREAD_START, "thread start");
+    set_event(JVMTI_ENABLE, JVMTI_EVENT_THREAD_END, "thread end");
+    set_event(JVMTI_ENABLE, JVMTI_EVENT_CLASS_PREPARE, "class prepare");
+    if (ag.caps.can_generate_all_class_hook_events)
+        set_event(JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, "class file load hook");
+    if (ag.caps.can_generate_compiled_method_load_events) {
+        /* On from the start: HotSpot then records non-safepoint debug info
+         * for every compilation (dense inline maps). */
+        set_event(JVMTI_ENABLE, JVMTI_EVENT_COMPILED_METHOD_LOAD, "compiled method load");
+        set_event(JVMTI_ENABLE, JVMTI_EVENT_COMPILED_METHOD_UNLOAD, "compiled method unload");
+    }
+    if (ag.mode == JM_MODE_REFERENCE) {
+        if (ag.caps.can_generate_method_entry_events)
+            set_event(JVMTI_ENABLE, JVMTI_EVENT_METHOD_ENTRY, "method entry");
+        if (ag.caps.can_generate_method_exit_events)
+            set_event(JVMTI_ENABLE, JVMTI_EVENT_METHOD_EXIT, "method exit");
+    }
+    ag.tracing = true;
+    atexit(at_exit);
+    return JNI_OK;
+}
+
+JPT_EXPORT void JNICALL Agent_OnUnload(JavaVM *vm)
+{
+    (void)vm;
+    /* Normally VMDeath did all of this; this covers a JVM that skipped it.
+     * JVMTI is no longer usable here. */
+    if (ag.tracing)
+        shutdown_agent(false);
+}

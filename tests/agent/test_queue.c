@@ -1,0 +1,262 @@
+/* Units for the agent's record queue (queue.c) and code patch watcher
+ * (patch.c), without a JVM: records go through the real writer thread to a
+ * real stream, which is read back with the jmeta reader. Criterion runs each
+ * test in its own process, so the queue's process-wide state starts fresh. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/jmeta.h"
+#include "jvm-agent/agent.h"
+#include "jvm-agent/queue.h"
+
+static char dir[] = "/tmp/jpt-queue-test-XXXXXX";
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/jpt-queue-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)system(cmd);
+}
+
+static uint64_t le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Finds a counter in the stream's STATS record; -1 if absent. */
+static int64_t stat_value(jm_reader *r, const jm_record *rec, const char *name)
+{
+    (void)r;
+    jm_cur c;
+    jm_cur_init(&c, rec->payload, rec->size);
+    uint32_t n = jm_get_u32(&c);
+    for (uint32_t i = 0; i < n && jm_cur_ok(&c); i++) {
+        jm_slice s = jm_get_bytes(&c);
+        uint64_t v = jm_get_u64(&c);
+        if (s.len == strlen(name) && memcmp(s.p, name, s.len) == 0)
+            return (int64_t)v;
+    }
+    return -1;
+}
+
+#define THREADS 4
+#define PER_THREAD 20000
+
+static void *producer(void *arg)
+{
+    uint32_t id = (uint32_t)(uintptr_t)arg;
+    for (uint64_t seq = 0; seq < PER_THREAD; seq++) {
+        uint8_t p[12];
+        memcpy(p, &id, 4);
+        memcpy(p + 4, &seq, 8);
+        jq_emit(JM_METHOD_ENTRY, jq_rdtsc(), p, sizeof p, NULL, 0);
+    }
+    return NULL;
+}
+
+Test(queue, many_producers_keep_per_thread_order, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    pthread_t t[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, producer, (void *)i);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    const char *names[] = { "test_counter" };
+    uint64_t vals[] = { 42 };
+    jq_shutdown(names, vals, 1, 10000);
+
+    jm_reader *r = jm_reader_open(dir, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    uint64_t next[THREADS] = { 0 };
+    jm_record rec;
+    int rc, stats = 0, end = 0, after_end = 0;
+    while ((rc = jm_reader_next(r, &rec)) == 1) {
+        if (end)
+            after_end++;
+        if (rec.type == JM_METHOD_ENTRY) {
+            cr_assert_eq(rec.size, 12);
+            uint32_t id = (uint32_t)le(rec.payload, 4);
+            uint64_t seq = le(rec.payload + 4, 8);
+            cr_assert_lt(id, THREADS);
+            cr_assert_eq(seq, next[id], "thread %u: record %lu after %lu", id,
+                         (unsigned long)seq, (unsigned long)next[id]);
+            next[id]++;
+        } else if (rec.type == JM_STATS) {
+            stats++;
+            cr_assert_eq(stat_value(r, &rec, "test_counter"), 42);
+            cr_assert_eq(stat_value(r, &rec, "queue_records_written"), THREADS * PER_THREAD);
+            cr_assert_eq(stat_value(r, &rec, "queue_records_dropped"), 0);
+        } else if (rec.type == JM_END) {
+            end++;
+        }
+    }
+    cr_assert_eq(rc, 0, "%s", jm_reader_error(r));
+    for (int i = 0; i < THREADS; i++)
+        cr_assert_eq(next[i], PER_THREAD, "thread %d: %lu records", i, (unsigned long)next[i]);
+    cr_assert_eq(stats, 1);
+    cr_assert_eq(end, 1);
+    cr_assert_eq(after_end, 0, "END is the last record");
+    jm_reader_close(r);
+}
+
+Test(queue, unwritable_record_is_counted_not_silent, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    uint8_t small[8] = { 0 };
+    /* Over the format's record limit: refused before anything is copied. */
+    jq_emit(JM_METHOD, jq_rdtsc(), small, JM_MAX_RECORD_SIZE + 1u, NULL, 0);
+    jq_emit(JM_METHOD_ENTRY, jq_rdtsc(), small, 8, NULL, 0);
+    jq_shutdown(NULL, NULL, 0, 10000);
+    /* Records emitted after shutdown are counted too (nothing to write them to). */
+    jq_emit(JM_METHOD_ENTRY, jq_rdtsc(), small, 8, NULL, 0);
+
+    jm_reader *r = jm_reader_open(dir, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    jm_record rec;
+    int64_t dropped = -1;
+    while (jm_reader_next(r, &rec) == 1)
+        if (rec.type == JM_STATS)
+            dropped = stat_value(r, &rec, "queue_records_dropped");
+    cr_assert_eq(dropped, 1);
+    jm_reader_close(r);
+}
+
+Test(queue, start_fails_cleanly_without_directory, .init = setup, .fini = teardown)
+{
+    char err[256] = "", path[300];
+    snprintf(path, sizeof path, "%s/missing/jvm", dir);
+    cr_assert_eq(jq_start(path, 0, 0, err, sizeof err), -1);
+    cr_assert(strstr(err, "missing") != NULL, "error names the path: %s", err);
+    /* Every entry point stays harmless. */
+    jq_emit(JM_METHOD_ENTRY, 0, "x", 1, NULL, 0);
+    jq_warn("nothing to write %d", 1);
+    jq_shutdown(NULL, NULL, 0, 100);
+    cr_assert_eq(jq_running(), 0);
+}
+
+/* ---- patch watcher ---------------------------------------------------------- */
+
+struct patch_rec {
+    uint64_t vaddr, size;
+    uint8_t bytes[64];
+};
+
+static int read_patches(struct patch_rec *out, int max)
+{
+    char err[256];
+    jm_reader *r = jm_reader_open(dir, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    jm_record rec;
+    int n = 0;
+    while (jm_reader_next(r, &rec) == 1) {
+        if (rec.type != JM_CODE_PATCH)
+            continue;
+        cr_assert_lt(n, max);
+        out[n].vaddr = le(rec.payload, 8);
+        out[n].size = le(rec.payload + 8, 8);
+        uint64_t off = le(rec.payload + 16, 8);
+        const uint8_t *code = jm_reader_code(r, off, out[n].size, err, sizeof err);
+        cr_assert_not_null(code, "%s", err);
+        memcpy(out[n].bytes, code, out[n].size < 64 ? out[n].size : 64);
+        n++;
+    }
+    jm_reader_close(r);
+    return n;
+}
+
+Test(patch, changed_spans_are_recorded_and_merged, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    size_t len = 16384;
+    uint8_t *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *gone = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(code != MAP_FAILED && gone != MAP_FAILED);
+    for (size_t i = 0; i < len; i++)
+        code[i] = (uint8_t)(i * 7);
+    cr_assert(pw_register((uintptr_t)code, len, code));
+    cr_assert(!pw_register((uintptr_t)code, len, code), "a repeated load is refused");
+    cr_assert(pw_register((uintptr_t)gone, 4096, gone));
+    pw_unregister((uintptr_t)gone);
+
+    /* Two changes 17 bytes apart (one record), one far away (another), and
+     * a change in an unregistered range (no record). */
+    code[100] ^= 0xff;
+    code[101] ^= 0xff;
+    code[117] ^= 0xff;
+    code[9000] ^= 0x5a;
+    gone[10] ^= 0xff;
+    pw_stop(); /* final scan */
+    jq_shutdown(NULL, NULL, 0, 10000);
+
+    struct patch_rec p[8];
+    int n = read_patches(p, 8);
+    cr_assert_eq(n, 2, "%d patch records", n);
+    struct patch_rec *a = p[0].vaddr < p[1].vaddr ? &p[0] : &p[1];
+    struct patch_rec *b = a == &p[0] ? &p[1] : &p[0];
+    cr_assert_eq(a->vaddr, (uintptr_t)code + 100);
+    cr_assert_eq(a->size, 18);
+    cr_assert_eq(memcmp(a->bytes, code + 100, 18), 0, "patch carries the new bytes");
+    cr_assert_eq(b->vaddr, (uintptr_t)code + 9000);
+    cr_assert_eq(b->size, 1);
+    cr_assert_eq(b->bytes[0], code[9000]);
+    munmap(code, len);
+    munmap(gone, 4096);
+}
+
+Test(patch, no_change_no_record, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    static uint8_t code[4096];
+    memset(code, 0x90, sizeof code);
+    cr_assert(pw_register((uintptr_t)code, sizeof code, code));
+    cr_assert_eq(pw_start(5, false, err, sizeof err), 0, "%s", err);
+    usleep(30000); /* several scans by the thread */
+    pw_stop();
+    pw_stats st;
+    pw_get_stats(&st);
+    jq_shutdown(NULL, NULL, 0, 10000);
+    cr_assert_geq(st.scans, 2, "%lu scans", (unsigned long)st.scans);
+    cr_assert_eq(st.patches, 0);
+    struct patch_rec p[2];
+    cr_assert_eq(read_patches(p, 2), 0);
+}
+
+Test(patch, unmapped_range_is_skipped_not_fatal, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    uint8_t *a = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(a != MAP_FAILED && b != MAP_FAILED);
+    cr_assert(pw_register((uintptr_t)a, 4096, a));
+    cr_assert(pw_register((uintptr_t)b, 4096, b));
+    munmap(a, 4096); /* gone without an unload: must not crash the scan */
+    b[5] = 0x77;
+    pw_stop();
+    pw_stats st;
+    pw_get_stats(&st);
+    jq_shutdown(NULL, NULL, 0, 10000);
+    cr_assert_geq(st.unreadable, 1);
+    struct patch_rec p[2];
+    cr_assert_eq(read_patches(p, 2), 1, "the readable range is still compared");
+    cr_assert_eq(p[0].vaddr, (uintptr_t)b + 5);
+    munmap(b, 4096);
+}
