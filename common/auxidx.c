@@ -54,6 +54,60 @@ int auxidx_append(int fd, const auxidx_rec *r)
     return write_all(fd, b, sizeof b);
 }
 
+int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, char *err,
+                 size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (len < AUXIDX_HEADER_SIZE || memcmp(p, AUXIDX_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "%s: offset 0: not a jpt AUX index (%s)", name,
+                 len < AUXIDX_HEADER_SIZE ? "too short" : "bad magic");
+        return -1;
+    }
+    uint32_t version = (uint32_t)get64(p + 8);
+    uint32_t rsize = (uint32_t)(get64(p + 8) >> 32);
+    if (version != AUXIDX_VERSION) {
+        snprintf(err, errlen, "%s: offset 8: AUX index version %u, this reader reads %u", name,
+                 version, AUXIDX_VERSION);
+        return -1;
+    }
+    if (rsize < AUXIDX_RECORD_SIZE || rsize > 4096) {
+        snprintf(err, errlen, "%s: offset 12: record size %u is invalid", name, rsize);
+        return -1;
+    }
+    size_t count = (len - AUXIDX_HEADER_SIZE) / rsize;
+    out->recs = count ? malloc(count * sizeof *out->recs) : NULL;
+    if (count && !out->recs) {
+        snprintf(err, errlen, "%s: out of memory for %zu records", name, count);
+        return -1;
+    }
+    size_t off = AUXIDX_HEADER_SIZE;
+    for (size_t i = 0; i < count; i++, off += rsize) {
+        auxidx_rec *r = &out->recs[out->n];
+        r->offset = get64(p + off);
+        r->size = get64(p + off + 8);
+        r->flags = get64(p + off + 16);
+        r->tsc = get64(p + off + 24);
+        r->lost_bytes = get64(p + off + 32);
+        if (r->size > UINT64_MAX - r->offset) {
+            snprintf(err, errlen, "%s: offset %zu: AUX range overflows; %zu records kept", name,
+                     off, out->n);
+            return 1;
+        }
+        out->n++;
+        out->lost_bytes += r->lost_bytes;
+        if (r->flags & AUXIDX_TRUNCATED)
+            out->truncations++;
+        if (r->offset + r->size > out->covered_end)
+            out->covered_end = r->offset + r->size;
+    }
+    if (off != len) {
+        snprintf(err, errlen, "%s: offset %zu: partial record (%zu of %u bytes) ignored", name,
+                 off, len - off, rsize);
+        return 1;
+    }
+    return 0;
+}
+
 int auxidx_load(const char *path, auxidx *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -62,66 +116,24 @@ int auxidx_load(const char *path, auxidx *out, char *err, size_t errlen)
         snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
-    uint8_t h[AUXIDX_HEADER_SIZE];
-    size_t got = fread(h, 1, sizeof h, f);
-    if (got < sizeof h || memcmp(h, AUXIDX_MAGIC, 8) != 0) {
-        snprintf(err, errlen, "%s: offset 0: not a jpt AUX index (%s)", path,
-                 got < sizeof h ? "too short" : "bad magic");
+    /* 40 bytes per AUX record: a file beyond 4 GiB is not an index. */
+    if (fseeko(f, 0, SEEK_END) < 0 || ftello(f) < 0 || ftello(f) > (off_t)1 << 32) {
+        snprintf(err, errlen, "%s: offset 0: implausible size for an AUX index", path);
         fclose(f);
         return -1;
     }
-    uint32_t version = (uint32_t)(h[8] | h[9] << 8 | h[10] << 16 | (uint32_t)h[11] << 24);
-    uint32_t rsize = (uint32_t)(h[12] | h[13] << 8 | h[14] << 16 | (uint32_t)h[15] << 24);
-    if (version != AUXIDX_VERSION) {
-        snprintf(err, errlen, "%s: offset 8: AUX index version %u, this reader reads %u", path,
-                 version, AUXIDX_VERSION);
+    size_t len = (size_t)ftello(f);
+    rewind(f);
+    uint8_t *p = malloc(len ? len : 1);
+    if (!p || fread(p, 1, len, f) != len) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, p ? "short read" : "out of memory");
+        free(p);
         fclose(f);
         return -1;
     }
-    if (rsize < AUXIDX_RECORD_SIZE || rsize > 4096) {
-        snprintf(err, errlen, "%s: offset 12: record size %u is invalid", path, rsize);
-        fclose(f);
-        return -1;
-    }
-    uint8_t *rec = malloc(rsize);
-    size_t cap = 0;
-    int rc = 0;
-    uint64_t off = AUXIDX_HEADER_SIZE;
-    for (;;) {
-        got = fread(rec, 1, rsize, f);
-        if (got == 0)
-            break;
-        if (got < rsize) {
-            snprintf(err, errlen, "%s: offset %llu: partial record (%zu of %u bytes) ignored",
-                     path, (unsigned long long)off, got, rsize);
-            rc = 1;
-            break;
-        }
-        if (out->n == cap) {
-            cap = cap ? cap * 2 : 64;
-            auxidx_rec *n = realloc(out->recs, cap * sizeof *n);
-            if (!n) {
-                snprintf(err, errlen, "%s: out of memory", path);
-                rc = -1;
-                break;
-            }
-            out->recs = n;
-        }
-        auxidx_rec *r = &out->recs[out->n++];
-        r->offset = get64(rec);
-        r->size = get64(rec + 8);
-        r->flags = get64(rec + 16);
-        r->tsc = get64(rec + 24);
-        r->lost_bytes = get64(rec + 32);
-        out->lost_bytes += r->lost_bytes;
-        if (r->flags & AUXIDX_TRUNCATED)
-            out->truncations++;
-        off += rsize;
-    }
-    free(rec);
     fclose(f);
-    if (rc < 0)
-        auxidx_free(out);
+    int rc = auxidx_parse(p, len, path, out, err, errlen);
+    free(p);
     return rc;
 }
 

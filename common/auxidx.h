@@ -32,11 +32,17 @@ typedef struct auxidx {
     size_t n;
     uint64_t lost_bytes;   /* sum of lost_bytes */
     uint64_t truncations;  /* records with TRUNCATED */
+    uint64_t covered_end;  /* highest offset + size: the .pt file is at least this long */
 } auxidx;
 
-/* Loads path. A bad header is an error (-1, message "PATH: offset N: ..." in
- * err); a partial last record is dropped with a warning in err and 1 is
- * returned; 0 when the file is complete. */
+/* Parses an index held in memory; `name` starts every message. Returns 0
+ * when the index is complete; 1 when it had to stop early (a partial last
+ * record, a record whose range overflows) with the records before kept and a
+ * message "NAME: offset N: ..." in err; -1 on a bad header or no memory.
+ * Records longer than this version's (a later minor version) are accepted. */
+int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, char *err,
+                 size_t errlen);
+/* The same on a file. */
 int auxidx_load(const char *path, auxidx *out, char *err, size_t errlen);
 void auxidx_free(auxidx *idx);
 

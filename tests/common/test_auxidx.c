@@ -69,3 +69,48 @@ Test(auxidx, bad_headers)
     cr_assert_eq(auxidx_load(path, &idx, err, sizeof err), -1);
     cr_assert(strstr(err, "cannot read"), "%s", err);
 }
+
+static size_t make_idx(uint8_t *buf, uint32_t rsize, int n)
+{
+    memcpy(buf, "JPTAUX\0\0", 8);
+    memset(buf + 8, 0, 8);
+    buf[8] = 1;
+    buf[12] = (uint8_t)rsize;
+    size_t off = 16;
+    for (int i = 0; i < n; i++) {
+        uint64_t f[5] = { (uint64_t)i * 100, 100, (uint64_t)(i & 1), 1000 + (uint64_t)i,
+                          (i & 1) ? 250u : 0u };
+        memcpy(buf + off, f, sizeof f); /* little-endian host */
+        memset(buf + off + 40, 0xee, rsize - 40); /* fields of a later version */
+        off += rsize;
+    }
+    return off;
+}
+
+Test(auxidx, later_version_records_and_coverage)
+{
+    uint8_t buf[1024];
+    char err[256] = "";
+    auxidx idx;
+    size_t n = make_idx(buf, 56, 4);
+    cr_assert_eq(auxidx_parse(buf, n, "x.idx", &idx, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(idx.n, 4);
+    cr_assert_eq(idx.truncations, 2);
+    cr_assert_eq(idx.lost_bytes, 500);
+    cr_assert_eq(idx.covered_end, 400);
+    auxidx_free(&idx);
+}
+
+Test(auxidx, overflowing_range_stops)
+{
+    uint8_t buf[256];
+    char err[256] = "";
+    auxidx idx;
+    size_t n = make_idx(buf, 40, 3);
+    uint64_t big = UINT64_MAX - 10;
+    memcpy(buf + 16 + 40, &big, 8);
+    cr_assert_eq(auxidx_parse(buf, n, "x.idx", &idx, err, sizeof err), 1);
+    cr_assert_str_eq(err, "x.idx: offset 56: AUX range overflows; 1 records kept");
+    cr_assert_eq(idx.n, 1);
+    auxidx_free(&idx);
+}

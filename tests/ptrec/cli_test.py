@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""ptrec's command line, end to end, without qemu, java or PT hardware.
+
+usage: cli_test.py PTREC CASE
+
+Error cases run the real ptrec and check exit codes and messages. The recording
+cases put fake_qemu.py in place of qemu-x86_64 + libptemu.so and fake_agent.py
+in place of the JVM agent, so the handshake, the plugin's control socket,
+signals, exit statuses and info.json are checked deterministically.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PTREC = os.path.abspath(sys.argv[1])
+PY = sys.executable          # an ELF binary, not a script: ptrec refuses scripts under --emulate
+TMP = tempfile.mkdtemp(prefix="ptrec-cli-")
+SUMMARY = re.compile(r"^ptrec: (\d+) threads?, [0-9.]+ MB of PT, [0-9.]+ MB lost "
+                     r"\(([0-9.]+)%\), trace in (.+)$", re.M)
+CC = "jpt 1 codecache 0x7f0000000000 0x7f0010000000 pid 4242"
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what, file=sys.stderr)
+
+
+def run(args, env=None, timeout=60, **kw):
+    e = dict(os.environ)
+    for k in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "JPT_AGENT", "JPT_PTEMU"):
+        e.pop(k, None)
+    e.update(env or {})
+    p = subprocess.run([PTREC] + args, env=e, capture_output=True, text=True, timeout=timeout,
+                       cwd=TMP, **kw)
+    print(f"$ ptrec {' '.join(args)}\n-> {p.returncode}\n{p.stdout}{p.stderr}")
+    return p
+
+
+def expect_error(args, code, message, env=None):
+    p = run(args, env)
+    check(p.returncode == code, f"exit {p.returncode}, wanted {code}")
+    check(message in p.stderr, f"stderr lacks {message!r}")
+    check(len(p.stderr.strip().splitlines()) == 1, "error is not exactly one line")
+    return p
+
+
+# stand-ins ------------------------------------------------------------------
+
+def fakes():
+    """A qemu wrapper that runs fake_qemu.py with this Python, and a plugin file."""
+    qemu = os.path.join(TMP, "qemu-x86_64")
+    with open(qemu, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{PY}" "{HERE}/fake_qemu.py" "$@"\n')
+    os.chmod(qemu, 0o755)
+    plugin = os.path.join(TMP, "libptemu.so")
+    open(plugin, "w").close()
+    return ["--emulate", "--qemu", qemu, "--plugin", plugin]
+
+
+def agent_cmd(*lines):
+    return [PY, os.path.join(HERE, "fake_agent.py")] + list(lines)
+
+
+def info(d):
+    with open(os.path.join(TMP, d, "info.json")) as f:
+        return json.load(f)
+
+
+def plugin_log(d):
+    with open(os.path.join(TMP, d, "eval", "fake-plugin.log")) as f:
+        return f.read().splitlines()
+
+
+# error cases -------------------------------------------------------------------
+
+def case_no_command():
+    expect_error([], 2, "ptrec: no command given (usage: ptrec [OPTIONS] -- COMMAND...)")
+    expect_error(["--emulate", "-o", "x", "--"], 2, "ptrec: no command given")
+    check(not os.path.exists(os.path.join(TMP, "x")), "a trace dir was created")
+
+
+def case_exists():
+    d = os.path.join(TMP, "ex")
+    os.makedirs(d)
+    with open(os.path.join(d, "keep.txt"), "w") as f:
+        f.write("precious")
+    expect_error(["--emulate", "-o", "ex", "--", "true"], 2,
+                 "ptrec: ex exists (use --force to replace it)")
+    # --force still refuses a directory that is not a trace
+    expect_error(["--emulate", "--force", "-o", "ex", "--", "true"], 2,
+                 "does not look like a trace directory")
+    check(open(os.path.join(d, "keep.txt")).read() == "precious", "existing file was touched")
+    # a plain file in the way
+    open(os.path.join(TMP, "afile"), "w").close()
+    expect_error(["--emulate", "-o", "afile", "--", "true"], 2, "exists and is not a directory")
+    # an empty directory is fine to record into: reaches the qemu check
+    os.makedirs(os.path.join(TMP, "empty"))
+    expect_error(["--emulate", "--qemu", "/nonexistent", "-o", "empty", "--", "true"], 2,
+                 "qemu-x86_64 not found")
+
+
+def case_unknown_option():
+    expect_error(["--bogus", "--", "true"], 2, "ptrec: unknown option '--bogus' (see ptrec --help)")
+    expect_error(["-Z", "--", "true"], 2, "ptrec: unknown option '-Z'")
+    expect_error(["--emulate", "-o"], 2, "ptrec: option '-o' needs a value")
+    expect_error(["--filter", "sometimes", "--", "true"], 2, "bad --filter 'sometimes'")
+    expect_error(["--psb-period", "0", "--", "true"], 2, "bad --psb-period '0'")
+    expect_error(["--drain-rate", "x1", "--", "true"], 2, "bad --drain-rate 'x1'")
+    expect_error(["--emulate", "--drain-rate", "64", "--", "true"], 2,
+                 "--drain-rate needs --aux-size")
+    expect_error(["--emulate", "--aux-size", "1M", "--", "true"], 2,
+                 "--aux-size needs --drain-rate under --emulate")
+
+
+def case_qemu_missing():
+    p = expect_error(["--emulate", "--qemu", "/nonexistent", "-o", "q", "--", "true"], 2,
+                     "qemu-x86_64 not found at /nonexistent")
+    check("qemu-user" in p.stderr, "message does not name the Debian package qemu-user")
+    check(not os.path.exists(os.path.join(TMP, "q")), "trace dir created despite the error")
+    # not on PATH either
+    p = expect_error(["--emulate", "-o", "q", "--", "/bin/true"], 2, "qemu-user",
+                     env={"PATH": "/nonexistent-dir"})
+
+
+def case_bad_aux_size():
+    for bad in ["12Q", "0", "-1M", "4.5M", "", "1K"]:
+        p = expect_error(["--emulate", "--aux-size", bad, "--", "true"], 2,
+                         f"ptrec: bad --aux-size '{bad}'")
+    p = run(["--help"])
+    check(p.returncode == 0, "--help failed")
+
+
+def case_help_version():
+    p = run(["--help"])
+    check(p.returncode == 0, "--help exit")
+    for want in ["usage: ptrec", "Examples:", "--emulate", "--filter", "ptdecode info",
+                 "JAVA=\"ptrec --emulate"]:
+        check(want in p.stdout, f"--help lacks {want!r}")
+    p = run(["--version"])
+    check(p.returncode == 0 and re.match(r"^ptrec \d+\.\d+", p.stdout), "--version")
+
+
+def case_no_pt_hardware():
+    p = run(["-o", "hw", "--", "true"])
+    check(p.returncode == 2, "exit code without --emulate")
+    if os.path.exists("/sys/bus/event_source/devices/intel_pt/type"):
+        check("hardware backend is not built yet" in p.stderr, "message on a PT machine")
+    else:
+        check(p.stderr.strip() == "ptrec: this machine has no Intel PT (no /sys/bus/event_source/"
+              "devices/intel_pt); use --emulate to record under emulation", "no-PT message")
+    check(not os.path.exists(os.path.join(TMP, "hw")), "trace dir created")
+
+
+def case_command_problems():
+    expect_error(["--emulate", "-o", "c1", "--", "no-such-command-xyz"], 127,
+                 "ptrec: no-such-command-xyz: command not found")
+    script = os.path.join(TMP, "run.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nexec java \"$@\"\n")
+    os.chmod(script, 0o755)
+    expect_error(fakes() + ["-o", "c2", "--", script], 2, "is a script")
+
+
+def case_plugin_missing():
+    qemu = fakes()[2]
+    expect_error(["--emulate", "--qemu", qemu, "--plugin", "/nonexistent/libptemu.so", "-o", "p",
+                  "--", "true"], 2, "/nonexistent/libptemu.so does not exist")
+    expect_error(["--emulate", "--qemu", qemu, "-o", "p", "--", "true"], 2,
+                 "JPT_PTEMU", env={"JPT_PTEMU": "/nonexistent/x.so"})
+    check(not os.path.exists(os.path.join(TMP, "p")), "trace dir created")
+
+
+def case_plugin_refused():
+    p = expect_error(fakes() + ["-o", "r", "--", "true"], 2,
+                     "qemu refused the plugin", env={"FAKE_PLUGIN_REFUSE": "1"})
+    check("Could not load plugin" in p.stderr, "qemu's own message not reported")
+    check(not os.path.exists(os.path.join(TMP, "r")), "trace dir created")
+
+
+def case_plugin_refused_real():
+    """The real qemu-x86_64 on a file that is no plugin: its message comes through."""
+    if not shutil.which("qemu-x86_64"):
+        print("SKIP: no qemu-x86_64")
+        sys.exit(77)
+    bogus = os.path.join(TMP, "libbogus.so")
+    with open(bogus, "w") as f:
+        f.write("not a plugin\n")
+    p = expect_error(["--emulate", "--plugin", bogus, "-o", "rr", "--", "/bin/true"], 2,
+                     f"ptrec: qemu refused the plugin {bogus}: ")
+    check("Could not load plugin" in p.stderr, "qemu's own message not reported")
+    check(not os.path.exists(os.path.join(TMP, "rr")), "trace dir created")
+
+
+# recording cases (stand-ins) -----------------------------------------------------
+
+def case_handshake():
+    p = run(fakes() + ["-o", "h", "--"] +
+            agent_cmd(CC, CC.replace("4242", "4243"), "jpt 1 codecache 0x2000 0x1000 pid 1"))
+    check(p.returncode == 0, "exit status")
+    replies = [l for l in p.stdout.splitlines() if l.startswith("reply: ")]
+    check(replies == ["reply: ok", "reply: no only-one-jvm", "reply: no bad-handshake"],
+          f"replies {replies}")
+    check(f"env JPT_TRACE_DIR={os.path.join(TMP, 'h')}" in p.stdout, "JPT_TRACE_DIR")
+    log = plugin_log("h")
+    check("ctl filter 0x7f0000000000 0x7f0010000000" in log, f"plugin not told the filter: {log}")
+    check(",filter=none," in log[0] and ",ctl=" in log[0] and ",psb_period=4096" in log[0],
+          f"plugin args {log[0]}")
+    check(f",out={os.path.join(TMP, 'h')}," in log[0], "plugin out=")
+    check("second JVM (pid 4243)" in p.stderr, "no warning about the second JVM")
+    check("bad handshake" in p.stderr, "no warning about the bad line")
+    m = SUMMARY.search(p.stderr)
+    check(m is not None, "no summary line")
+    if m:
+        check(m.group(1) == "1" and m.group(3) == "h", f"summary {m.group(0)}")
+        check(abs(float(m.group(2)) - 33.3) < 0.05, "lost percentage (500 of 1500 bytes)")
+    j = info("h")
+    check(j["version"] == 1 and j["complete"] is True, "version/complete")
+    check(j["backend"] == "emulated", "backend")
+    check(j["command"] == agent_cmd(CC, CC.replace("4242", "4243"),
+                                    "jpt 1 codecache 0x2000 0x1000 pid 1"), "command")
+    check(j["exit"] == {"status": 0}, "exit")
+    check(j["pt"]["filter"] == {"mode": "codecache",
+                                "ranges": [[0x7f0000000000, 0x7f0010000000]]}, "filter")
+    check(j["pt"]["tsc"] is True and j["pt"]["noretcomp"] is True and j["pt"]["mtc"] is False,
+          "pt config")
+    check(j["time"] == {"time_zero": 0, "time_mult": 1, "time_shift": 0}, "time conversion")
+    check(j["jvm"]["handshake"] == "ok" and j["jvm"]["pid"] == 4242, "jvm handshake")
+    check(isinstance(j["cpu"]["family"], int), "cpu family")
+    st = j["streams"]
+    check(len(st) == 1 and re.match(r"^tid-\d+$", st[0]["name"]), f"streams {st}")
+    check(st[0]["pt_bytes"] == 1000 and st[0]["lost_bytes"] == 500 and st[0]["truncated"] == 1,
+          f"stream sizes {st}")
+    check(j["totals"]["pt_bytes"] == 1000 and j["totals"]["lost_bytes"] == 500, "totals")
+    for sub in ("pt", "sideband", "jvm"):
+        check(os.path.isdir(os.path.join(TMP, "h", sub)), f"{sub}/ missing")
+
+
+def case_handshake_hostile():
+    bad = ["", "jpt 1 codecache 0x1000 0x2000 pid 1 \\x00", "x" * 300,
+           "jpt 1 codecache 0x1000 0xffffffffffffffff pid 7"] + ["junk"] * 10
+    p = run(fakes() + ["--filter", "all", "-o", "hh", "--"] + agent_cmd(*bad[:5]))
+    check(p.returncode == 0, "exit status")
+    replies = [l for l in p.stdout.splitlines() if l.startswith("reply: ")]
+    check(replies == ["reply: no bad-handshake"] * 4 + ["reply: no bad-handshake"],
+          f"replies {replies}")
+    check(info("hh")["jvm"]["handshake"] == "none", "handshake state")
+    # a peer that keeps sending garbage is cut off, and ptrec still finishes
+    p = run(fakes() + ["--filter", "all", "-o", "hh2", "--", PY, "-c",
+                       "import os,socket,time\n"
+                       "s=socket.socket(fileno=int(os.environ['JPT_HANDSHAKE_FD']))\n"
+                       "s.sendall(b'junk\\n'*100)\n"
+                       "time.sleep(0.5)\n"
+                       "print(len(s.recv(4096)))\n"])
+    check(p.returncode == 0, "exit status after a flood")
+    check("ignoring the handshake socket after 8 bad lines" in p.stderr, "flood not cut off")
+    check(p.stdout.strip() == str(8 * len("no bad-handshake\n")), "replies to a flood")
+
+
+def case_filter_all():
+    p = run(fakes() + ["--filter", "all", "--psb-period", "8K", "--aux-size", "1M",
+                       "--drain-rate", "64", "--keep-lossless", "--test-log", "-o", "fa", "--"]
+            + agent_cmd(CC))
+    check(p.returncode == 0, "exit status")
+    check("reply: ok" in p.stdout, "agent not answered ok")
+    log = plugin_log("fa")
+    check(not any(l.startswith("ctl ") for l in log), "filter sent although --filter all")
+    for want in [",filter=all,", ",psb_period=8192", ",aux_size=1048576", ",drain_rate=64",
+                 ",keep_lossless=on", ",testlog=on"]:
+        check(want in log[0], f"plugin args lack {want}: {log[0]}")
+    j = info("fa")
+    check(j["pt"]["filter"] == {"mode": "all", "ranges": []}, "filter")
+    check(j["aux_size"] == 1048576 and j["drain_rate"] == 64 and j["pt"]["psb_period"] == 8192,
+          "sizes in info.json")
+    p = run(fakes() + ["--filter", "0x1000-0x2000", "-o", "fr", "--", "true"])
+    check(",filter=0x1000-0x2000," in plugin_log("fr")[0], "range filter")
+    check(info("fr")["pt"]["filter"] == {"mode": "range", "ranges": [[4096, 8192]]}, "range info")
+
+
+def case_plugin_silent():
+    t = time.time()
+    p = run(fakes() + ["-o", "ps", "--"] + agent_cmd(CC), env={"FAKE_PLUGIN_REPLY": "silent"})
+    check(time.time() - t < 5, "waited for the plugin longer than the agent does")
+    check("reply: no filter-failed" in p.stdout, "agent not told the filter failed")
+    check("did not acknowledge the filter" in p.stderr, "no warning")
+    check(info("ps")["jvm"]["handshake"] == "failed", "handshake state")
+    check(info("ps")["pt"]["filter"]["ranges"] == [], "ranges recorded though not set")
+    p = run(fakes() + ["-o", "pn", "--"] + agent_cmd(CC), env={"FAKE_PLUGIN_REPLY": "no busy"})
+    check("reply: no filter-failed" in p.stdout, "agent not told the filter failed")
+    check("the plugin refused the filter: no busy" in p.stderr, "plugin's refusal not reported")
+
+
+def case_java_agent():
+    bindir = os.path.join(TMP, "jdk", "bin")
+    os.makedirs(bindir)
+    java = os.path.join(bindir, "java")
+    os.symlink(PY, java)    # a "java launcher" by name that runs the fake agent
+    agent = os.path.join(TMP, "lib dir", "libjpt.so")
+    os.makedirs(os.path.dirname(agent))
+    open(agent, "w").close()
+    fa = os.path.join(HERE, "fake_agent.py")
+    p = run(fakes() + ["--agent", agent, "-o", "j1", "--", java, fa, CC],
+            env={"JAVA_TOOL_OPTIONS": "-Xmx64m"})
+    jto = [l for l in p.stdout.splitlines() if l.startswith("env JAVA_TOOL_OPTIONS=")]
+    want = (f'env JAVA_TOOL_OPTIONS=-Xmx64m "-agentpath:{agent}=out={os.path.join(TMP, "j1")}" '
+            "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints")
+    check(jto == [want], f"JAVA_TOOL_OPTIONS {jto}")
+    j = info("j1")
+    check(j["jvm"]["java_launcher"] and j["jvm"]["agent_added"] and j["jvm"]["agent"] == agent,
+          "jvm info")
+    # the agent is already there: leave the options alone
+    p = run(fakes() + ["--agent", agent, "-o", "j2", "--", java, fa, "-agentpath:/x/libjpt.so"])
+    check("env JAVA_TOOL_OPTIONS=" in p.stdout.splitlines(), "options changed although the "
+          "command line loads the agent")
+    p = run(fakes() + ["--agent", agent, "-o", "j3", "--", java, fa],
+            env={"JAVA_TOOL_OPTIONS": "-agentpath:/y/libjpt.so=out=/z"})
+    check("env JAVA_TOOL_OPTIONS=-agentpath:/y/libjpt.so=out=/z" in p.stdout.splitlines(),
+          "options changed although JAVA_TOOL_OPTIONS loads the agent")
+    # no agent anywhere: one clear line
+    expect_error(fakes() + ["-o", "j4", "--", java, fa], 2, "JPT_AGENT",
+                 env={"JPT_AGENT": "/nonexistent/libjpt.so"})
+    # a non-java command with the default filter is warned about
+    p = run(fakes() + ["-o", "j5", "--", "true"])
+    check("is not a java launcher" in p.stderr, "no warning for a non-java command")
+
+
+def case_exit_status():
+    p = run(fakes() + ["--filter", "all", "-o", "e1", "--"] + agent_cmd("--exit", "7"))
+    check(p.returncode == 7, f"exit status {p.returncode}, wanted 7")
+    check(info("e1")["exit"] == {"status": 7}, "exit in info.json")
+    check(SUMMARY.search(p.stderr) is not None, "no summary line")
+    p = run(["--quiet"] + fakes() + ["--filter", "all", "-o", "e2", "--", "true"])
+    check(p.returncode == 0 and p.stderr == "", f"--quiet printed {p.stderr!r}")
+
+
+def case_signals():
+    e = dict(os.environ)
+    e.pop("JAVA_TOOL_OPTIONS", None)
+    args = [PTREC] + fakes() + ["--filter", "all", "-o", "s1", "--"] + agent_cmd("--sleep")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        shutil.rmtree(os.path.join(TMP, "s1"), ignore_errors=True)
+        p = subprocess.Popen(args, cwd=TMP, env=e, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        while line and line.strip() != "sleeping":
+            line = p.stdout.readline()
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            check(False, f"signal {sig} was not forwarded")
+            continue
+        err = p.stderr.read()
+        print(f"signal {sig}: exit {p.returncode}\n{err}")
+        check(p.returncode == 128 + sig, f"exit {p.returncode}, wanted {128 + sig}")
+        check(info("s1")["exit"] == {"signal": int(sig)}, "signal in info.json")
+        check(SUMMARY.search(err) is not None, "no summary after a signal")
+
+
+def case_idx_damaged():
+    p = run(fakes() + ["--filter", "all", "-o", "i1", "--", "true"], env={"FAKE_IDX": "partial"})
+    check(p.returncode == 0, "exit")
+    check(re.search(r"warning: .*/i1/pt/tid-\d+\.idx: offset 96: partial record \(12 of 40 "
+                    r"bytes\) ignored", p.stderr) is not None, "partial record warning")
+    check(info("i1")["totals"]["lost_bytes"] == 500, "records before the damage kept")
+    p = run(fakes() + ["--filter", "all", "-o", "i2", "--", "true"], env={"FAKE_IDX": "bad"})
+    check(re.search(r"tid-\d+\.idx: offset 0: not a jpt AUX index \(bad magic\)", p.stderr) is not None, "bad magic")
+    check(info("i2")["totals"]["lost_bytes"] == 0, "lost bytes from a bad index")
+
+
+def case_force_replace():
+    d = os.path.join(TMP, "old")
+    os.makedirs(os.path.join(d, "pt"))
+    open(os.path.join(d, "pt", "tid-1.pt"), "wb").write(b"x" * 10)
+    open(os.path.join(d, "info.json"), "w").write("{}")
+    expect_error(fakes() + ["--filter", "all", "-o", "old", "--", "true"], 2,
+                 "ptrec: old exists (use --force to replace it)")
+    p = run(fakes() + ["--filter", "all", "--force", "-o", "old", "--", "true"])
+    check(p.returncode == 0, "exit")
+    check(not os.path.exists(os.path.join(d, "pt", "tid-1.pt")), "old stream kept")
+    check(info("old")["complete"] is True, "new info.json")
+    # a symlink to a trace is replaced in place, the link kept
+    os.makedirs(os.path.join(TMP, "real", "pt"))
+    open(os.path.join(TMP, "real", "pt", "tid-2.pt"), "wb").write(b"y")
+    os.symlink("real", os.path.join(TMP, "link"))
+    p = run(fakes() + ["--filter", "all", "--force", "-o", "link", "--", "true"])
+    check(p.returncode == 0, "exit")
+    check(os.path.islink(os.path.join(TMP, "link")), "symlink replaced by a directory")
+    check(not os.path.exists(os.path.join(TMP, "real", "pt", "tid-2.pt")), "old stream kept")
+    check(os.path.isfile(os.path.join(TMP, "real", "info.json")), "no info.json behind the link")
+
+
+def main():
+    name = sys.argv[2]
+    try:
+        globals()["case_" + name]()
+    finally:
+        if not failures:
+            shutil.rmtree(TMP, ignore_errors=True)
+        else:
+            print(f"kept {TMP}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
