@@ -84,6 +84,29 @@ static const char *method_name(GHashTable *names, uint64_t id, char *buf, size_t
     return buf;
 }
 
+/* Distinct methods inlined anywhere in an NMETHOD_LOAD (the root excluded),
+ * in the order they first appear, appended to ids (of uint64_t). */
+static void inlined_methods(const jm_rec *m, GArray *ids)
+{
+    GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    jm_pcs it = m->u.nmethod_load.pcs;
+    uint64_t pc;
+    uint32_t depth;
+    jm_frame fr[MAX_INLINE_FRAMES];
+    while (jm_pcs_next(&it, &pc, &depth, fr, MAX_INLINE_FRAMES) == 1) {
+        uint32_t d = depth < MAX_INLINE_FRAMES ? depth : MAX_INLINE_FRAMES;
+        for (uint32_t i = 0; i + 1 < d; i++) {
+            gint64 id = (gint64)fr[i].method_id;
+            if (id == (gint64)m->u.nmethod_load.method_id || g_hash_table_contains(seen, &id))
+                continue;
+            g_hash_table_add(seen, g_memdup2(&id, sizeof id));
+            uint64_t v = (uint64_t)id;
+            g_array_append_val(ids, v);
+        }
+    }
+    g_hash_table_destroy(seen);
+}
+
 /* Strings from the JVM may hold anything: print them on one line. */
 static void print_slice(FILE *f, jm_slice s)
 {
@@ -111,6 +134,7 @@ typedef struct info {
     uint64_t codelets, codelets_with_bytecode, interp_begin, interp_end;
     uint64_t blob_bytes, dyn_code, dyn_code_bytes;
     uint64_t nm_loads, nm_unloads, nm_bytes, pcs, inlined_pcs, max_depth;
+    GArray *nmethods;       /* jm_rec of every NMETHOD_LOAD, for the JSON list */
     uint64_t by_level[6];
     uint64_t patches, patch_bytes;
     uint64_t class_hook, class_retransform, class_bad, hidden, prepared;
@@ -209,6 +233,7 @@ static void collect(info *in, jm_reader *r, const jm_record *rec, const jm_rec *
         break;
     case JM_NMETHOD_LOAD: {
         in->nm_loads++;
+        g_array_append_val(in->nmethods, *m);
         in->nm_bytes += m->u.nmethod_load.code.size;
         int level = m->u.nmethod_load.level;
         in->by_level[level >= 0 && level <= 4 ? level : 5]++;
@@ -332,7 +357,8 @@ static void jslice(json_w *j, const char *k, jm_slice s)
     json_strn(j, (const char *)s.p, s.len);
 }
 
-static void print_json(info *in, jm_reader *r, const char *dir, const char *read_error)
+static void print_json(info *in, jm_reader *r, const char *dir, const char *read_error,
+                       GHashTable *names)
 {
     const jm_header *h = jm_reader_header(r);
     GPtrArray *missing_ex = g_ptr_array_new();
@@ -402,6 +428,30 @@ static void print_json(info *in, jm_reader *r, const char *dir, const char *read
     json_ku64(&j, "inlined_pc_records", in->inlined_pcs);
     json_ku64(&j, "max_inline_depth", in->max_depth);
     json_kdbl(&j, "pc_records_per_kb", density(in));
+    json_key(&j, "methods");
+    json_arr(&j);
+    GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    char nb[64];
+    for (guint i = 0; i < in->nmethods->len; i++) {
+        const jm_rec *m = &g_array_index(in->nmethods, jm_rec, i);
+        json_obj(&j);
+        json_kstr(&j, "method", method_name(names, m->u.nmethod_load.method_id, nb, sizeof nb));
+        json_ki64(&j, "level", m->u.nmethod_load.level);
+        json_khex(&j, "vaddr", m->u.nmethod_load.code.vaddr);
+        json_ku64(&j, "size", m->u.nmethod_load.code.size);
+        json_ku64(&j, "tsc", m->tsc);
+        json_ku64(&j, "pc_records", m->u.nmethod_load.npcs);
+        json_key(&j, "inlined");
+        json_arr(&j);
+        g_array_set_size(ids, 0);
+        inlined_methods(m, ids);
+        for (guint k = 0; k < ids->len; k++)
+            json_str(&j, method_name(names, g_array_index(ids, uint64_t, k), nb, sizeof nb));
+        json_end(&j);
+        json_end(&j);
+    }
+    g_array_free(ids, TRUE);
+    json_end(&j);
     json_key(&j, "by_level");
     json_obj(&j);
     static const char *const levels[6] = { "0", "1", "2", "3", "4", "unknown" };
@@ -599,6 +649,7 @@ int cmd_info(int argc, char **argv)
     info in;
     memset(&in, 0, sizeof in);
     in.heap_vals = g_array_new(FALSE, FALSE, sizeof(jm_heap));
+    in.nmethods = g_array_new(FALSE, FALSE, sizeof(jm_rec));
     in.heap_names = g_ptr_array_new_with_free_func(g_free);
     in.captured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     in.named = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -620,8 +671,11 @@ int cmd_info(int argc, char **argv)
         collect(&in, r, &rec, &m);
     }
     const char *read_error = rc < 0 ? jm_reader_error(r) : NULL;
-    if (as_json)
-        print_json(&in, r, dir, read_error);
+    if (as_json) {
+        GHashTable *names = method_names(dir);
+        print_json(&in, r, dir, read_error, names);
+        g_hash_table_destroy(names);
+    }
     else
         print_text(&in, r, dir);
     int status = 0;
@@ -637,6 +691,7 @@ int cmd_info(int argc, char **argv)
         status = 1;
     }
     g_array_free(in.heap_vals, TRUE);
+    g_array_free(in.nmethods, TRUE);
     g_ptr_array_free(in.heap_names, TRUE);
     g_hash_table_destroy(in.captured);
     g_hash_table_destroy(in.named);
@@ -733,29 +788,19 @@ static void dump_record(GHashTable *names, const jm_record *rec, const jm_rec *m
     case JM_NMETHOD_LOAD: {
         print_code(&m->u.nmethod_load.code);
         printf(" level=%d npcs=%u", m->u.nmethod_load.level, m->u.nmethod_load.npcs);
-        /* Distinct methods inlined anywhere in this nmethod (not the root). */
-        GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-        jm_pcs it = m->u.nmethod_load.pcs;
-        uint64_t pc;
-        uint32_t depth;
-        jm_frame fr[MAX_INLINE_FRAMES];
+        GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        inlined_methods(m, ids);
         printf(" inlined=");
-        bool any = false;
-        while (jm_pcs_next(&it, &pc, &depth, fr, MAX_INLINE_FRAMES) == 1) {
-            uint32_t d = depth < MAX_INLINE_FRAMES ? depth : MAX_INLINE_FRAMES;
-            for (uint32_t i = 0; i + 1 < d; i++) {
-                gint64 id = (gint64)fr[i].method_id;
-                if (id == (gint64)m->u.nmethod_load.method_id || g_hash_table_contains(seen, &id))
-                    continue;
-                g_hash_table_add(seen, g_memdup2(&id, sizeof id));
-                printf("%s%s", any ? "," : "", method_name(names, (uint64_t)id, nb, sizeof nb));
-                any = true;
-            }
-        }
-        g_hash_table_destroy(seen);
+        for (guint i = 0; i < ids->len; i++)
+            printf("%s%s", i ? "," : "",
+                   method_name(names, g_array_index(ids, uint64_t, i), nb, sizeof nb));
+        g_array_free(ids, TRUE);
         printf(" method=%s", method_name(names, m->u.nmethod_load.method_id, nb, sizeof nb));
         if (pcs) {
-            it = m->u.nmethod_load.pcs;
+            jm_pcs it = m->u.nmethod_load.pcs;
+            uint64_t pc;
+            uint32_t depth;
+            jm_frame fr[MAX_INLINE_FRAMES];
             while (jm_pcs_next(&it, &pc, &depth, fr, MAX_INLINE_FRAMES) == 1) {
                 printf("\n  pc=0x%" PRIx64 " depth=%u stack=", pc, depth);
                 uint32_t d = depth < MAX_INLINE_FRAMES ? depth : MAX_INLINE_FRAMES;

@@ -23,6 +23,7 @@ Prints what it checked; exits 0 on success, 1 with a reason otherwise. Set
 JPT_KEEP=1 to keep the temporary directory.
 """
 import os
+import json
 import re
 import shutil
 import socket
@@ -155,6 +156,19 @@ def case_jit(ctx):
           f"{len(c2)} C2 (level 4) loads of Jit.hot, each inlining Jit.mix and Jit$Vec.dot")
     unknown = [f for f in loads if f.get("level") == "-1"]
     check(not unknown, f"the compilation level of all {len(loads)} loads is known")
+    # The same through `ptdecode info --json`, which also validates the whole stream.
+    r = subprocess.run([ctx.ptdecode, "info", "--json", d], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    check(r.returncode == 0, "ptdecode info accepts the trace: " + r.stderr.strip())
+    comp = json.loads(r.stdout)["compiled"]
+    c2_json = [m for m in comp["methods"] if m["method"] == "Jit.hot(I)J" and m["level"] == 4]
+    check(c2_json and all({"Jit.mix(II)I", "Jit$Vec.dot(LJit$Vec;)D"} <= set(m["inlined"])
+                          for m in c2_json),
+          "info --json lists the C2 loads of Jit.hot with their inlined callees")
+    check(comp["pc_records_per_kb"] > 0, "info --json reports the pc-record density: %s per KiB"
+          % comp["pc_records_per_kb"])
+    print(f"info --json: {comp['loads']} loads, {comp['pc_records']} pc records, "
+          f"{comp['pc_records_per_kb']} per KiB, Jit.hot C2 inlines {c2_json[0]['inlined']}")
     dense = max(int(f["npcs"]) for f in hot)
     check(dense >= 15, f"the densest Jit.hot map has {dense} pc records (>= 15)")
     stats = stream_end(ctx, d)
