@@ -1,5 +1,7 @@
 #include "common/auxidx.h"
 
+#include "common/fileio.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +22,6 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? -errno : -EIO;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 int auxidx_write_header(int fd)
 {
@@ -40,7 +29,7 @@ int auxidx_write_header(int fd)
     memcpy(h, AUXIDX_MAGIC, 8);
     h[8] = AUXIDX_VERSION;
     h[12] = AUXIDX_RECORD_SIZE;
-    return write_all(fd, h, sizeof h);
+    return jpt_write_all(fd, h, sizeof h);
 }
 
 int auxidx_append(int fd, const auxidx_rec *r)
@@ -51,7 +40,7 @@ int auxidx_append(int fd, const auxidx_rec *r)
     put64(b + 16, r->flags);
     put64(b + 24, r->tsc);
     put64(b + 32, r->lost_bytes);
-    return write_all(fd, b, sizeof b);
+    return jpt_write_all(fd, b, sizeof b);
 }
 
 int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, char *err,

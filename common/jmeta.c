@@ -2,6 +2,8 @@
  * libc only: the JVM agent links this file. */
 #include "common/jmeta.h"
 
+#include "common/fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -236,26 +238,6 @@ static void errfmt(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* write() until done: a short write on a regular file means the disk is full
- * or a signal arrived; retry the rest so a record is never half-written
- * unless the process dies. */
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (w == 0)
-            return -EIO;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 jm_writer *jm_writer_open(const char *dir, uint64_t start_tsc, uint32_t pid,
                           char *err, size_t errlen)
@@ -286,7 +268,7 @@ jm_writer *jm_writer_open(const char *dir, uint64_t start_tsc, uint32_t pid,
     store_le(h + 12, JM_HEADER_SIZE, 4);
     store_le(h + 16, start_tsc, 8);
     store_le(h + 24, pid, 4);
-    int rc = write_all(w->meta_fd, h, sizeof h);
+    int rc = jpt_write_all(w->meta_fd, h, sizeof h);
     if (rc < 0) {
         errfmt(err, errlen, "%s/%s: cannot write: %s", dir, JM_META_FILE, strerror(-rc));
         goto fail;
@@ -310,7 +292,7 @@ static int flush_stage(jm_writer *w)
 {
     int rc = 0;
     if (w->code_stage.len) {
-        rc = write_all(w->code_fd, w->code_stage.data, w->code_stage.len);
+        rc = jpt_write_all(w->code_fd, w->code_stage.data, w->code_stage.len);
         w->code_stage.len = 0;
         if (rc < 0) {
             w->meta_stage.len = 0; /* those records would name missing bytes */
@@ -318,7 +300,7 @@ static int flush_stage(jm_writer *w)
         }
     }
     if (w->meta_stage.len) {
-        rc = write_all(w->meta_fd, w->meta_stage.data, w->meta_stage.len);
+        rc = jpt_write_all(w->meta_fd, w->meta_stage.data, w->meta_stage.len);
         w->meta_stage.len = 0;
     }
     return rc;
@@ -347,10 +329,10 @@ int jm_write(jm_writer *w, uint16_t type, uint64_t tsc, const void *payload,
         store_le(m->data + at + JM_RECORD_HEADER_SIZE + 16, w->code_bytes, 8);
         if (code_len >= JM_WRITER_CHUNK) {
             /* Big snapshots go straight to the file, after what is staged. */
-            int rc = write_all(w->code_fd, c->data, c->len);
+            int rc = jpt_write_all(w->code_fd, c->data, c->len);
             c->len = 0;
             if (rc == 0)
-                rc = write_all(w->code_fd, code, (size_t)code_len);
+                rc = jpt_write_all(w->code_fd, code, (size_t)code_len);
             if (rc < 0) {
                 m->len = 0;
                 return rc;

@@ -9,7 +9,8 @@
  *
  * Safety of the reads: every range is read with process_vm_readv on our own
  * process, which fails with EFAULT instead of faulting, so a stale range can
- * never crash the JVM. Besides, a compiled method's range is read only while
+ * never crash the JVM (where it is refused, as under qemu-user, hs_safe_read
+ * checks each range against /proc/self/maps first). Besides, a compiled method's range is read only while
  * it is registered, under the lock the unload callback takes (briefly, once
  * per unload). HotSpot keeps code heap memory for the life of the process,
  * so even a method freed before its (deferred) unload event arrives is
@@ -130,9 +131,7 @@ void pw_unregister(uint64_t vaddr)
 
 static bool safe_read(void *dst, uint64_t addr, uint64_t len)
 {
-    struct iovec local = { dst, len }, remote = { (void *)(uintptr_t)addr, len };
-    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    return n == (ssize_t)len;
+    return hs_safe_read(dst, addr, len) == len;
 }
 
 /* A change found under the lock, recorded after it is released (recording
@@ -283,7 +282,27 @@ static void scan(void)
             scratch_len = total;
         }
         struct iovec local = { scratch, total };
-        ssize_t got = process_vm_readv(getpid(), &local, 1, remote, (unsigned long)k, 0);
+        static bool no_vm_readv; /* refused here (seccomp; qemu-user lacks it) */
+        ssize_t got = -1;
+        if (!no_vm_readv) {
+            got = process_vm_readv(getpid(), &local, 1, remote, (unsigned long)k, 0);
+            no_vm_readv = got < 0 && (errno == ENOSYS || errno == EPERM);
+        }
+        if (no_vm_readv) {
+            /* One region at a time through hotspot.c's checked fallback. */
+            uint64_t off = 0;
+            for (size_t j = 0; j < k; j++) {
+                struct region *r = pw.regs[i + j];
+                if (hs_safe_read(scratch + off, r->vaddr, r->size) == r->size)
+                    diff_region(r, scratch + off, &out);
+                else
+                    pw.st.unreadable++;
+                off += r->size;
+            }
+            i += k;
+            pthread_mutex_unlock(&pw.lock);
+            continue;
+        }
         /* Transfers stop at the first unreadable region, never inside one. */
         uint64_t off = 0;
         size_t j = 0;

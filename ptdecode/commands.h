@@ -5,5 +5,6 @@
  * (what could be read is still reported), 2 usage error. */
 int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_events(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const struct command {
 } commands[] = {
     { "info", cmd_info, "validate and summarize a trace's JVM metadata" },
     { "dump", cmd_dump, "print the JVM metadata records, one line each" },
+    { "events", cmd_events, "decode the PT streams into per-thread events" },
 };
 
 static void usage(FILE *f)
@@ -37,7 +38,8 @@ static void usage(FILE *f)
             "  ptrec --emulate -o hello.trace -- java -cp samples/classes Hello\n"
             "  ptdecode info hello.trace\n"
             "  ptdecode info hello.trace --json | python3 -m json.tool\n"
-            "  ptdecode dump hello.trace --type NMETHOD_LOAD --pcs\n");
+            "  ptdecode dump hello.trace --type NMETHOD_LOAD --pcs\n"
+            "  ptdecode events hello.trace --summary\n");
 }
 
 int main(int argc, char **argv)

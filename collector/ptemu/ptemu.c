@@ -23,6 +23,7 @@
 #include "qemu_api.h"
 
 #include "common/auxidx.h"
+#include "common/fileio.h"
 
 #include <capstone/capstone.h>
 #include <intel-pt.h>
@@ -106,18 +107,9 @@ static void warn(const char *fmt, ...)
 
 static void write_all(int fd, const void *p, size_t n)
 {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            warn("write failed: %s", strerror(errno));
-            return;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
+    int rc = jpt_write_all(fd, p, n);
+    if (rc < 0)
+        warn("write failed: %s", strerror(-rc));
 }
 
 /* ---------------------------------------------------------------------------------------

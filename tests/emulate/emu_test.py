@@ -344,7 +344,8 @@ def run_ptrec(args, out, work):
     filter to the code cache. The command is a sample class (compiled here) or a workload
     script from the shared workloads (its JAVA variable becomes the ptrec command)."""
     java = os.path.join(args.java_home, "bin", "java")
-    rec = [args.ptrec, "--emulate", "--test-log", "--force", "-o", out] + args.ptrec_args.split()
+    rec = [os.path.abspath(args.ptrec), "--emulate", "--test-log", "--force", "-o",
+           os.path.abspath(out)] + args.ptrec_args.split()
     env = dict(os.environ, WL_QUIET="1")
     for kv in args.env:
         k, _, v = kv.partition("=")

@@ -1,0 +1,113 @@
+/* The decoder's output: one stream of events per thread, in execution order.
+ *
+ * Consumed by the later stages (reconstruction matches interpreted opcode
+ * runs against the ICFG; compiled-code events pin method identity). Events
+ * are delivered to a callback (dc_sink) one at a time; the pointer is valid
+ * only during the call, so memory stays bounded whatever the trace length.
+ * A DC_BYTECODE is delivered once its template has been left (so that its
+ * exit is known), i.e. just before the event that follows it.
+ *
+ * Interpreted code carries no method identity: HotSpot's templates are
+ * shared by all methods, so a DC_BYTECODE says which standard opcode ran,
+ * not where. Method identity comes from compiled code (DC_JIT_*), from
+ * later reconstruction, or from the reference-mode records.
+ *
+ * Every event has tsc (the time of the last timing packet before it: with
+ * TSC packets only in PSB+, a lower bound within one PSB period) and ip (the
+ * address that produced it). Fields not listed for a kind are zero, except
+ * opcode, raw and bci, which are -1. */
+#ifndef JPT_DECODER_EVENTS_H
+#define JPT_DECODER_EVENTS_H
+
+#include <stdint.h>
+
+typedef enum dc_kind {
+    /* A bytecode template ran: opcode is the standard opcode (HotSpot's
+     * fast_* forms mapped back; a fused template gives two events, the
+     * second with DC_F_FUSED). raw is the codelet's own bytecode number. */
+    DC_BYTECODE = 1,
+    /* Interpreter codelets that are not bytecodes. desc names the codelet
+     * (for DC_METHOD_ENTRY: "method entry point (kind = zerolocals)" etc.). */
+    DC_METHOD_ENTRY,     /* an interpreted method begins */
+    DC_INTERP_RETURN,    /* back in an interpreted caller ("invoke return entry") */
+    DC_EARLYRET,
+    DC_DEOPT,            /* deoptimized frame resumes in the interpreter */
+    DC_EXCEPTION,        /* exception dispatch/unwinding in the interpreter */
+    DC_THROW,            /* the interpreter raises NPE/AIOOBE/ArithmeticException/... */
+    DC_SAFEPOINT,
+    DC_NATIVE,           /* native method call plumbing */
+    DC_INTERP_OTHER,
+    /* Compiled code. method_id/bci/depth describe the innermost frame of the
+     * inline stack at ip (bci -1, depth 1: no scope is recorded for ip, the
+     * method is the compiled one).
+     * DC_JIT_ENTER: control came into compiled-method version `code` from
+     * elsewhere (a call, a jump from an adapter or the interpreter, a return
+     * into it: flags say which). DC_JIT: the innermost (method, bci) changed
+     * within the version. DC_INLINE_CALL / DC_INLINE_RETURN: the inline
+     * stack grew / shrank by one frame (method_id is the frame entered /
+     * left; depth the stack depth after the change). */
+    DC_JIT_ENTER,
+    DC_JIT,
+    DC_INLINE_CALL,
+    DC_INLINE_RETURN,
+    /* A stub or adapter was entered (desc: its name). */
+    DC_STUB,
+    /* Code the model does not name (a blob area without a record). */
+    DC_CODE_OTHER,
+    /* Trace lost or undecodable: see the gap fields. */
+    DC_GAP,
+    DC_KIND_COUNT
+} dc_kind;
+
+/* flags */
+#define DC_F_FUSED     0x01  /* second opcode of a fused template */
+#define DC_F_RESUMED   0x02  /* first location after tracing resumed (TIP.PGE) */
+#define DC_F_BY_CALL   0x04  /* DC_JIT_ENTER/DC_STUB: entered by a call */
+#define DC_F_BY_RETURN 0x08  /* entered by a return */
+#define DC_F_BY_JUMP   0x10  /* entered by a jump */
+
+typedef enum dc_gap_reason {
+    DC_GAP_NONE = 0,
+    DC_GAP_LOST,         /* the collector lost trace (AUX TRUNCATED) */
+    DC_GAP_OVERFLOW,     /* the CPU dropped packets (OVF) */
+    DC_GAP_DECODE,       /* libipt could not follow the trace (error below) */
+    DC_GAP_NOCODE,       /* execution reached code the metadata does not have */
+} dc_gap_reason;
+
+typedef struct dc_event {
+    dc_kind kind;
+    uint32_t flags;
+    uint64_t tsc;
+    uint64_t ip;
+    /* DC_BYTECODE */
+    int32_t opcode;
+    int32_t raw;
+    /* DC_BYTECODE: address of the last instruction of the template that was
+     * decoded: normally its dispatch jump, where control left it. HotSpot's
+     * conditional branch templates dispatch from one place when the branch
+     * is taken and from another when it is not, so this tells the outcomes
+     * apart. When a gap follows, it is the last instruction decoded before
+     * the gap. */
+    uint64_t exit_ip;
+    /* compiled code */
+    uint64_t method_id;
+    int32_t bci;
+    uint32_t depth;
+    const void *code;         /* const dm_code *: the version (owned by the model) */
+    const char *desc;         /* codelet or stub name (owned by the model); NULL otherwise */
+    /* DC_GAP */
+    dc_gap_reason reason;
+    int error;                /* libipt error code (negative) for DC_GAP_DECODE/NOCODE */
+    uint64_t end_tsc;         /* time decoding resumed (0: did not) */
+    uint64_t offset;          /* stream offset where the gap begins */
+    uint64_t end_offset;      /* stream offset where decoding resumed */
+    uint64_t lost_bytes;      /* DC_GAP_LOST: bytes the collector dropped (0 unknown) */
+} dc_event;
+
+/* Returns 0 to go on, nonzero to stop decoding. */
+typedef int (*dc_sink)(const dc_event *ev, void *ctx);
+
+const char *dc_kind_name(dc_kind k);
+const char *dc_gap_reason_name(dc_gap_reason r);
+
+#endif

@@ -1,0 +1,330 @@
+#include "decoder/image.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+/* qsort, which must not be given a NULL array even when it is empty. */
+static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
+}
+
+/* Sections libipt keeps mapped between uses (LRU beyond this). */
+#define ISCACHE_LIMIT (512ull << 20)
+/* Zero runs at least this long in a blob snapshot are not code: see
+ * add_blob. */
+#define ZERO_RUN 32
+
+enum { EV_END = 0, EV_ADD = 1, EV_PATCH = 2 };  /* order at equal times */
+
+typedef struct change {
+    uint64_t tsc;
+    uint32_t type, idx;
+} change;
+
+struct di_cache {
+    const dm_model *m;
+    struct pt_image_section_cache *iscache;
+    GArray *blob_isids;       /* sections of all blobs, bottom layer first */
+    GArray *code_isids;       /* sections of code version i: code_first[i] .. code_first[i+1] */
+    uint32_t *code_first;
+    int *patch_isid;
+    change *changes;
+    size_t nchanges;
+};
+
+struct di_image {
+    di_cache *c;
+    struct pt_image *img, *retired;
+    size_t cursor;            /* next change to apply */
+    uint64_t tsc;
+    uint8_t *live;            /* per code version */
+    di_stats st;
+};
+
+static int cmp_change(const void *a, const void *b)
+{
+    const change *x = a, *y = b;
+    if (x->tsc != y->tsc)
+        return x->tsc < y->tsc ? -1 : 1;
+    if (x->type != y->type)
+        return x->type < y->type ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int add_file(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr, char *err,
+                    size_t errlen)
+{
+    int isid = pt_iscache_add_file(c->iscache, c->m->code_path, off, size, vaddr);
+    if (isid < 0)
+        snprintf(err, errlen, "%s: offset %llu: libipt refuses the %llu-byte section at "
+                 "0x%llx: %s", c->m->code_path, (unsigned long long)off,
+                 (unsigned long long)size, (unsigned long long)vaddr,
+                 pt_errstr(pt_errcode(isid)));
+    return isid;
+}
+
+/* A blob is a snapshot of a whole code-heap area, including space that
+ * held no code yet (zeros) and was filled later by code the metadata may
+ * not describe (HotSpot fills its signature-handler buffer on demand, for
+ * one; its "native signature handlers" stub is reported while still mostly
+ * empty). Decoding such zeros would invent instructions; leaving them out
+ * of the image makes execution there an honest "no code" gap. So each blob
+ * or code version becomes one section per stretch between zero runs. */
+static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
+                       const uint8_t *code, GArray *out, char *err, size_t errlen)
+{
+    if (!code) {
+        int isid = add_file(c, off, size, vaddr, err, errlen);
+        if (isid >= 0)
+            g_array_append_val(out, isid);
+        return isid;
+    }
+    const uint8_t *p = code + off;
+    uint64_t i = 0, n = size;
+    while (i < n) {
+        while (i < n && !p[i])          /* skip zeros */
+            i++;
+        uint64_t start = i, zeros = 0, end = i;
+        for (; i < n; i++) {
+            if (p[i]) {
+                zeros = 0;
+                end = i + 1;
+            } else if (++zeros >= ZERO_RUN) {
+                break;
+            }
+        }
+        if (end > start) {
+            int isid = add_file(c, off + start, end - start, vaddr + start, err, errlen);
+            if (isid < 0)
+                return isid;
+            g_array_append_val(out, isid);
+        }
+    }
+    return 0;
+}
+
+di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
+{
+    di_cache *c = g_new0(di_cache, 1);
+    c->m = m;
+    c->iscache = pt_iscache_alloc("jvm");
+    if (!c->iscache) {
+        snprintf(err, errlen, "cannot allocate a libipt section cache");
+        g_free(c);
+        return NULL;
+    }
+    pt_iscache_set_limit(c->iscache, ISCACHE_LIMIT);
+    c->blob_isids = g_array_new(FALSE, FALSE, sizeof(int));
+    c->code_isids = g_array_new(FALSE, FALSE, sizeof(int));
+    c->code_first = g_new0(uint32_t, m->ncodes + 1);
+    c->patch_isid = g_new0(int, m->npatches + 1);
+    const uint8_t *code = NULL;
+    int fd = open(m->code_path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && m->code_size) {
+        void *p = mmap(NULL, m->code_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        code = p == MAP_FAILED ? NULL : p;
+    }
+    if (fd >= 0)
+        close(fd);
+    int rc = 0;
+    for (size_t i = 0; i < m->nblobs && rc >= 0; i++)
+        rc = add_extents(c, m->blobs[i].code_offset, m->blobs[i].size, m->blobs[i].vaddr, code,
+                         c->blob_isids, err, errlen);
+    for (size_t i = 0; i < m->ncodes && rc >= 0; i++) {
+        const dm_code *k = &m->codes[i];
+        c->code_first[i] = c->code_isids->len;
+        rc = add_extents(c, k->code_offset, k->size, k->vaddr, code, c->code_isids, err, errlen);
+    }
+    c->code_first[m->ncodes] = c->code_isids->len;
+    if (code)
+        munmap((void *)code, m->code_size);
+    if (rc < 0)
+        goto fail;
+    GArray *ch = g_array_new(FALSE, FALSE, sizeof(change));
+    for (size_t i = 0; i < m->ncodes; i++) {
+        const dm_code *k = &m->codes[i];
+        change a = { k->start_tsc, EV_ADD, (uint32_t)i };
+        g_array_append_val(ch, a);
+        if (k->end_tsc != DM_TSC_NEVER) {
+            change e = { k->end_tsc, EV_END, (uint32_t)i };
+            g_array_append_val(ch, e);
+        }
+    }
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if ((c->patch_isid[i] = add_file(c, p->code_offset, p->size, p->vaddr, err, errlen)) < 0) {
+            g_array_free(ch, TRUE);
+            goto fail;
+        }
+        change a = { p->start_tsc, EV_PATCH, (uint32_t)i };
+        g_array_append_val(ch, a);
+    }
+    c->nchanges = ch->len;
+    sort_n(ch->data, ch->len, sizeof(change), cmp_change);
+    c->changes = (change *)(void *)g_array_free(ch, FALSE);
+    return c;
+fail:
+    di_cache_free(c);
+    return NULL;
+}
+
+void di_cache_free(di_cache *c)
+{
+    if (!c)
+        return;
+    pt_iscache_free(c->iscache);
+    if (c->blob_isids)
+        g_array_free(c->blob_isids, TRUE);
+    if (c->code_isids)
+        g_array_free(c->code_isids, TRUE);
+    g_free(c->code_first);
+    g_free(c->patch_isid);
+    g_free(c->changes);
+    g_free(c);
+}
+
+struct pt_image_section_cache *di_cache_iscache(di_cache *c) { return c->iscache; }
+
+static int add_cached(di_image *im, int isid)
+{
+    int rc = pt_image_add_cached(im->img, im->c->iscache, isid, NULL);
+    if (rc >= 0)
+        im->st.sections_added++;
+    return rc;
+}
+
+static int add_code(di_image *im, uint32_t idx)
+{
+    const di_cache *c = im->c;
+    for (uint32_t k = c->code_first[idx]; k < c->code_first[idx + 1]; k++) {
+        int rc = add_cached(im, g_array_index(c->code_isids, int, k));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static bool patch_applies(const di_image *im, uint32_t idx)
+{
+    int64_t owner = im->c->m->patches[idx].owner;
+    return owner < 0 || im->live[owner];
+}
+
+/* A fresh pt_image for time tsc: the live set at tsc first, then the sections
+ * in the order they arrived. */
+static int rebuild(di_image *im, uint64_t tsc)
+{
+    di_cache *c = im->c;
+    const dm_model *m = c->m;
+    struct pt_image *img = pt_image_alloc("jvm");
+    if (!img)
+        return -pte_nomem;
+    if (im->retired)
+        pt_image_free(im->retired);
+    im->retired = im->img;
+    im->img = img;
+    im->st.rebuilds++;
+    memset(im->live, 0, m->ncodes + 1);
+    size_t end = 0;
+    while (end < c->nchanges && c->changes[end].tsc <= tsc) {
+        const change *ch = &c->changes[end++];
+        if (ch->type == EV_ADD)
+            im->live[ch->idx] = 1;
+        else if (ch->type == EV_END)
+            im->live[ch->idx] = 0;
+    }
+    for (guint i = 0; i < c->blob_isids->len; i++) {
+        int rc = add_cached(im, g_array_index(c->blob_isids, int, i));
+        if (rc < 0)
+            return rc;
+    }
+    for (size_t i = 0; i < end; i++) {
+        const change *ch = &c->changes[i];
+        int rc = 0;
+        if (ch->type == EV_ADD && im->live[ch->idx])
+            rc = add_code(im, ch->idx);
+        else if (ch->type == EV_PATCH && patch_applies(im, ch->idx)) {
+            rc = add_cached(im, c->patch_isid[ch->idx]);
+            im->st.patches_applied++;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    im->cursor = end;
+    im->tsc = tsc;
+    return 0;
+}
+
+di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen)
+{
+    di_image *im = g_new0(di_image, 1);
+    im->c = c;
+    im->live = g_new0(uint8_t, c->m->ncodes + 1);
+    int rc = rebuild(im, tsc);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot build the code image: %s", c->m->code_path,
+                 pt_errstr(pt_errcode(rc)));
+        di_image_free(im);
+        return NULL;
+    }
+    return im;
+}
+
+void di_image_free(di_image *im)
+{
+    if (!im)
+        return;
+    pt_image_free(im->img);
+    pt_image_free(im->retired);
+    g_free(im->live);
+    g_free(im);
+}
+
+int di_image_advance(di_image *im, uint64_t tsc)
+{
+    di_cache *c = im->c;
+    if (tsc <= im->tsc)
+        return 0;
+    bool dirty = false;
+    size_t i = im->cursor;
+    for (; i < c->nchanges && c->changes[i].tsc <= tsc; i++) {
+        const change *ch = &c->changes[i];
+        if (ch->type == EV_END) {
+            im->live[ch->idx] = 0;
+            dirty = true;
+        } else if (dirty) {
+            continue;   /* the rebuild below adds it */
+        } else if (ch->type == EV_ADD) {
+            im->live[ch->idx] = 1;
+            if (add_code(im, ch->idx) < 0)
+                return -1;
+        } else if (patch_applies(im, ch->idx)) {
+            if (add_cached(im, c->patch_isid[ch->idx]) < 0)
+                return -1;
+            im->st.patches_applied++;
+        }
+    }
+    im->cursor = i;
+    im->tsc = tsc;
+    if (!dirty)
+        return 0;
+    return rebuild(im, tsc) < 0 ? -1 : 1;
+}
+
+struct pt_image *di_image_get(di_image *im) { return im->img; }
+
+uint64_t di_image_next_change(const di_image *im)
+{
+    return im->cursor < im->c->nchanges ? im->c->changes[im->cursor].tsc : UINT64_MAX;
+}
+
+const di_stats *di_image_stats(const di_image *im) { return &im->st; }

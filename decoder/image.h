@@ -1,0 +1,57 @@
+/* The code bytes of a trace as libipt images.
+ *
+ * Every blob, code version and patch of the model is a file-backed section
+ * (jvm/code.bin, offset, size, vaddr) in a shared libipt image section
+ * cache, so libipt maps each once and keeps its block cache per section
+ * (blobs and versions are split around runs of zero bytes, which are never
+ * code: see add_extents in image.c). A
+ * decoder gets its own pt_image (di_image) that shows the code valid at the
+ * decoder's current time: di_image_advance applies loads, patches and
+ * unloads as decoding passes their times. No read-memory callback is used:
+ * it would bypass libipt's block cache.
+ *
+ * Layering: libipt's pt_image_add shrinks or splits existing sections that
+ * overlap a new one, so a section added later replaces what was there. The
+ * image is therefore built bottom-up: blobs (oldest snapshot first), then
+ * the valid code versions by start time, then their patches by time. Adding
+ * a version or a patch is an incremental pt_image_add_cached; an unload
+ * cannot be expressed that way (libipt removes sections only by file name
+ * or address space, and all ours share both), so the image is rebuilt from
+ * the timeline, once per batch of unloads passed. */
+#ifndef JPT_DECODER_IMAGE_H
+#define JPT_DECODER_IMAGE_H
+
+#include <stdint.h>
+
+#include <intel-pt.h>
+
+#include "decoder/model.h"
+
+typedef struct di_cache di_cache;
+typedef struct di_image di_image;
+
+/* Registers every section of m with a new image section cache. NULL with a
+ * message on failure. m must outlive the cache. */
+di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen);
+void di_cache_free(di_cache *c);
+struct pt_image_section_cache *di_cache_iscache(di_cache *c);
+
+/* A new image showing the code valid at time tsc. */
+di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen);
+void di_image_free(di_image *im);
+/* Moves the image forward to time tsc (never backward). Returns 1 if the
+ * pt_image object was replaced (the caller must pt_blk_set_image it), 0 if
+ * it was updated in place or unchanged, -1 on a libipt error. */
+int di_image_advance(di_image *im, uint64_t tsc);
+struct pt_image *di_image_get(di_image *im);
+/* Time of the next change after the image's current time (UINT64_MAX if
+ * none): callers skip di_image_advance until decoding passes it. */
+uint64_t di_image_next_change(const di_image *im);
+
+/* Counters for reports. */
+typedef struct di_stats {
+    uint64_t sections_added, rebuilds, patches_applied;
+} di_stats;
+const di_stats *di_image_stats(const di_image *im);
+
+#endif

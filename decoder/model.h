@@ -1,0 +1,205 @@
+/* The code timeline of one trace: what machine code was where, and when.
+ *
+ * Built from trace.dir/jvm (meta.jpt + code.bin) by dm_load. Answers "what
+ * is at address A at time T": an interpreter codelet (with the standard
+ * bytecodes it runs), a stub, or a compiled-method version with its
+ * PC -> inline-stack table. Everything is read-only after loading, so
+ * decoders of different threads can share one model.
+ *
+ * Time rules (all times are TSC values as in the records):
+ *
+ * - Interpreter codelets and the code blobs snapshotted at VMInit exist for
+ *   the whole trace: code in them ran before their records were written.
+ * - A stub or compiled-method version ("code version") becomes valid at its
+ *   *effective* start: the unload time of the previous version that
+ *   occupied any of its bytes, or the start of the trace if there was none.
+ *   HotSpot installs code before JVMTI reports it (CompiledMethodLoad and
+ *   DynamicCodeGenerated are often posted later from the service thread),
+ *   so the record's own TSC is too late; the previous occupant's unload is
+ *   the earliest moment the bytes can have changed. A version stays valid
+ *   until its NMETHOD_UNLOAD, or until a later version overlapping it
+ *   starts (its unload was not recorded).
+ * - A code patch (CODE_PATCH) holds the bytes of its range from its TSC on,
+ *   for as long as the version it patched is valid (patches of blob areas
+ *   never expire). A patch that only fills bytes that were all zero before
+ *   (code generated into space reserved earlier, like HotSpot's signature
+ *   handlers) applies from the start of what it patched: zeros were never
+ *   executed, so whenever that code ran, it was the patch's bytes.
+ *
+ * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
+ * describes: for a call site the return address (the instruction after the
+ * call), for DebugNonSafepoints records the end of the last instruction of a
+ * run with the same scope (C2's NonSafepointEmitter records the offset after
+ * emitting the instruction). HotSpot itself resolves an arbitrary pc with
+ * nmethod::pc_desc_near, which takes the first PcDesc whose pc is above the
+ * query's. So the instruction starting at address A belongs to the first
+ * record with pc > A; addresses past the last record (the nmethod's stub and
+ * handler sections) have no scope. */
+#ifndef JPT_DECODER_MODEL_H
+#define JPT_DECODER_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DM_TSC_NEVER UINT64_MAX
+#define DM_MAX_FRAMES 256          /* deeper inline stacks keep their innermost frames */
+
+/* What an interpreter codelet is, from its description (HotSpot's
+ * TemplateInterpreterGenerator names them). */
+typedef enum dm_codelet_kind {
+    DM_CL_BYTECODE = 0,      /* a bytecode template */
+    DM_CL_METHOD_ENTRY,      /* "method entry point (kind = ...)" */
+    DM_CL_RETURN,            /* "return entry points", "invoke return entry points":
+                                back in an interpreted caller after a call */
+    DM_CL_EARLYRET,          /* "earlyret entry points" (JVMTI ForceEarlyReturn) */
+    DM_CL_DEOPT,             /* "deoptimization entry points" */
+    DM_CL_EXCEPTION,         /* "exception handling": rethrow/unwind into a handler */
+    DM_CL_THROW,             /* "throw exception entrypoints": NPE, AIOOBE, ... raised */
+    DM_CL_SAFEPOINT,         /* "safepoint entry points" */
+    DM_CL_NATIVE,            /* "result handlers for native calls", signature handler */
+    DM_CL_OTHER,             /* error exits, continuation entries, anything else */
+    DM_CL_KIND_COUNT
+} dm_codelet_kind;
+
+const char *dm_codelet_kind_name(dm_codelet_kind k);
+
+typedef struct dm_codelet {
+    uint64_t begin, end;     /* [begin, end) */
+    int32_t bytecode;        /* the JVM's number, including JVM-internal ones; -1 none */
+    dm_codelet_kind kind;
+    uint8_t nops;            /* standard opcodes run by the template (0..2) */
+    uint8_t ops[2];
+    char *desc;
+} dm_codelet;
+
+typedef enum dm_code_kind { DM_CODE_STUB = 1, DM_CODE_NMETHOD = 2 } dm_code_kind;
+
+typedef struct dm_frame {
+    uint64_t method_id;
+    int32_t bci;
+} dm_frame;
+
+/* One PC record of a compiled-method version: frames[first .. first+depth)
+ * of the model's frame array, innermost first. */
+typedef struct dm_pcrec {
+    uint64_t pc;
+    uint32_t first, depth;
+} dm_pcrec;
+
+/* A stub or a compiled-method version. */
+typedef struct dm_code {
+    dm_code_kind kind;
+    uint32_t index;              /* position in the model's code array */
+    uint64_t vaddr, size, code_offset;
+    uint64_t load_tsc;           /* the record's TSC */
+    uint64_t start_tsc;          /* effective start (see above) */
+    uint64_t end_tsc;            /* unload, replacement, or DM_TSC_NEVER */
+    uint64_t method_id;          /* nmethods */
+    int32_t level;               /* nmethods: compilation level, -1 unknown */
+    uint32_t first_pc, npcs;     /* nmethods: pc records, sorted by pc */
+    char *name;                  /* stubs */
+} dm_code;
+
+typedef struct dm_blob {
+    uint64_t vaddr, size, code_offset, tsc;
+    uint32_t kind;               /* enum jm_blob_kind */
+    char *name;
+} dm_blob;
+
+typedef struct dm_patch {
+    uint64_t vaddr, size, code_offset, tsc;
+    uint64_t start_tsc;          /* when the bytes apply: tsc, or earlier (below) */
+    int64_t owner;               /* index of the patched code version, -1 blob area */
+} dm_patch;
+
+typedef struct dm_method {
+    uint64_t id;
+    char *class_sig, *name, *sig;
+} dm_method;
+
+typedef struct dm_thread {
+    uint32_t tid;
+    uint64_t java_tid;
+    char *name;
+    uint64_t start_tsc, end_tsc;
+} dm_thread;
+
+typedef struct dm_model {
+    char *code_path;             /* jvm/code.bin: the sections' file */
+    uint64_t code_size;
+    uint64_t start_tsc, first_tsc, last_tsc;
+    uint64_t cc_low, cc_high;    /* code cache bounds (0 if unknown) */
+
+    dm_codelet *codelets;        /* sorted by begin, non-overlapping */
+    size_t ncodelets;
+    uint64_t interp_low, interp_high;
+
+    dm_code *codes;              /* stubs and nmethod versions, sorted by vaddr */
+    size_t ncodes;
+    uint64_t *codes_max_end;     /* running max of vaddr+size over codes[0..i] */
+    dm_pcrec *pcs;
+    size_t npcs;
+    dm_frame *frames;
+    size_t nframes;
+
+    dm_blob *blobs;              /* sorted by tsc */
+    size_t nblobs;
+    dm_patch *patches;           /* sorted by start_tsc */
+    size_t npatches;
+
+    dm_method *methods;          /* sorted by id */
+    size_t nmethods;
+    dm_thread *threads;          /* in start order */
+    size_t nthreads;
+
+    /* Problems met while loading ("FILE: offset N: what"), first ones kept. */
+    char **warnings;
+    size_t nwarnings;            /* kept */
+    size_t warnings_total;       /* including dropped */
+    bool truncated;              /* meta.jpt ended in a bad or partial record */
+} dm_model;
+
+/* Loads DIR/jvm (or DIR itself if it holds meta.jpt). Returns NULL with a
+ * one-line message in err if nothing usable could be read; otherwise the
+ * model, with recoverable problems in its warnings. */
+dm_model *dm_load(const char *dir, char *err, size_t errlen);
+/* The same from a meta.jpt image in memory whose code bytes are in the file
+ * code_path (tests). */
+dm_model *dm_load_mem(const void *meta, size_t meta_len, const char *code_path, char *err,
+                      size_t errlen);
+void dm_free(dm_model *m);
+
+/* The codelet containing addr, or NULL. */
+const dm_codelet *dm_codelet_at(const dm_model *m, uint64_t addr);
+/* The code version containing addr that is valid at tsc, or NULL. */
+const dm_code *dm_code_at(const dm_model *m, uint64_t addr, uint64_t tsc);
+/* The blob containing addr (the latest snapshot), or NULL. */
+const dm_blob *dm_blob_at(const dm_model *m, uint64_t addr);
+
+/* The inline stack of the instruction at addr in nmethod version c: frames
+ * innermost first, or depth 0 when addr has no scope (then the version's
+ * method is all that is known). */
+uint32_t dm_inline_at(const dm_model *m, const dm_code *c, uint64_t addr,
+                      const dm_frame **frames);
+/* The same, also giving [*lo, *hi): the addresses with this same answer. */
+uint32_t dm_inline_range(const dm_model *m, const dm_code *c, uint64_t addr,
+                         const dm_frame **frames, uint64_t *lo, uint64_t *hi);
+
+/* What is at addr at time tsc, most specific first: an interpreter codelet,
+ * else a valid stub or compiled-method version, else a blob snapshot. */
+typedef enum dm_where_kind { DM_AT_NOTHING = 0, DM_AT_CODELET, DM_AT_CODE, DM_AT_BLOB } dm_where_kind;
+typedef struct dm_where {
+    dm_where_kind kind;
+    const dm_codelet *codelet;
+    const dm_code *code;
+    const dm_blob *blob;
+} dm_where;
+dm_where dm_lookup(const dm_model *m, uint64_t addr, uint64_t tsc);
+
+const dm_method *dm_method_get(const dm_model *m, uint64_t id);
+/* "pkg/Cls.name(sig)" into buf (or "0x<id>" for an unknown method). */
+const char *dm_method_str(const dm_model *m, uint64_t id, char *buf, size_t len);
+const dm_thread *dm_thread_get(const dm_model *m, uint32_t tid);
+
+#endif

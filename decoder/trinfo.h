@@ -1,0 +1,27 @@
+/* The few facts of trace.dir/info.json the decoder needs: the recording
+ * backend and the CPU (libipt applies errata workarounds by family/model/
+ * stepping). A minimal JSON scanner reads them: no JSON library is a
+ * dependency, and only scalar values at known paths matter. */
+#ifndef JPT_DECODER_TRINFO_H
+#define JPT_DECODER_TRINFO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <intel-pt.h>
+
+typedef struct dc_trace_info {
+    char backend[32];          /* "perf", "emulated", or "" if unknown */
+    struct pt_cpu cpu;         /* vendor pcv_unknown if not recorded */
+    bool have_info;            /* info.json was read */
+} dc_trace_info;
+
+/* Reads DIR/info.json. A missing file leaves defaults and returns 1 (traces
+ * from a crashed recorder may lack it); malformed JSON returns -1 with
+ * "FILE: offset N: what" in err (defaults kept); 0 on success. */
+int dc_read_info(const char *dir, dc_trace_info *out, char *err, size_t errlen);
+/* The same over a JSON text (tests); name stands for the file in messages. */
+int dc_parse_info(const char *text, size_t len, const char *name, dc_trace_info *out,
+                  char *err, size_t errlen);
+
+#endif

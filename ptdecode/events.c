@@ -1,0 +1,268 @@
+/* `ptdecode events`: the decoded event stream of each thread, one line per
+ * event. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "common/jerr.h"
+#include "decoder/bytecodes.h"
+#include "decoder/decode.h"
+#include "ptdecode/commands.h"
+
+typedef struct printer {
+    const dm_model *m;
+    FILE *out;
+    uint64_t limit;          /* 0: no limit */
+    uint64_t printed;
+    uint64_t base_tsc;
+    bool summary_only;
+    bool bar;                /* progress bar on stderr (a terminal) */
+    const char *stream;
+} printer;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode events TRACE.DIR [--thread TID] [--limit N] [--summary]\n"
+            "\n"
+            "Decodes the PT stream of each thread (or of thread TID) and prints one line\n"
+            "per event: time (TSC since the agent started), address, kind, detail.\n"
+            "Kinds: bytecode (the standard opcode an interpreter template ran), method-entry,\n"
+            "interp-return, deopt, exception, throw, safepoint, native, interp-other,\n"
+            "jit-enter / jit / inline-call / inline-return (compiled code: method and bci),\n"
+            "stub, code, gap (trace lost or undecodable).\n"
+            "\n"
+            "  --thread TID   only this thread (its stream pt/tid-TID.pt)\n"
+            "  --limit N      print at most N events per thread (decoding stops there)\n"
+            "  --summary      print only each thread's counts\n");
+}
+
+static void print_event(printer *p, const dc_event *ev)
+{
+    char buf[1024];
+    uint64_t t = ev->tsc >= p->base_tsc ? ev->tsc - p->base_tsc : 0;
+    fprintf(p->out, "%12" PRIu64 " 0x%012" PRIx64 " %-13s ", t, ev->ip, dc_kind_name(ev->kind));
+    switch (ev->kind) {
+    case DC_BYTECODE: {
+        const char *n = bc_name(ev->opcode);
+        fprintf(p->out, "%s", n ? n : "?");
+        if (ev->exit_ip >= ev->ip)
+            fprintf(p->out, "  exit +0x%" PRIx64, ev->exit_ip - ev->ip);
+        if (ev->desc && n && strcmp(ev->desc, n))
+            fprintf(p->out, "  (%s%s)", ev->desc, (ev->flags & DC_F_FUSED) ? ", fused" : "");
+        break;
+    }
+    case DC_JIT_ENTER:
+        fprintf(p->out, "%s%s", dm_method_str(p->m, ev->method_id, buf, sizeof buf),
+                (ev->flags & DC_F_BY_RETURN) ? "  (return)" :
+                (ev->flags & DC_F_BY_CALL) ? "  (call)" :
+                (ev->flags & DC_F_RESUMED) ? "  (resumed)" : "");
+        break;
+    case DC_JIT:
+    case DC_INLINE_CALL:
+    case DC_INLINE_RETURN:
+        fprintf(p->out, "%s bci %d depth %u", dm_method_str(p->m, ev->method_id, buf, sizeof buf),
+                ev->bci, ev->depth);
+        break;
+    case DC_GAP:
+        fprintf(p->out, "%s, stream bytes %" PRIu64 "..%" PRIu64, dc_gap_reason_name(ev->reason),
+                ev->offset, ev->end_offset);
+        if (ev->lost_bytes)
+            fprintf(p->out, ", %" PRIu64 " bytes lost", ev->lost_bytes);
+        if (ev->end_tsc)
+            fprintf(p->out, ", until %" PRIu64,
+                    ev->end_tsc >= p->base_tsc ? ev->end_tsc - p->base_tsc : 0);
+        if (ev->error)
+            fprintf(p->out, ": %s", pt_errstr(pt_errcode(ev->error)));
+        break;
+    default:
+        if (ev->desc)
+            fprintf(p->out, "%s", ev->desc);
+        break;
+    }
+    fputc('\n', p->out);
+}
+
+/* A one-line bar on the terminal, redrawn in place and erased at the end. */
+static void on_progress(uint64_t done, uint64_t total, void *vp)
+{
+    const printer *p = vp;
+    if (!p->bar)
+        return;
+    if (done >= total) {
+        fprintf(stderr, "\r%60s\r", "");
+        return;
+    }
+    int pct = total ? (int)(100 * done / total) : 100, w = pct * 30 / 100;
+    fprintf(stderr, "\r%-14s [%.*s%*s] %3d%%", p->stream, w,
+            "##############################", 30 - w, "", pct);
+    fflush(stderr);
+}
+
+static int on_event(const dc_event *ev, void *vp)
+{
+    printer *p = vp;
+    if (!p->summary_only)
+        print_event(p, ev);
+    p->printed++;
+    return p->limit && p->printed >= p->limit;
+}
+
+static void print_summary(FILE *f, const dc_stats *st)
+{
+    fprintf(f, "# %" PRIu64 " bytes of PT in %" PRIu64 " segment%s, %" PRIu64 " blocks, %" PRIu64
+            " instructions\n", st->pt_bytes, st->segments, st->segments == 1 ? "" : "s",
+            st->blocks, st->insns);
+    fprintf(f, "# events:");
+    for (int k = 1; k < DC_KIND_COUNT; k++)
+        if (st->events[k])
+            fprintf(f, " %s %" PRIu64, dc_kind_name((dc_kind)k), st->events[k]);
+    fputc('\n', f);
+    fprintf(f, "# gaps: lost %" PRIu64 ", overflow %" PRIu64 ", decode-error %" PRIu64
+            ", no-code %" PRIu64 "; %" PRIu64 " bytes lost by the collector, %" PRIu64
+            " bytes skipped\n", st->gaps[DC_GAP_LOST], st->gaps[DC_GAP_OVERFLOW],
+            st->gaps[DC_GAP_DECODE], st->gaps[DC_GAP_NOCODE], st->lost_bytes, st->skipped_bytes);
+    fprintf(f, "# tracing enabled %" PRIu64 " times, disabled %" PRIu64 " times; code image: %"
+            PRIu64 " sections added, %" PRIu64 " rebuilds\n", st->enables, st->disables,
+            st->image_sections, st->image_rebuilds);
+    if (st->jit_blocks_ends_only)
+        fprintf(f, "# %" PRIu64 " compiled-code blocks had no unique inner path: positions at "
+                "their ends only\n", st->jit_blocks_ends_only);
+}
+
+int cmd_events(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "thread", required_argument, NULL, 't' },
+        { "limit", required_argument, NULL, 'n' },
+        { "summary", no_argument, NULL, 's' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    long long want_tid = -1;
+    uint64_t limit = 0;
+    bool summary = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:n:sh", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 't':
+            errno = 0;
+            want_tid = strtoll(optarg, &end, 10);
+            if (errno || *end || want_tid < 0 || want_tid > UINT32_MAX) {
+                jerr_error("events: --thread wants a thread id, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'n':
+            errno = 0;
+            limit = strtoull(optarg, &end, 10);
+            if (errno || *end || optarg[0] == '-') {
+                jerr_error("events: --limit wants a count, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 's':
+            summary = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    const char *dir = argv[optind];
+    char err[1024];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    if (!m) {
+        jerr_error("%s", err);
+        return 1;
+    }
+    int status = 0;
+    for (size_t i = 0; i < m->nwarnings; i++)
+        jerr_warn("%s", m->warnings[i]);
+    if (m->warnings_total > m->nwarnings)
+        jerr_warn("%s: %zu more metadata problems not shown", dir,
+                  m->warnings_total - m->nwarnings);
+    if (m->truncated)
+        status = 1;
+
+    dc_trace_info info;
+    if (dc_read_info(dir, &info, err, sizeof err) < 0) {
+        jerr_warn("%s (decoding without CPU errata workarounds)", err);
+        status = 1;
+    }
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    if (!cache) {
+        jerr_error("%s", err);
+        dm_free(m);
+        return 1;
+    }
+    uint32_t *tids = NULL;
+    size_t ncpu = 0;
+    size_t n = dc_list_thread_streams(dir, &tids, &ncpu);
+    if (!n) {
+        if (ncpu)
+            jerr_error("%s/pt: %zu per-CPU streams and no per-thread ones: per-CPU decoding "
+                       "is not supported yet", dir, ncpu);
+        else
+            jerr_error("%s/pt: no PT streams (tid-<TID>.pt)", dir);
+        status = 1;
+    }
+    bool found = want_tid < 0;
+    for (size_t i = 0; i < n; i++) {
+        if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
+            continue;
+        found = true;
+        char name[64];
+        snprintf(name, sizeof name, "tid-%u", tids[i]);
+        char *pt = g_strdup_printf("%s/pt/%s.pt", dir, name);
+        char *idx = g_strdup_printf("%s/pt/%s.idx", dir, name);
+        const dm_thread *th = dm_thread_get(m, tids[i]);
+        printf("# thread %u%s%s%s: %s\n", tids[i], th ? " \"" : "", th ? th->name : "",
+               th ? "\"" : "", pt);
+        printer p = { .m = m, .out = stdout, .limit = limit, .base_tsc = m->start_tsc,
+                      .summary_only = summary, .stream = name,
+                      .bar = isatty(STDERR_FILENO) && (summary || !isatty(STDOUT_FILENO)) };
+        dc_stats st;
+        dc_output out = { .sink = on_event, .progress = on_progress, .ctx = &p };
+        int rc = dc_decode_stream(m, cache, &info, pt, idx, &out, &st, err, sizeof err);
+        if (rc < 0) {
+            jerr_error("%s", err);
+            status = 1;
+        } else {
+            if (rc == 1)
+                printf("# stopped after %" PRIu64 " events (--limit)\n", p.printed);
+            print_summary(stdout, &st);
+            if (st.problems) {
+                jerr_warn("%s", st.problem);
+                if (st.problems > 1)
+                    jerr_warn("%s: %" PRIu64 " more problems", pt, st.problems - 1);
+                status = 1;
+            }
+        }
+        g_free(pt);
+        g_free(idx);
+    }
+    if (!found) {
+        jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
+        status = 1;
+    }
+    g_free(tids);
+    di_cache_free(cache);
+    dm_free(m);
+    return status;
+}

@@ -1,0 +1,251 @@
+/* Checks decoding of an emulated trace against the emulator's own record of
+ * what ran: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT].
+ *
+ * With --test-log, the emulator writes eval/code.bin (JPTCODE1, then records
+ * u64 ip | u8 len | bytes, numbered from 1) and eval/tid-<TID>.log (u32 pairs
+ * {first id, count}: a run of consecutive code ids executed; {0xffffffff,
+ * type} is followed by two u64 offsets of a marker). That gives the exact
+ * sequence of executed instruction addresses of each thread.
+ *
+ * Every block the decoder returns must lie on that sequence: its first
+ * instruction at the current position and its last `ninsn - 1` positions
+ * later. After a gap (code the metadata lacks, trace lost) the next block is
+ * searched forward. Blocks of compiled code whose inner path the decoder
+ * recovers (decoder/jitpath.h) must have exactly the executed path; a wrong
+ * one counts as a misplaced block. Prints per thread: instructions executed, instructions
+ * decoded in place, blocks, blocks that do not fit, instructions skipped
+ * in gaps, and the gaps from the collector's losses. Exits 0 if every block fits and at least PCT percent
+ * (default 50) of all executed instructions were decoded. --opcodes writes
+ * the bytecode events' mnemonics of every thread, one per line ("# tid N"
+ * headers). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "decoder/bytecodes.h"
+#include "decoder/decode.h"
+#include "decoder/jitpath.h"
+
+/* How far past the current position a block is searched for after a gap;
+ * and after this many blocks that fit nowhere, checking stops (one decode
+ * error can misplace everything up to the next synchronization). */
+#define SEARCH_LIMIT (4u << 20)
+#define MAX_BAD_BLOCKS 1000
+
+typedef struct code_tab {
+    uint64_t *ip;            /* by id - 1 */
+    size_t n;
+} code_tab;
+
+static bool load_codes(const char *dir, code_tab *t)
+{
+    char *path = g_build_filename(dir, "eval", "code.bin", NULL);
+    gchar *data;
+    gsize len;
+    bool ok = g_file_get_contents(path, &data, &len, NULL) && len >= 8 &&
+              !memcmp(data, "JPTCODE1", 8);
+    if (!ok) {
+        fprintf(stderr, "emucheck: %s: missing or not a JPTCODE1 file\n", path);
+        g_free(path);
+        return false;
+    }
+    GArray *ips = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    size_t p = 8;
+    while (p + 9 <= len) {
+        uint64_t ip;
+        memcpy(&ip, data + p, 8);
+        uint8_t n = (uint8_t)data[p + 8];
+        g_array_append_val(ips, ip);
+        p += 9u + n;
+    }
+    t->n = ips->len;
+    t->ip = (uint64_t *)(void *)g_array_free(ips, FALSE);
+    g_free(data);
+    g_free(path);
+    return true;
+}
+
+/* The executed instruction addresses of one thread. */
+static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t)
+{
+    char name[64];
+    snprintf(name, sizeof name, "tid-%u.log", tid);
+    char *path = g_build_filename(dir, "eval", name, NULL);
+    gchar *data;
+    gsize len;
+    if (!g_file_get_contents(path, &data, &len, NULL)) {
+        g_free(path);
+        return NULL;
+    }
+    GArray *seq = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    size_t p = 0;
+    while (p + 8 <= len) {
+        uint32_t r[2];
+        memcpy(r, data + p, 8);
+        p += 8;
+        if (r[0] == 0xffffffffu) {
+            p += 16;
+            continue;
+        }
+        for (uint32_t i = 0; i < r[1]; i++) {
+            uint64_t id = (uint64_t)r[0] + i;
+            uint64_t ip = id >= 1 && id <= t->n ? t->ip[id - 1] : 0;
+            g_array_append_val(seq, ip);
+        }
+    }
+    g_free(data);
+    g_free(path);
+    return seq;
+}
+
+typedef struct check {
+    const uint64_t *seq;
+    size_t n, pos;
+    uint64_t blocks, bad_blocks, matched, skipped;
+    uint64_t paths, bad_paths;  /* compiled-code blocks whose inner path was recovered */
+    const dm_model *m;
+    jp_cache *jp;
+    FILE *ops;
+} check;
+
+/* A recovered inner path must be exactly what ran. */
+static void check_path(check *c, const struct pt_block *b, uint64_t tsc, size_t at)
+{
+    const dm_code *v = dm_code_at(c->m, b->ip, tsc);
+    const uint64_t *path;
+    if (!v || v->kind != DM_CODE_NMETHOD || b->ninsn <= 2 ||
+        !jp_path(c->jp, v, b->ip, b->end_ip, b->ninsn, &path))
+        return;
+    c->paths++;
+    if (memcmp(path, c->seq + at, b->ninsn * sizeof(uint64_t))) {
+        if (c->bad_paths < 5)
+            fprintf(stderr, "emucheck: inner path of block 0x%" PRIx64 "..0x%" PRIx64
+                    " differs from what ran\n", b->ip, b->end_ip);
+        c->bad_paths++;
+    }
+}
+
+static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
+{
+    check *c = vp;
+    c->blocks++;
+    size_t need = b->ninsn;
+    if (c->bad_blocks >= MAX_BAD_BLOCKS) {
+        c->bad_blocks++;
+        return;
+    }
+    if (c->pos + need <= c->n && c->seq[c->pos] == b->ip && c->seq[c->pos + need - 1] == b->end_ip) {
+        check_path(c, b, tsc, c->pos);
+        c->pos += need;
+        c->matched += need;
+        return;
+    }
+    /* After a gap: the next place where the block fits. */
+    for (size_t q = c->pos + 1; q + need <= c->n && q - c->pos < SEARCH_LIMIT; q++) {
+        if (c->seq[q] == b->ip && c->seq[q + need - 1] == b->end_ip) {
+            check_path(c, b, tsc, q);
+            c->skipped += q - c->pos;
+            c->pos = q + need;
+            c->matched += need;
+            return;
+        }
+    }
+    if (c->bad_blocks < 5)
+        fprintf(stderr, "emucheck: block 0x%" PRIx64 "..0x%" PRIx64 " (%zu insns) does not fit "
+                "the executed sequence at position %zu (0x%" PRIx64 ")\n", b->ip, b->end_ip,
+                need, c->pos, c->pos < c->n ? c->seq[c->pos] : 0);
+    c->bad_blocks++;
+}
+
+static int on_event(const dc_event *ev, void *vp)
+{
+    check *c = vp;
+    if (c->ops && ev->kind == DC_BYTECODE)
+        fprintf(c->ops, "%s\n", bc_name(ev->opcode));
+    else if (c->ops && ev->kind == DC_METHOD_ENTRY)
+        fprintf(c->ops, "(entry)\n");
+    else if (c->ops && ev->kind == DC_GAP)
+        fprintf(c->ops, "(gap)\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = NULL, *ops_path = NULL;
+    double min_pct = 50;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--opcodes") && i + 1 < argc)
+            ops_path = argv[++i];
+        else if (!strcmp(argv[i], "--min-match") && i + 1 < argc)
+            min_pct = atof(argv[++i]);
+        else
+            dir = argv[i];
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT]\n");
+        return 2;
+    }
+    char err[1024];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "emucheck: %s\n", err);
+        return 1;
+    }
+    dc_trace_info info;
+    dc_read_info(dir, &info, err, sizeof err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    code_tab codes = { 0 };
+    if (!cache || !load_codes(dir, &codes))
+        return 1;
+    FILE *ops = ops_path ? fopen(ops_path, "w") : NULL;
+    uint32_t *tids;
+    size_t n = dc_list_thread_streams(dir, &tids, NULL);
+    uint64_t total = 0, matched = 0, bad = 0, paths = 0;
+    jp_cache *jp = jp_new(m);
+    for (size_t i = 0; i < n; i++) {
+        GArray *seq = load_log(dir, tids[i], &codes);
+        if (!seq)
+            continue;
+        check c = { .seq = (const uint64_t *)(void *)seq->data, .n = seq->len, .ops = ops,
+                    .m = m, .jp = jp };
+        if (ops)
+            fprintf(ops, "# tid %u\n", tids[i]);
+        char pt[4096], idx[4096];
+        snprintf(pt, sizeof pt, "%s/pt/tid-%u.pt", dir, tids[i]);
+        snprintf(idx, sizeof idx, "%s/pt/tid-%u.idx", dir, tids[i]);
+        dc_output out = { .sink = on_event, .block = on_block, .ctx = &c };
+        dc_stats st;
+        if (dc_decode_stream(m, cache, &info, pt, idx, &out, &st, err, sizeof err) < 0) {
+            fprintf(stderr, "emucheck: %s\n", err);
+            bad++;
+        }
+        uint64_t gaps = st.gaps[1] + st.gaps[2] + st.gaps[3] + st.gaps[4];
+        printf("tid %u: executed %zu, decoded in place %" PRIu64 " (%.2f%%), blocks %" PRIu64
+               ", misplaced blocks %" PRIu64 ", skipped %" PRIu64 " in %" PRIu64 " gaps, "
+               "lost gaps %" PRIu64 ", bytecodes %" PRIu64 "\n", tids[i], c.n, c.matched,
+               c.n ? 100.0 * (double)c.matched / (double)c.n : 100.0, c.blocks, c.bad_blocks,
+               c.skipped + (c.n - c.pos), gaps, st.gaps[DC_GAP_LOST], st.events[DC_BYTECODE]);
+        if (c.paths)
+            printf("tid %u: compiled-code blocks with a recovered inner path %" PRIu64
+                   ", wrong %" PRIu64 "\n", tids[i], c.paths, c.bad_paths);
+        total += c.n;
+        matched += c.matched;
+        bad += c.bad_blocks + c.bad_paths;
+        paths += c.paths;
+        g_array_free(seq, TRUE);
+    }
+    if (ops)
+        fclose(ops);
+    double pct = total ? 100.0 * (double)matched / (double)total : 0;
+    printf("total: executed %" PRIu64 ", decoded %" PRIu64 " (%.2f%%), inner paths checked %"
+           PRIu64 ", misplaced blocks %" PRIu64 "\n", total, matched, pct, paths, bad);
+    g_free(tids);
+    g_free(codes.ip);
+    jp_free(jp);
+    di_cache_free(cache);
+    dm_free(m);
+    return bad == 0 && total > 0 && pct >= min_pct ? 0 : 1;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Decodes a real emulated trace of samples/java/Hello.java and checks it.
+
+usage: emulated_test.py PTREC PLUGIN AGENT EMUCHECK JAVA_BIN_DIR SAMPLES_DIR WORKDIR [lossy]
+
+1. Compiles Hello with the JDK's javac and records `java -Xint Hello` with
+   `ptrec --emulate --test-log`.
+2. emucheck: every block decoded must lie on the emulator's own log of
+   executed instructions, and most of the trace must decode (the rest are
+   gaps where code ran that the metadata does not describe).
+3. The bytecode events of the main thread must contain Hello's loop exactly
+   as javac compiled it: 100 times
+     iload_1 iload_2 invokestatic (entry) iload_0 iload_0 imul ireturn iadd
+     istore_1 iinc goto
+   i.e. Hello.square's iload_0 iload_0 imul ireturn 100 times, each reached
+   through an interpreter method entry.
+
+With `lossy`, the recording runs the emulator's loss model (a 16 KiB buffer
+drained slowly: a good part of the trace is cut). Then every block must
+still fit, decoding must resume after every loss, and each stream must show
+exactly one loss gap per TRUNCATED record of its index (info.json counts
+them).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+LOOP = ['iload_1', 'iload_2', 'invokestatic', '(entry)', 'iload_0', 'iload_0', 'imul',
+        'ireturn', 'iadd', 'istore_1', 'iinc', 'goto']
+SQUARE = ['iload_0', 'iload_0', 'imul', 'ireturn']
+MIN_DECODED_PCT = '75'
+
+
+def count(seq, pat):
+    n = len(pat)
+    return sum(1 for i in range(len(seq) - n + 1) if seq[i:i + n] == pat)
+
+
+def main():
+    ptrec, plugin, agent, emucheck, jbin, samples, work = sys.argv[1:8]
+    lossy = len(sys.argv) > 8 and sys.argv[8] == 'lossy'
+    loss_args = ['--aux-size', '16K', '--drain-rate', '2'] if lossy else []
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
+    classes = os.path.join(work, 'classes')
+    subprocess.run([os.path.join(jbin, 'javac'), '-d', classes,
+                    os.path.join(samples, 'Hello.java')], check=True)
+    trace = os.path.join(work, 'hello.trace')
+    rec = subprocess.run([ptrec, '--emulate', '--test-log', '--plugin', plugin, '--agent', agent,
+                          *loss_args, '-o', trace, '--', os.path.join(jbin, 'java'), '-Xint', '-cp', classes,
+                          'Hello'], capture_output=True, text=True, timeout=900)
+    sys.stdout.write(rec.stdout)
+    sys.stderr.write(rec.stderr)
+    if rec.returncode != 0 or 'sum of squares = 328350' not in rec.stdout:
+        print('FAIL: recording failed (status %d)' % rec.returncode)
+        return 1
+
+    ops_path = os.path.join(work, 'opcodes.txt')
+    chk = subprocess.run([emucheck, trace, '--opcodes', ops_path, '--min-match',
+                          '1' if lossy else MIN_DECODED_PCT],
+                         capture_output=True, text=True, timeout=900)
+    sys.stdout.write(chk.stdout)
+    sys.stderr.write(chk.stderr)
+    if chk.returncode != 0:
+        print('FAIL: emucheck: misplaced blocks or under %s%% decoded' % MIN_DECODED_PCT)
+        return 1
+    m = re.search(r'misplaced blocks (\d+)\n', chk.stdout)
+    if not m or m.group(1) != '0':
+        print('FAIL: emucheck summary missing or blocks misplaced')
+        return 1
+
+    if lossy:
+        info = json.load(open(os.path.join(trace, 'info.json')))
+        want = {int(s['name'][4:]): s['truncated'] for s in info['streams']}
+        got = {int(t): int(n) for t, n in re.findall(r'tid (\d+):.*lost gaps (\d+)', chk.stdout)}
+        print('TRUNCATED records per stream: %s; loss gaps decoded: %s' % (want, got))
+        if sum(want.values()) == 0:
+            print('FAIL: the loss model cut nothing')
+            return 1
+        if want != got:
+            print('FAIL: loss gaps do not match the index')
+            return 1
+        print('PASS')
+        shutil.rmtree(work)
+        return 0
+
+    threads = {}
+    cur = None
+    for line in open(ops_path):
+        line = line.strip()
+        if line.startswith('# tid '):
+            cur = threads.setdefault(int(line[6:]), [])
+        elif cur is not None:
+            cur.append(line)
+    best = max(threads.items(), key=lambda kv: count(kv[1], SQUARE))
+    tid, ops = best
+    squares, loops = count(ops, SQUARE), count(ops, LOOP)
+    gaps = ops.count('(gap)')
+    print('main thread %d: %d bytecode/entry events, %d gaps, square x%d, loop x%d'
+          % (tid, len(ops), gaps, squares, loops))
+    if squares != 100 or loops != 100:
+        print('FAIL: expected Hello.square and the loop exactly 100 times')
+        return 1
+    print('PASS')
+    shutil.rmtree(work)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

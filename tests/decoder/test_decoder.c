@@ -1,0 +1,849 @@
+/* Units of the decoder: bytecode mapping, info.json, the code timeline, and
+ * decoding of small PT streams made with libipt's encoder over a synthetic
+ * trace directory whose code and metadata are written with the jmeta
+ * writer. */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include "common/auxidx.h"
+#include "common/jmeta.h"
+#include "decoder/bytecodes.h"
+#include "decoder/decode.h"
+
+/* ---- bytecodes ------------------------------------------------------------ */
+
+Test(bytecodes, standard_names)
+{
+    cr_expect_str_eq(bc_name(0), "nop");
+    cr_expect_str_eq(bc_name(26), "iload_0");
+    cr_expect_str_eq(bc_name(104), "imul");
+    cr_expect_str_eq(bc_name(172), "ireturn");
+    cr_expect_str_eq(bc_name(201), "jsr_w");
+    cr_expect_null(bc_name(202));
+    cr_expect_null(bc_name(-1));
+    cr_expect_eq(bc_lookup("invokedynamic"), 186);
+    cr_expect_eq(bc_lookup("fast_agetfield"), -1);
+}
+
+Test(bytecodes, rewritten_forms_map_back)
+{
+    uint8_t ops[2];
+    cr_expect_eq(bc_std_ops("iload_0", 26, ops), 1);
+    cr_expect_eq(ops[0], 26);
+    cr_expect_eq(bc_std_ops("fast_agetfield", 203, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("getfield"));
+    cr_expect_eq(bc_std_ops("fast_zputfield", 213, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("putfield"));
+    cr_expect_eq(bc_std_ops("fast_invokevfinal", 227, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("invokevirtual"));
+    cr_expect_eq(bc_std_ops("fast_binaryswitch", 229, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("lookupswitch"));
+    cr_expect_eq(bc_std_ops("fast_aldc_w", 231, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("ldc_w"));
+    cr_expect_eq(bc_std_ops("return_register_finalizer", 232, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("return"));
+    cr_expect_eq(bc_std_ops("invokehandle", 233, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("invokevirtual"));
+    cr_expect_eq(bc_std_ops("nofast_iload", 237, ops), 1);
+    cr_expect_eq(ops[0], bc_lookup("iload"));
+}
+
+Test(bytecodes, fused_forms_expand_to_two)
+{
+    uint8_t ops[2];
+    cr_assert_eq(bc_std_ops("fast_iaccess_0", 221, ops), 2);
+    cr_expect_eq(ops[0], bc_lookup("aload_0"));
+    cr_expect_eq(ops[1], bc_lookup("getfield"));
+    cr_assert_eq(bc_std_ops("fast_faccess_0", 223, ops), 2);
+    cr_expect_eq(ops[1], bc_lookup("getfield"));
+    cr_assert_eq(bc_std_ops("fast_iload2", 225, ops), 2);
+    cr_expect_eq(ops[0], bc_lookup("iload"));
+    cr_expect_eq(ops[1], bc_lookup("iload"));
+    cr_assert_eq(bc_std_ops("fast_icaload", 226, ops), 2);
+    cr_expect_eq(ops[1], bc_lookup("caload"));
+}
+
+Test(bytecodes, non_bytecode_codelets)
+{
+    uint8_t ops[2];
+    cr_expect_eq(bc_std_ops("breakpoint", 202, ops), 0);
+    cr_expect_eq(bc_std_ops("_shouldnotreachhere", 238, ops), 0);
+    cr_expect_eq(bc_std_ops("fast_something_new", 240, ops), 0);
+    cr_expect_eq(bc_std_ops("method entry point (kind = zerolocals)", -1, ops), 0);
+    /* no name: the number decides, standard range only */
+    cr_expect_eq(bc_std_ops("", 96, ops), 1);
+    cr_expect_eq(ops[0], 96);
+    cr_expect_eq(bc_std_ops(NULL, 221, ops), 0);
+}
+
+/* ---- info.json ------------------------------------------------------------ */
+
+Test(trinfo, reads_cpu_and_backend)
+{
+    const char *j = "{\"version\": 1, \"backend\": \"emulated\", \"command\": [\"java\", \"-x\"],"
+                    " \"cpu\": {\"vendor\": \"GenuineIntel\", \"family\": 6, \"model\": 85,"
+                    " \"stepping\": 4}, \"pt\": {\"filter\": {\"ranges\": [[1, 2]]}}}";
+    dc_trace_info info;
+    char err[256];
+    cr_assert_eq(dc_parse_info(j, strlen(j), "info.json", &info, err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(info.backend, "emulated");
+    cr_expect_eq(info.cpu.vendor, pcv_intel);
+    cr_expect_eq(info.cpu.family, 6);
+    cr_expect_eq(info.cpu.model, 85);
+    cr_expect_eq(info.cpu.stepping, 4);
+}
+
+Test(trinfo, other_vendor_means_no_errata)
+{
+    const char *j = "{\"cpu\": {\"vendor\": \"AuthenticAMD\", \"family\": 25, \"model\": 1}}";
+    dc_trace_info info;
+    char err[256];
+    cr_assert_eq(dc_parse_info(j, strlen(j), "info.json", &info, err, sizeof err), 0);
+    cr_expect_eq(info.cpu.vendor, pcv_unknown);
+    cr_expect_eq(info.cpu.family, 0);
+}
+
+Test(trinfo, malformed_json_names_file_and_offset)
+{
+    const char *bad[] = { "{\"cpu\": {\"family\": 6,}", "{\"a\" 1}", "[1, 2", "{\"x\": \"abc",
+                          "", "{} trailing", "{\"k\": @}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dc_trace_info info;
+        char err[256] = "";
+        cr_expect_eq(dc_parse_info(bad[i], strlen(bad[i]), "t/info.json", &info, err, sizeof err),
+                     -1, "accepted: %s", bad[i]);
+        cr_expect(strstr(err, "t/info.json: offset ") == err, "message: %s", err);
+    }
+    /* deep nesting is refused, not a stack overflow */
+    char deep[4096];
+    memset(deep, '[', sizeof deep - 1);
+    deep[sizeof deep - 1] = '\0';
+    dc_trace_info info;
+    char err[256];
+    cr_expect_eq(dc_parse_info(deep, strlen(deep), "d", &info, err, sizeof err), -1);
+}
+
+/* ---- a synthetic trace directory ------------------------------------------ */
+
+#define INTERP 0x10000ull
+#define STUB 0x20000ull
+#define NM 0x30000ull
+#define HANDLERS 0x40000ull
+#define NM3 0x70000ull
+#define M1 0x1111ull
+#define M2 0x2222ull
+#define M3 0x3333ull
+
+static void emit(jm_writer *w, uint16_t type, uint64_t tsc, jm_buf *b, const void *code,
+                 uint64_t n)
+{
+    cr_assert(!b->failed);
+    cr_assert_eq(jm_write(w, type, tsc, b->data, (uint32_t)b->len, code, n), 0);
+    b->len = 0;
+}
+
+static void codelet(jm_writer *w, jm_buf *b, uint64_t lo, uint64_t hi, int32_t bc, const char *d)
+{
+    jm_put_u64(b, lo);
+    jm_put_u64(b, hi);
+    jm_put_i32(b, bc);
+    jm_put_str(b, d);
+    emit(w, JM_CODELET, 10, b, NULL, 0);
+}
+
+static void method(jm_writer *w, jm_buf *b, uint64_t id, const char *name)
+{
+    jm_put_u64(b, id);
+    jm_put_u64(b, 1);
+    jm_put_str(b, "LT;");
+    jm_put_str(b, name);
+    jm_put_str(b, "()V");
+    jm_put_u32(b, 9);
+    emit(w, JM_METHOD, 11, b, NULL, 0);
+}
+
+/* Interpreter: iload_0 [0x00,0x20), fast_iaccess_0 [0x20,0x40), method entry
+ * [0x40,0x60), imul [0x60,0x80) which calls the stub and returns. Each ends
+ * in HotSpot's dispatch, an indirect jmp *%rax (ff e0). The stub is a ret.
+ * Compiled method M1 at NM (t 100..5000): 4 nops, jmp *%rax at NM+4, with
+ * inline records {NM+2: M1@0} {NM+6: M2@5 in M1@9}; patched at t 3000 so
+ * NM+4 holds a ret. M3 reuses NM from t 6000 (nop, jmp *%rax). */
+static char *make_trace(void)
+{
+    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
+    cr_assert_not_null(dir);
+    char *jvm = g_build_filename(dir, "jvm", NULL);
+    char *pt = g_build_filename(dir, "pt", NULL);
+    g_mkdir(jvm, 0755);
+    g_mkdir(pt, 0755);
+    char err[512];
+    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
+    cr_assert_not_null(w, "%s", err);
+    jm_buf b;
+    jm_buf_init(&b);
+
+    uint8_t interp[0x100];
+    memset(interp, 0xcc, sizeof interp);
+    memcpy(interp + 0x00, "\x90\x90\xff\xe0", 4);
+    memcpy(interp + 0x20, "\x90\xff\xe0", 3);
+    memcpy(interp + 0x40, "\x90\xff\xe0", 3);
+    /* imul: nop; call STUB; jmp *%rax */
+    uint64_t call_at = INTERP + 0x61;
+    int32_t rel = (int32_t)(STUB - (call_at + 5));
+    interp[0x60] = 0x90;
+    interp[0x61] = 0xe8;
+    memcpy(interp + 0x62, &rel, 4);
+    memcpy(interp + 0x66, "\xff\xe0", 2);
+
+    jm_put_u64(&b, INTERP); jm_put_u64(&b, sizeof interp); jm_put_u64(&b, 0);
+    jm_put_u32(&b, JM_BLOB_INTERPRETER); jm_put_str(&b, "Interpreter");
+    emit(w, JM_CODE_BLOB, 5, &b, interp, sizeof interp);
+    codelet(w, &b, INTERP + 0x00, INTERP + 0x20, 26, "iload_0");
+    codelet(w, &b, INTERP + 0x20, INTERP + 0x40, 221, "fast_iaccess_0");
+    codelet(w, &b, INTERP + 0x40, INTERP + 0x60, -1, "method entry point (kind = zerolocals)");
+    codelet(w, &b, INTERP + 0x60, INTERP + 0x80, 104, "imul");
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+
+    /* Reported late (t 900), valid from the start: nothing was there before. */
+    jm_put_u64(&b, STUB); jm_put_u64(&b, 1); jm_put_u64(&b, 0); jm_put_str(&b, "stubby");
+    emit(w, JM_DYNAMIC_CODE, 900, &b, "\xc3", 1);
+
+    uint8_t nm1[16] = { 0x90, 0x90, 0x90, 0x90, 0xff, 0xe0 };
+    memset(nm1 + 6, 0xcc, 10);
+    jm_put_u64(&b, NM); jm_put_u64(&b, sizeof nm1); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 4); jm_put_u32(&b, 2);
+    jm_put_u64(&b, NM + 6); jm_put_u32(&b, 2);           /* stored out of order */
+    jm_put_u64(&b, M2); jm_put_i32(&b, 5); jm_put_u64(&b, M1); jm_put_i32(&b, 9);
+    jm_put_u64(&b, NM + 2); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm1, sizeof nm1);
+
+    jm_put_u64(&b, NM + 4); jm_put_u64(&b, 2); jm_put_u64(&b, 0);
+    emit(w, JM_CODE_PATCH, 3000, &b, "\xc3\x90", 2);
+
+    /* A buffer reported while mostly empty and filled later (HotSpot's
+     * signature handlers): the patch over its zeros is recorded at t 5000,
+     * after the code first ran. */
+    uint8_t handlers[64] = { 0xc3 };
+    jm_put_u64(&b, HANDLERS); jm_put_u64(&b, sizeof handlers); jm_put_u64(&b, 0);
+    jm_put_str(&b, "native signature handlers");
+    emit(w, JM_DYNAMIC_CODE, 800, &b, handlers, sizeof handlers);
+    jm_put_u64(&b, HANDLERS + 0x10); jm_put_u64(&b, 2); jm_put_u64(&b, 0);
+    emit(w, JM_CODE_PATCH, 5000, &b, "\x90\xc3", 2);
+
+    /* A compiled method whose blocks run through inlined code: nop; je +2;
+     * nop; nop; nop; jmp *%rax with scopes {+1: M1@1} {+3: M2@4 in M1@2}
+     * {+5: M1@3} {+8: M3@7 in M1@5}. */
+    uint8_t nm3[16] = { 0x90, 0x74, 0x02, 0x90, 0x90, 0x90, 0xff, 0xe0 };
+    memset(nm3 + 8, 0xcc, 8);
+    jm_put_u64(&b, NM3); jm_put_u64(&b, sizeof nm3); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 4); jm_put_u32(&b, 4);
+    jm_put_u64(&b, NM3 + 1); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 1);
+    jm_put_u64(&b, NM3 + 3); jm_put_u32(&b, 2);
+    jm_put_u64(&b, M2); jm_put_i32(&b, 4); jm_put_u64(&b, M1); jm_put_i32(&b, 2);
+    jm_put_u64(&b, NM3 + 5); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 3);
+    jm_put_u64(&b, NM3 + 8); jm_put_u32(&b, 2);
+    jm_put_u64(&b, M3); jm_put_i32(&b, 7); jm_put_u64(&b, M1); jm_put_i32(&b, 5);
+    emit(w, JM_NMETHOD_LOAD, 10, &b, nm3, sizeof nm3);
+
+    /* records out of time order, as different threads write them */
+    uint8_t nm2[16] = { 0x90, 0xff, 0xe0 };
+    memset(nm2 + 3, 0xcc, 13);
+    jm_put_u64(&b, NM); jm_put_u64(&b, sizeof nm2); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M3); jm_put_i32(&b, 1); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 6000, &b, nm2, sizeof nm2);
+    jm_put_u64(&b, M1); jm_put_u64(&b, NM);
+    emit(w, JM_NMETHOD_UNLOAD, 5000, &b, NULL, 0);
+
+    /* hostile: an unload of nothing */
+    jm_put_u64(&b, 0x7777); jm_put_u64(&b, 0x60000);
+    emit(w, JM_NMETHOD_UNLOAD, 70, &b, NULL, 0);
+
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+
+    /* hostile: a stub whose bytes lie beyond code.bin (the writer would not
+     * produce it: appended by hand) */
+    jm_put_u16(&b, JM_DYNAMIC_CODE); jm_put_u16(&b, 0); jm_put_u32(&b, 24 + 4 + 4);
+    jm_put_u64(&b, 50);
+    jm_put_u64(&b, 0x50000); jm_put_u64(&b, 16); jm_put_u64(&b, 1u << 30);
+    jm_put_str(&b, "liar");
+    char *meta = g_build_filename(jvm, JM_META_FILE, NULL);
+    FILE *f = fopen(meta, "ab");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b.data, 1, b.len, f), b.len);
+    fclose(f);
+    g_free(meta);
+    jm_buf_free(&b);
+    g_free(jvm);
+    g_free(pt);
+    return dir;
+}
+
+static void remove_tree(const char *dir)
+{
+    if (getenv("JPT_TEST_KEEP")) {      /* for looking at a failing case */
+        fprintf(stderr, "kept %s\n", dir);
+        return;
+    }
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+    g_free(cmd);
+}
+
+Test(model, timeline_versions_and_inline_tables)
+{
+    char *dir = make_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_expect_eq(m->ncodelets, 4);
+    cr_expect_eq(m->ncodes, 5, "three nmethod versions and two stubs (the liar is dropped)");
+    cr_expect_eq(m->nwarnings, 2, "bad code offset and unknown unload reported");
+    bool beyond = false, unknown = false;
+    for (size_t i = 0; i < m->nwarnings; i++) {
+        beyond |= strstr(m->warnings[i], "beyond the end of code.bin") != NULL &&
+                  strstr(m->warnings[i], "meta.jpt: offset ") != NULL;
+        unknown |= strstr(m->warnings[i], "names no loaded code") != NULL;
+    }
+    cr_expect(beyond && unknown);
+
+    const dm_codelet *c = dm_codelet_at(m, INTERP + 0x25);
+    cr_assert_not_null(c);
+    cr_expect_str_eq(c->desc, "fast_iaccess_0");
+    cr_expect_eq(c->kind, DM_CL_BYTECODE);
+    cr_expect_eq(c->nops, 2);
+    c = dm_codelet_at(m, INTERP + 0x40);
+    cr_assert_not_null(c);
+    cr_expect_eq(c->kind, DM_CL_METHOD_ENTRY);
+    cr_expect_null(dm_codelet_at(m, INTERP + 0x80));
+
+    /* version 1 from the start (nothing there before) to its unload */
+    const dm_code *v = dm_code_at(m, NM + 1, 50);
+    cr_assert_not_null(v);
+    cr_expect_eq(v->method_id, M1);
+    cr_expect_eq(v->start_tsc, 0);
+    cr_expect_eq(v->end_tsc, 5000);
+    cr_expect_eq(dm_code_at(m, NM + 1, 4999)->method_id, M1);
+    /* version 2 from version 1's unload, before its own record (t 6000) */
+    v = dm_code_at(m, NM + 1, 5500);
+    cr_assert_not_null(v);
+    cr_expect_eq(v->method_id, M3);
+    cr_expect_eq(v->start_tsc, 5000);
+    cr_expect_null(dm_code_at(m, NM + 16, 5500));
+    dm_where w = dm_lookup(m, INTERP + 0x61, 1);
+    cr_expect_eq(w.kind, DM_AT_CODELET);
+    cr_expect_str_eq(w.codelet->desc, "imul");
+    w = dm_lookup(m, INTERP + 0x90, 1);
+    cr_expect_eq(w.kind, DM_AT_BLOB, "interpreter buffer outside any codelet");
+    cr_expect_eq(dm_lookup(m, NM + 3, 5200).code->method_id, M3);
+    cr_expect_eq(dm_lookup(m, 0x99999, 1).kind, DM_AT_NOTHING);
+    const dm_code *stub = dm_code_at(m, STUB, 1);
+    cr_assert_not_null(stub);
+    cr_expect_str_eq(stub->name, "stubby");
+
+    /* inline stacks: first record with pc > address */
+    const dm_code *v1 = dm_code_at(m, NM, 200);
+    const dm_frame *f;
+    cr_expect_eq(dm_inline_at(m, v1, NM + 0, &f), 1);
+    cr_expect_eq(f[0].method_id, M1);
+    cr_expect_eq(f[0].bci, 0);
+    cr_expect_eq(dm_inline_at(m, v1, NM + 1, &f), 1);
+    cr_assert_eq(dm_inline_at(m, v1, NM + 2, &f), 2);
+    cr_expect_eq(f[0].method_id, M2);
+    cr_expect_eq(f[0].bci, 5);
+    cr_expect_eq(f[1].method_id, M1);
+    cr_expect_eq(f[1].bci, 9);
+    cr_expect_eq(dm_inline_at(m, v1, NM + 5, &f), 2);
+    cr_expect_eq(dm_inline_at(m, v1, NM + 6, &f), 0, "past the last record: no scope");
+
+    cr_assert_eq(m->npatches, 2);
+    /* sorted by when they apply: the handler fill is back-dated to the
+     * start of its stub (0), the nmethod patch keeps its time */
+    cr_expect_eq(m->patches[0].vaddr, HANDLERS + 0x10);
+    cr_expect_eq(m->patches[0].tsc, 5000);
+    cr_expect_eq(m->patches[0].start_tsc, 0);
+    cr_expect_eq(m->patches[1].owner, (int64_t)v1->index);
+    cr_expect_eq(m->patches[1].start_tsc, 3000);
+    char buf[128];
+    cr_expect_str_eq(dm_method_str(m, M2, buf, sizeof buf), "T.two()V");
+    cr_expect_str_eq(dm_method_str(m, 0x9999, buf, sizeof buf), "0x9999");
+    cr_expect_str_eq(dm_thread_get(m, 4242)->name, "main");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(model, truncated_metadata_keeps_what_came_before)
+{
+    char *dir = make_trace();
+    char *meta = g_build_filename(dir, "jvm", "meta.jpt", NULL);
+    struct stat st;
+    cr_assert_eq(stat(meta, &st), 0);
+    cr_assert_eq(truncate(meta, st.st_size - 7), 0);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m);
+    cr_expect(m->truncated);
+    cr_expect_eq(m->ncodelets, 4);
+    bool named = false;
+    for (size_t i = 0; i < m->nwarnings; i++)
+        named |= strstr(m->warnings[i], "meta.jpt") != NULL;
+    cr_expect(named);
+    dm_free(m);
+    /* not a trace at all */
+    cr_expect_null(dm_load("/nonexistent/trace", err, sizeof err));
+    cr_expect(strstr(err, "/nonexistent/trace") != NULL, "%s", err);
+    remove_tree(dir);
+    g_free(meta);
+    g_free(dir);
+}
+
+/* ---- decoding --------------------------------------------------------------- */
+
+typedef struct penc {
+    uint8_t buf[4096];
+    struct pt_encoder *enc;
+} penc;
+
+static void penc_init(penc *e)
+{
+    struct pt_config cfg;
+    pt_config_init(&cfg);
+    cfg.begin = e->buf;
+    cfg.end = e->buf + sizeof e->buf;
+    e->enc = pt_alloc_encoder(&cfg);
+    cr_assert_not_null(e->enc);
+}
+
+static void pkt(penc *e, struct pt_packet p)
+{
+    cr_assert_geq(pt_enc_next(e->enc, &p), 0, "encoding packet type %d", p.type);
+}
+
+static void tip(penc *e, enum pt_packet_type t, uint64_t ip)
+{
+    struct pt_packet p = { .type = t };
+    p.payload.ip.ipc = pt_ipc_sext_48;
+    p.payload.ip.ip = ip;
+    pkt(e, p);
+}
+
+static void tsc(penc *e, uint64_t t)
+{
+    struct pt_packet p = { .type = ppt_tsc };
+    p.payload.tsc.tsc = t;
+    pkt(e, p);
+}
+
+/* PSB+ with tracing on at ip. */
+static void psb(penc *e, uint64_t t, uint64_t ip)
+{
+    pkt(e, (struct pt_packet){ .type = ppt_psb });
+    tsc(e, t);
+    struct pt_packet mode = { .type = ppt_mode };
+    mode.payload.mode.leaf = pt_mol_exec;
+    mode.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+    pkt(e, mode);
+    tip(e, ppt_fup, ip);
+    pkt(e, (struct pt_packet){ .type = ppt_psbend });
+}
+
+static size_t penc_end(penc *e)
+{
+    uint64_t off = 0;
+    pt_enc_get_offset(e->enc, &off);
+    pt_free_encoder(e->enc);
+    return (size_t)off;
+}
+
+typedef struct evlog {
+    dc_event ev[256];
+    char desc[256][64];      /* copies: desc points into the model */
+    size_t n;
+} evlog;
+
+static int collect(const dc_event *ev, void *vp)
+{
+    evlog *l = vp;
+    if (l->n < 256) {
+        l->ev[l->n] = *ev;
+        snprintf(l->desc[l->n], sizeof l->desc[0], "%s", ev->desc ? ev->desc : "");
+        l->ev[l->n].desc = l->desc[l->n];
+        l->n++;
+    }
+    return 0;
+}
+
+static void write_stream(const char *dir, const uint8_t *data, size_t n)
+{
+    char *path = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+    cr_assert(g_file_set_contents(path, (const char *)data, (gssize)n, NULL));
+    g_free(path);
+}
+
+static void decode(const char *dir, evlog *log, dc_stats *st)
+{
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+    char *idx = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
+    dc_trace_info info = { 0 };
+    dc_output out = { .sink = collect, .ctx = log };
+    cr_assert_eq(dc_decode_stream(m, cache, &info, pt, idx, &out, st, err, sizeof err), 0, "%s",
+                 err);
+    g_free(pt);
+    g_free(idx);
+    di_cache_free(cache);
+    dm_free(m);
+}
+
+static const char *opname(const dc_event *e)
+{
+    return e->kind == DC_BYTECODE ? bc_name(e->opcode) : dc_kind_name(e->kind);
+}
+
+static void expect_kinds(const evlog *l, const char *const *want, size_t n)
+{
+    GString *got = g_string_new("");
+    for (size_t i = 0; i < l->n; i++)
+        g_string_append_printf(got, "%s ", opname(&l->ev[i]));
+    cr_expect_eq(l->n, n, "events: %s", got->str);
+    for (size_t i = 0; i < n && i < l->n; i++)
+        cr_expect_str_eq(opname(&l->ev[i]), want[i], "event %zu of: %s", i, got->str);
+    g_string_free(got, TRUE);
+}
+
+Test(decode, interpreter_jit_patches_and_reuse)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);              /* mid-template: no event for it */
+    tip(&e, ppt_tip, INTERP);           /* dispatch to the same template */
+    tip(&e, ppt_tip, INTERP + 0x20);    /* fused template */
+    tip(&e, ppt_tip, INTERP + 0x40);    /* method entry */
+    tip(&e, ppt_tip, INTERP + 0x60);    /* imul: calls the stub */
+    tip(&e, ppt_tip, INTERP + 0x66);    /* the stub returns */
+    tip(&e, ppt_tip, NM);               /* into compiled M1 */
+    tip(&e, ppt_tip, INTERP);           /* back: iload_0 */
+    tsc(&e, 4000);                      /* the patch (t 3000) is in force */
+    tip(&e, ppt_tip, NM);               /* M1 again, NM+4 is now a ret */
+    tip(&e, ppt_tip, INTERP + 0x20);    /* returned into fast_iaccess_0 */
+    tsc(&e, 7000);                      /* M1 unloaded, M3 there */
+    tip(&e, ppt_tip, NM);
+    tip(&e, ppt_tip, INTERP + 0x40);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = {
+        "iload_0", "aload_0", "getfield", "method-entry", "imul", "stub",
+        "jit-enter", "jit", "inline-call", "jit", "iload_0",
+        "jit-enter", "jit", "inline-call", "jit", "aload_0", "getfield",
+        "jit-enter", "jit", "method-entry",
+    };
+    expect_kinds(&log, want, sizeof want / sizeof want[0]);
+    if (log.n == sizeof want / sizeof want[0]) {
+        cr_expect(log.ev[2].flags & DC_F_FUSED);
+        /* exits: each template's dispatch jump; imul's after its stub call */
+        cr_expect_eq(log.ev[0].exit_ip, INTERP + 2);
+        cr_expect_eq(log.ev[1].exit_ip, INTERP + 0x21);
+        cr_expect_eq(log.ev[2].exit_ip, INTERP + 0x21);
+        cr_expect_eq(log.ev[4].exit_ip, INTERP + 0x66);
+        cr_expect_eq(log.ev[6].method_id, M1);
+        cr_expect(log.ev[6].flags & DC_F_BY_JUMP);
+        cr_expect_eq(log.ev[7].method_id, M1);
+        cr_expect_eq(log.ev[7].bci, 0);
+        cr_expect_eq(log.ev[8].method_id, M2);
+        cr_expect_eq(log.ev[8].depth, 2);
+        cr_expect_eq(log.ev[9].method_id, M2);
+        cr_expect_eq(log.ev[9].bci, 5);
+        /* patched: M1 left by a return, not by its original jump */
+        cr_expect(log.ev[15].flags & DC_F_BY_RETURN, "flags 0x%x", log.ev[15].flags);
+        cr_expect(log.ev[10].flags & DC_F_BY_JUMP);
+        /* address reused by M3 */
+        cr_expect_eq(log.ev[17].method_id, M3);
+        cr_expect_eq(log.ev[18].bci, -1, "M3 has no inline records");
+        cr_expect_eq(log.ev[17].tsc, 7000);
+    }
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, code_filled_into_zeros_is_known_before_its_record)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP + 0x40);
+    tip(&e, ppt_tip, HANDLERS + 0x10);  /* runs at t 1000, recorded at t 5000 */
+    tip(&e, ppt_tip, INTERP);
+    tip(&e, ppt_tip, HANDLERS + 0x20);  /* never filled: no code */
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "stub", "iload_0", "gap" };
+    expect_kinds(&log, want, 3);
+    if (log.n == 3) {
+        cr_expect_str_eq(log.ev[0].desc, "native signature handlers");
+        cr_expect_eq(log.ev[2].reason, DC_GAP_NOCODE);
+    }
+    remove_tree(dir);
+    g_free(dir);
+}
+
+static void tnt(penc *e, uint64_t bits, uint8_t n)
+{
+    struct pt_packet p = { .type = ppt_tnt_8 };
+    p.payload.tnt.bit_size = n;
+    p.payload.tnt.payload = bits;
+    pkt(e, p);
+}
+
+/* The inline stack inside one block: M2's scope lies between the block's
+ * ends and is only seen through the recovered path. */
+Test(decode, inline_frames_inside_a_block)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP + 0x40);
+    tip(&e, ppt_tip, NM3);
+    tnt(&e, 0, 1);                      /* je not taken: +0 +1 +3 +4 +5 +6 */
+    tip(&e, ppt_tip, NM3);
+    tnt(&e, 1, 1);                      /* taken: +0 +1 +5 +6 */
+    tip(&e, ppt_tip, INTERP);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = {
+        "jit-enter", "jit", "inline-call", "jit", "inline-return", "jit", "inline-call", "jit",
+        /* a jump within the method is no entry: M3's frame is left */
+        "inline-return", "jit", "inline-call", "jit", "inline-return", "inline-call", "jit",
+        "iload_0",
+    };
+    expect_kinds(&log, want, sizeof want / sizeof want[0]);
+    if (log.n == sizeof want / sizeof want[0]) {
+        cr_expect_eq(log.ev[1].method_id, M1);
+        cr_expect_eq(log.ev[1].bci, 1);
+        cr_expect_eq(log.ev[2].method_id, M2);
+        cr_expect_eq(log.ev[2].ip, NM3 + 1);
+        cr_expect_eq(log.ev[4].method_id, M2);
+        cr_expect_eq(log.ev[4].ip, NM3 + 3);
+        cr_expect_eq(log.ev[5].bci, 3);
+        cr_expect_eq(log.ev[6].method_id, M3);
+        cr_expect_eq(log.ev[6].ip, NM3 + 5);
+        cr_expect_eq(log.ev[12].ip, NM3 + 5, "taken: straight from the je to +5");
+    }
+    cr_expect_eq(st.jit_blocks_ends_only, 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, gaps_for_unknown_code_and_collector_loss)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x20);    /* aload_0 getfield */
+    uint64_t seg1 = 0;
+    pt_enc_get_offset(e.enc, &seg1);
+    psb(&e, 2000, INTERP + 0x20);       /* after the collector's loss */
+    tip(&e, ppt_tip, 0x99990);          /* no code known there */
+    tip(&e, ppt_tip, INTERP);
+    for (int i = 0; i < 40; i++)        /* filler so the next PSB is elsewhere */
+        pkt(&e, (struct pt_packet){ .type = ppt_pad });
+    uint64_t psb2 = 0;
+    pt_enc_get_offset(e.enc, &psb2);
+    psb(&e, 3000, INTERP + 0x40);
+    tip(&e, ppt_tip, INTERP);           /* iload_0 */
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    char *idxp = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
+    FILE *f = fopen(idxp, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(auxidx_write_header(fileno(f)), 0);
+    auxidx_rec r1 = { 0, seg1, AUXIDX_TRUNCATED, 1500, 777 };
+    auxidx_rec r2 = { seg1, n - seg1, 0, 3500, 0 };
+    cr_assert_eq(auxidx_append(fileno(f), &r1), 0);
+    cr_assert_eq(auxidx_append(fileno(f), &r2), 0);
+    fclose(f);
+    g_free(idxp);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "aload_0", "getfield", "gap", "gap", "iload_0" };
+    expect_kinds(&log, want, sizeof want / sizeof want[0]);
+    if (log.n == 5) {
+        cr_expect_eq(log.ev[2].reason, DC_GAP_LOST);
+        cr_expect_eq(log.ev[2].lost_bytes, 777);
+        cr_expect_eq(log.ev[2].offset, seg1);
+        cr_expect_eq(log.ev[2].end_tsc, 2000);
+        cr_expect_eq(log.ev[3].reason, DC_GAP_NOCODE);
+        cr_expect_eq(log.ev[3].end_offset, psb2);
+        cr_expect_eq(log.ev[3].end_tsc, 3000);
+        cr_expect_eq(log.ev[4].tsc, 3000);
+    }
+    cr_expect_eq(st.segments, 2);
+    cr_expect_eq(st.lost_bytes, 777);
+    cr_expect_eq(st.gaps[DC_GAP_LOST], 1);
+    cr_expect_eq(st.gaps[DC_GAP_NOCODE], 1);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, garbage_and_empty_streams_do_not_crash)
+{
+    char *dir = make_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache);
+    GRand *rnd = g_rand_new_with_seed(5);
+    uint8_t junk[3000];
+    for (int round = 0; round < 200; round++) {
+        size_t n = (size_t)g_rand_int_range(rnd, 0, sizeof junk);
+        for (size_t i = 0; i < n; i++)
+            junk[i] = (uint8_t)g_rand_int(rnd);
+        /* sometimes a valid start, so decoding gets somewhere before the junk */
+        if (round % 3 == 0 && n > 64) {
+            penc e;
+            penc_init(&e);
+            psb(&e, 1000, INTERP);
+            tip(&e, ppt_tip, INTERP + 0x20);
+            size_t k = penc_end(&e);
+            memcpy(junk, e.buf, k < n ? k : n);
+        }
+        write_stream(dir, junk, n);
+        char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+        evlog log = { .n = 0 };
+        dc_output out = { .sink = collect, .ctx = &log };
+        dc_stats st;
+        dc_trace_info info = { 0 };
+        cr_expect_geq(dc_decode_stream(m, cache, &info, pt, NULL, &out, &st, err, sizeof err), 0);
+        g_free(pt);
+    }
+    g_rand_free(rnd);
+    char *missing = g_build_filename(dir, "pt", "tid-1.pt", NULL);
+    evlog log = { .n = 0 };
+    dc_output out = { .sink = collect, .ctx = &log };
+    dc_stats st;
+    cr_expect_eq(dc_decode_stream(m, cache, NULL, missing, NULL, &out, &st, err, sizeof err), -1);
+    cr_expect(strstr(err, "tid-1.pt") != NULL, "%s", err);
+    g_free(missing);
+    uint32_t *tids;
+    size_t ncpu;
+    cr_expect_eq(dc_list_thread_streams(dir, &tids, &ncpu), 1);
+    cr_expect_eq(tids[0], 4242);
+    g_free(tids);
+    di_cache_free(cache);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Random damage to the metadata must give warnings, never a crash, and the
+ * model, image and decoder must cope with whatever survives. */
+Test(model, damaged_metadata_is_survivable)
+{
+    char *dir = make_trace();
+    char *meta = g_build_filename(dir, "jvm", "meta.jpt", NULL);
+    gchar *orig;
+    gsize len;
+    cr_assert(g_file_get_contents(meta, &orig, &len, NULL));
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x20);
+    tip(&e, ppt_tip, NM);
+    tip(&e, ppt_tip, STUB);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+    char *code = g_build_filename(dir, "jvm", "code.bin", NULL);
+    int loaded = 0;
+    GRand *rnd = g_rand_new_with_seed(11);
+    for (int round = 0; round < 300; round++) {
+        gchar *copy = g_memdup2(orig, len);
+        int flips = g_rand_int_range(rnd, 1, 8);
+        for (int k = 0; k < flips; k++) {
+            size_t at = JM_HEADER_SIZE + (size_t)g_rand_int_range(rnd, 0, (gint32)(len - JM_HEADER_SIZE));
+            copy[at] = (char)g_rand_int(rnd);
+        }
+        char err[512];
+        dm_model *m = dm_load_mem(copy, len, code, err, sizeof err);
+        if (!m) {
+            g_free(copy);
+            continue;
+        }
+        loaded++;
+        di_cache *cache = di_cache_new(m, err, sizeof err);
+        if (cache) {
+            evlog log = { .n = 0 };
+            dc_output out = { .sink = collect, .ctx = &log };
+            dc_stats ds;
+            cr_expect_geq(dc_decode_stream(m, cache, NULL, pt, NULL, &out, &ds, err, sizeof err), 0);
+            di_cache_free(cache);
+        }
+        dm_free(m);
+        g_free(copy);
+    }
+    g_rand_free(rnd);
+    cr_expect_gt(loaded, 250, "damage after the header still loads");
+    g_free(code);
+    g_free(pt);
+    g_free(orig);
+    g_free(meta);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, bytes_before_the_first_psb_are_a_gap)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP + 0x40);
+    tip(&e, ppt_tip, INTERP);
+    size_t n = penc_end(&e);
+    uint8_t buf[4096 + 37];
+    memset(buf, 0x5a, 37);
+    memcpy(buf + 37, e.buf, n);
+    write_stream(dir, buf, n + 37);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "gap", "iload_0" };
+    expect_kinds(&log, want, 2);
+    if (log.n == 2) {
+        cr_expect_eq(log.ev[0].reason, DC_GAP_DECODE);
+        cr_expect_eq(log.ev[0].offset, 0);
+        cr_expect_eq(log.ev[0].end_offset, 37);
+    }
+    cr_expect_eq(st.skipped_bytes, 37);
+    remove_tree(dir);
+    g_free(dir);
+}
