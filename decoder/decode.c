@@ -111,6 +111,9 @@ typedef struct ctx {
     uint32_t jit_depth;
     dm_frame noscope[2];   /* stand for "method, no bci" where a pc has no record */
     unsigned noscope_slot;
+
+    /* the last block ended with the call of a call-site resolution patch */
+    uint64_t resolve_site;
 } ctx;
 
 static void problem(dc_stats *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -469,6 +472,7 @@ static void forget_flow(ctx *x)
     x->jit_code = NULL;
     x->unknown_origin = true;
     x->resumed = false;
+    x->resolve_site = 0;
 }
 
 /* ---- the stream ----------------------------------------------------------- */
@@ -685,6 +689,14 @@ static void decode_segment(ctx *x, di_cache *cache, const dc_trace_info *info,
             if (t > x->tsc)
                 x->tsc = t;
             if (blk.ninsn) {
+                /* The thread went through the call of a site HotSpot resolves
+                 * (model.h): if it went to the stub the site's pending patch
+                 * replaced, the runtime patches the site now. */
+                if (x->resolve_site && !blk.speculative &&
+                    di_image_resolve_call(im, x->resolve_site, blk.ip) < 0)
+                    problem(x->st, "%s: cannot update the code image at tsc %" PRIu64,
+                            x->m->code_path, x->tsc);
+                x->resolve_site = di_cache_call_site(cache, blk.end_ip) ? blk.end_ip : 0;
                 if (x->block)
                     x->block(&blk, x->tsc, x->sink_ctx);
                 on_block(x, &blk);
@@ -714,6 +726,7 @@ static void decode_segment(ctx *x, di_cache *cache, const dc_trace_info *info,
         const di_stats *ds = di_image_stats(im);
         x->st->image_rebuilds += ds->rebuilds;
         x->st->image_sections += ds->sections_added;
+        x->st->patches_resolved += ds->patches_resolved;
     }
     pt_blk_free_decoder(dec);
     di_image_free(im);

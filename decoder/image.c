@@ -30,6 +30,12 @@ typedef struct change {
     uint32_t type, idx;
 } change;
 
+/* A call-site resolution patch, by site (model.h). */
+typedef struct site_ent {
+    uint64_t site;
+    uint32_t idx;            /* patch index; ties in patch (time) order */
+} site_ent;
+
 struct di_cache {
     const dm_model *m;
     struct pt_image_section_cache *iscache;
@@ -39,6 +45,8 @@ struct di_cache {
     int *patch_isid;
     change *changes;
     size_t nchanges;
+    site_ent *sites;          /* sorted by site, then patch index */
+    size_t nsites;
 };
 
 struct di_image {
@@ -47,6 +55,7 @@ struct di_image {
     size_t cursor;            /* next change to apply */
     uint64_t tsc;
     uint8_t *live;            /* per code version */
+    uint8_t *early;           /* per patch: applied ahead of its time (a resolution) */
     di_stats st;
 };
 
@@ -57,6 +66,14 @@ static int cmp_change(const void *a, const void *b)
         return x->tsc < y->tsc ? -1 : 1;
     if (x->type != y->type)
         return x->type < y->type ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+    const site_ent *x = a, *y = b;
+    if (x->site != y->site)
+        return x->site < y->site ? -1 : 1;
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
@@ -171,6 +188,11 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
     c->nchanges = ch->len;
     sort_n(ch->data, ch->len, sizeof(change), cmp_change);
     c->changes = (change *)(void *)g_array_free(ch, FALSE);
+    c->sites = g_new(site_ent, m->call_site_patches ? m->call_site_patches : 1);
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].site && c->nsites < m->call_site_patches)
+            c->sites[c->nsites++] = (site_ent){ m->patches[i].site, (uint32_t)i };
+    sort_n(c->sites, c->nsites, sizeof(site_ent), cmp_site);
     return c;
 fail:
     di_cache_free(c);
@@ -189,6 +211,7 @@ void di_cache_free(di_cache *c)
     g_free(c->code_first);
     g_free(c->patch_isid);
     g_free(c->changes);
+    g_free(c->sites);
     g_free(c);
 }
 
@@ -259,6 +282,15 @@ static int rebuild(di_image *im, uint64_t tsc)
         if (rc < 0)
             return rc;
     }
+    /* Resolutions this decoder applied ahead of their record time stay. */
+    for (size_t i = end; i < c->nchanges; i++) {
+        const change *ch = &c->changes[i];
+        if (ch->type == EV_PATCH && im->early[ch->idx] && patch_applies(im, ch->idx)) {
+            int rc = add_cached(im, c->patch_isid[ch->idx]);
+            if (rc < 0)
+                return rc;
+        }
+    }
     im->cursor = end;
     im->tsc = tsc;
     return 0;
@@ -269,6 +301,7 @@ di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen)
     di_image *im = g_new0(di_image, 1);
     im->c = c;
     im->live = g_new0(uint8_t, c->m->ncodes + 1);
+    im->early = g_new0(uint8_t, c->m->npatches + 1);
     int rc = rebuild(im, tsc);
     if (rc < 0) {
         snprintf(err, errlen, "%s: cannot build the code image: %s", c->m->code_path,
@@ -286,6 +319,7 @@ void di_image_free(di_image *im)
     pt_image_free(im->img);
     pt_image_free(im->retired);
     g_free(im->live);
+    g_free(im->early);
     g_free(im);
 }
 
@@ -307,6 +341,8 @@ int di_image_advance(di_image *im, uint64_t tsc)
             im->live[ch->idx] = 1;
             if (add_code(im, ch->idx) < 0)
                 return -1;
+        } else if (im->early[ch->idx]) {
+            continue;   /* in the image since the thread resolved the call */
         } else if (patch_applies(im, ch->idx)) {
             if (add_cached(im, c->patch_isid[ch->idx]) < 0)
                 return -1;
@@ -321,6 +357,75 @@ int di_image_advance(di_image *im, uint64_t tsc)
 }
 
 struct pt_image *di_image_get(di_image *im) { return im->img; }
+
+/* Bytes of a static call stub (mov rbx, imm64; jmp rel32) and then some. */
+#define STUB_SPAN 16
+
+static int apply_early(di_image *im, uint32_t idx)
+{
+    if (add_cached(im, im->c->patch_isid[idx]) < 0)
+        return -1;
+    im->early[idx] = 1;
+    im->st.patches_applied++;
+    im->st.patches_resolved++;
+    return 0;
+}
+
+/* First entry for site in the sorted table, or nsites. */
+static size_t site_lower(const di_cache *c, uint64_t site)
+{
+    size_t lo = 0, hi = c->nsites;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->sites[mid].site < site)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+bool di_cache_call_site(const di_cache *c, uint64_t ip)
+{
+    if (!c->nsites)
+        return false;
+    size_t k = site_lower(c, ip);
+    return k < c->nsites && c->sites[k].site == ip;
+}
+
+int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target)
+{
+    const di_cache *c = im->c;
+    const dm_model *m = c->m;
+    for (size_t k = site_lower(c, site); k < c->nsites && c->sites[k].site == site; k++) {
+        uint32_t idx = c->sites[k].idx;
+        const dm_patch *p = &m->patches[idx];
+        /* In the image already (its time has come, or resolved earlier)? */
+        if (im->early[idx] || p->start_tsc <= im->tsc)
+            continue;
+        if (p->old_target != target || !patch_applies(im, idx))
+            return 0;
+        if (apply_early(im, idx) < 0)
+            return -1;
+        /* A call resolved to a stub of its own method (HotSpot's static call
+         * stub: load the callee, jump to its c2i entry) had that stub filled
+         * by the same resolution, before the call was pointed at it; until
+         * then it holds a jump to itself. The stub's earliest change not yet
+         * in the image is that fill. */
+        uint64_t t = p->new_target;
+        for (size_t q = 0; q < m->npatches; q++) {
+            const dm_patch *f = &m->patches[q];
+            if (f->owner != p->owner || im->early[q] || f->start_tsc <= im->tsc ||
+                f->vaddr >= t + STUB_SPAN || t >= f->vaddr + f->size)
+                continue;
+            if (apply_early(im, (uint32_t)q) < 0)
+                return -1;
+            break;
+        }
+        return 1;
+    }
+    return 0;
+}
 
 uint64_t di_image_next_change(const di_image *im)
 {

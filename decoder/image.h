@@ -21,6 +21,7 @@
 #ifndef JPT_DECODER_IMAGE_H
 #define JPT_DECODER_IMAGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <intel-pt.h>
@@ -48,9 +49,20 @@ struct pt_image *di_image_get(di_image *im);
  * none): callers skip di_image_advance until decoding passes it. */
 uint64_t di_image_next_change(const di_image *im);
 
+/* Call-site resolutions (model.h): whether ip is the call of one, and
+ * di_image_resolve_call, to be called when the decoded thread has just gone
+ * through the call at site to target. If the earliest resolution of that
+ * site not yet in the image replaced a call to target, it is applied now,
+ * in place (the pt_image object stays). Returns 1 if applied, 0 if not, -1
+ * on a libipt error. The call at site is the block's last instruction and
+ * the thread is in the stub, so nothing decoded so far is affected. */
+bool di_cache_call_site(const di_cache *c, uint64_t ip);
+int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target);
+
 /* Counters for reports. */
 typedef struct di_stats {
     uint64_t sections_added, rebuilds, patches_applied;
+    uint64_t patches_resolved;   /* of those, applied early by di_image_resolve_call */
 } di_stats;
 const di_stats *di_image_stats(const di_image *im);
 

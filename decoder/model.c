@@ -506,8 +506,11 @@ static const uint8_t *base_bytes(const dm_model *m, const dm_patch *p, const uin
     return code + off + (p->vaddr - vaddr);
 }
 
-/* See model.h: patches over zeros apply from the start of their owner. */
-static void backdate_patches(dm_model *m)
+static void find_call_sites(dm_model *m, const uint8_t *code);
+
+/* See model.h: patches over zeros apply from the start of their owner;
+ * call-site resolutions are marked. */
+static void classify_patches(dm_model *m)
 {
     if (!m->npatches || !m->code_size)
         return;
@@ -532,8 +535,88 @@ static void backdate_patches(dm_model *m)
         if (!earlier)
             p->start_tsc = p->owner >= 0 ? m->codes[p->owner].start_tsc : 0;
     }
-    munmap(map, m->code_size);
     sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
+    find_call_sites(m, code);
+    munmap(map, m->code_size);
+}
+
+/* Whether a call to addr at time tsc went to one of HotSpot's call
+ * resolution stubs: their runtime call always patches the calling site
+ * before it returns. Other stubs a call may reach do not say when the site
+ * changes: inline-cache stubs are retired at a safepoint, and a c2i adapter
+ * fixes its caller only once the callee has compiled code. JDK 17 names
+ * them "resolve_static_call" and so on, JDK 25 "Shared Runtime
+ * resolve_static_call_blob". */
+static bool is_resolve_stub_at(const dm_model *m, uint64_t addr, uint64_t tsc)
+{
+    static const char *const names[] = {
+        "resolve_static_call", "resolve_virtual_call", "resolve_opt_virtual_call",
+    };
+    const dm_code *c = dm_code_at(m, addr, tsc);
+    if (!c || c->kind != DM_CODE_STUB || !c->name)
+        return false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strstr(c->name, names[i]))
+            return true;
+    return false;
+}
+
+/* See model.h: patches that resolve one call site. The bytes a patch
+ * replaced are its owner's snapshot with the earlier patches of the same
+ * owner laid over it (a site may be patched more than once: resolve stub,
+ * then c2i adapter, then the compiled callee). */
+static void find_call_sites(dm_model *m, const uint8_t *code)
+{
+    for (size_t i = 0; i < m->npatches; i++) {
+        dm_patch *p = &m->patches[i];
+        if (p->owner < 0 || p->size > 4)
+            continue;
+        const dm_code *c = &m->codes[p->owner];
+        if (p->vaddr <= c->vaddr || p->vaddr + p->size > c->vaddr + c->size)
+            continue;
+        /* The 5-byte windows that can hold a call whose rel32 covers the
+         * patch: [lo, lo + 9) holds all of them. */
+        uint64_t lo = p->vaddr + p->size >= 5 ? p->vaddr + p->size - 5 : 0;
+        if (lo < c->vaddr)
+            lo = c->vaddr;
+        uint8_t old[9], now[9];
+        uint64_t n = c->vaddr + c->size - lo < 9 ? c->vaddr + c->size - lo : 9;
+        memcpy(old, code + c->code_offset + (lo - c->vaddr), n);
+        for (size_t j = 0; j < i; j++) {
+            const dm_patch *q = &m->patches[j];
+            if (q->owner != p->owner)
+                continue;
+            for (uint64_t a = q->vaddr; a < q->vaddr + q->size; a++)
+                if (a >= lo && a < lo + n)
+                    old[a - lo] = code[q->code_offset + (a - q->vaddr)];
+        }
+        memcpy(now, old, n);
+        memcpy(now + (p->vaddr - lo), code + p->code_offset, p->size);
+        uint64_t first = UINT64_MAX, last = 0;   /* changed bytes */
+        for (uint64_t k = 0; k < n; k++)
+            if (old[k] != now[k]) {
+                if (first == UINT64_MAX)
+                    first = lo + k;
+                last = lo + k;
+            }
+        if (first == UINT64_MAX)
+            continue;
+        for (uint64_t a = lo; a + 5 <= lo + n && a < p->vaddr; a++) {
+            if (old[a - lo] != 0xe8 || first <= a || last >= a + 5)
+                continue;
+            int32_t rel_old, rel_new;
+            memcpy(&rel_old, old + (a - lo) + 1, 4);
+            memcpy(&rel_new, now + (a - lo) + 1, 4);
+            uint64_t from = a + 5 + (uint64_t)(int64_t)rel_old;
+            if (!is_resolve_stub_at(m, from, p->tsc))
+                continue;
+            p->site = a;
+            p->old_target = from;
+            p->new_target = a + 5 + (uint64_t)(int64_t)rel_new;
+            m->call_site_patches++;
+            break;
+        }
+    }
 }
 
 static int cmp_method(const void *a, const void *b)
@@ -600,7 +683,7 @@ static void finish(loader *L)
         const dm_code *c = dm_code_at(m, p->vaddr, p->tsc);
         p->owner = c ? (int64_t)c->index : -1;
     }
-    backdate_patches(m);
+    classify_patches(m);
 
     /* Methods: by id; a later record of the same id wins (the first is
      * dropped) so names reflect the latest redefinition. */

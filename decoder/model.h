@@ -25,6 +25,14 @@
  *   (code generated into space reserved earlier, like HotSpot's signature
  *   handlers) applies from the start of what it patched: zeros were never
  *   executed, so whenever that code ran, it was the patch's bytes.
+ * - A patch that only retargets one direct call (all its changed bytes lie
+ *   in the call's rel32) away from one of HotSpot's resolve_*_call stubs is
+ *   a call-site resolution: unresolved calls go to these stubs, whose
+ *   runtime call patches the site before the stub goes on to the real
+ *   target. The patch watcher sees the change only at its
+ *   next scan, often after the site has run the new way many times; the
+ *   decoder therefore applies such a patch (dm_patch.site) as soon as the
+ *   thread it decodes passes the call into that very stub (image.h).
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the
@@ -111,6 +119,10 @@ typedef struct dm_patch {
     uint64_t vaddr, size, code_offset, tsc;
     uint64_t start_tsc;          /* when the bytes apply: tsc, or earlier (below) */
     int64_t owner;               /* index of the patched code version, -1 blob area */
+    /* Call-site resolutions (above): the address of the call instruction,
+     * the stub it called before the patch and what it calls after; all 0
+     * for other patches. */
+    uint64_t site, old_target, new_target;
 } dm_patch;
 
 typedef struct dm_method {
@@ -147,6 +159,7 @@ typedef struct dm_model {
     size_t nblobs;
     dm_patch *patches;           /* sorted by start_tsc */
     size_t npatches;
+    size_t call_site_patches;    /* patches with a site (call-site resolutions) */
 
     dm_method *methods;          /* sorted by id */
     size_t nmethods;

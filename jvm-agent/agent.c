@@ -449,11 +449,25 @@ static void JNICALL on_compiled_method_load(jvmtiEnv *jvmti, jmethodID method, j
         return;
     uint64_t tsc = jq_rdtsc();
     uint64_t vaddr = (uint64_t)(uintptr_t)code_addr, size = (uint64_t)code_size;
-    /* The shadow for the patch watcher is the very copy recorded here, so any
-     * later change, even one racing with this event, shows up as a patch. A
-     * second event for the same code (GenerateEvents at VMInit replaying
-     * loads already seen) is dropped here. */
-    if (!pw_register(vaddr, size, code_addr)) {
+    /* One copy, taken first, is both the record's bytes and the patch
+     * watcher's shadow, so any later change, even one racing with this
+     * event, shows up as a patch with its own time. Copying again when the
+     * record is built (after the method lookups below) would let a patch
+     * made meanwhile (HotSpot making the code not entrant) into the load
+     * record, and so into the code's whole past. A second event for the
+     * same code (GenerateEvents at VMInit replaying loads already seen) is
+     * dropped here. */
+    uint8_t *copy = malloc(size);
+    if (!copy) {
+        jm_buf none;
+        jm_buf_init(&none);
+        none.failed = true;
+        jq_emit_buf(JM_NMETHOD_LOAD, tsc, &none, NULL, size);  /* counted as dropped */
+        return;
+    }
+    memcpy(copy, code_addr, size);
+    if (!pw_register(vaddr, size, copy)) {
+        free(copy);
         atomic_fetch_add(&st.nmethod_dups, 1);
         return;
     }
@@ -501,8 +515,9 @@ static void JNICALL on_compiled_method_load(jvmtiEnv *jvmti, jmethodID method, j
         for (int k = 0; k < 4; k++)
             p[k] = (uint8_t)(npcs >> (8 * k));
     }
-    jq_emit_buf(JM_NMETHOD_LOAD, tsc, &b, code_addr, size);
+    jq_emit_buf(JM_NMETHOD_LOAD, tsc, &b, copy, size);
     jm_buf_free(&b);
+    free(copy);
     atomic_fetch_add(&st.nmethods, 1);
     atomic_fetch_add(&st.nmethod_code_bytes, size);
     atomic_fetch_add(&st.nmethod_pcs, npcs);

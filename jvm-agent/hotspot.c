@@ -8,14 +8,17 @@
  *
  * The agent runs in production JVMs, so every read of JVM memory outside
  * libjvm's own image goes through hs_safe_read (process_vm_readv on our own
- * pid, which reports EFAULT instead of faulting), every string is bounded,
+ * pid, or a pipe where that is refused: both report EFAULT instead of
+ * faulting), every string is bounded,
  * and strings and table entries must lie inside libjvm's loaded segments. */
 #include "jvm-agent/hotspot.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,8 +130,8 @@ static bool image_str(uint64_t p, char *out, size_t max)
 
 /* ---- safe reads of JVM memory ------------------------------------------- */
 
-/* Fallback when process_vm_readv is refused (seccomp, old kernel): how many
- * bytes from src are covered by readable mappings in /proc/self/maps. */
+/* Last resort when neither process_vm_readv nor a pipe is available: how
+ * many bytes from src are covered by readable mappings in /proc/self/maps. */
 static size_t readable_prefix(uint64_t src, size_t n)
 {
     FILE *f = fopen("/proc/self/maps", "re");
@@ -158,20 +161,131 @@ static size_t readable_prefix(uint64_t src, size_t n)
     return (size_t)got;
 }
 
+/* Fallback when process_vm_readv is refused (seccomp; qemu-user does not
+ * implement it): the bytes go through a pipe of our own. write() copies from
+ * our memory inside the kernel, or inside qemu-user's syscall layer, which
+ * checks the guest's page flags first, and fails with EFAULT instead of
+ * faulting. Checking ranges against /proc/self/maps instead costs tens of
+ * milliseconds per read under qemu-user (it synthesizes the file by walking
+ * the guest's page flags across the JVM's large reservations); at a dozen
+ * reads per compiled method (hs_nmethod_level) that held up HotSpot's
+ * service thread, which posts CompiledMethodLoad, so the events fell ever
+ * further behind the compiler, copied code HotSpot had since patched, and
+ * mostly never came before the JVM exited. One pipe serves every thread,
+ * under a lock: it holds nothing between calls. */
+static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+static int pipe_fd[2] = { -1, -1 };
+static size_t pipe_chunk;      /* bytes per write: never more than the pipe holds */
+static bool pipe_failed;       /* cannot be used: /proc/self/maps then */
+
+static bool pipe_open_locked(void)
+{
+    if (pipe_fd[0] >= 0)
+        return true;
+    if (pipe_failed)
+        return false;
+    /* Non-blocking: a write never waits (the pipe is empty between chunks
+     * and a chunk fits), and a read never hangs on a short write. */
+    if (pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        pipe_fd[0] = pipe_fd[1] = -1;
+        pipe_failed = true;
+        return false;
+    }
+    int sz = fcntl(pipe_fd[1], F_SETPIPE_SZ, 1 << 20);
+    if (sz <= 0)
+        sz = fcntl(pipe_fd[1], F_GETPIPE_SZ);
+    /* A pipe holds at least one page even under the per-user pipe limits. */
+    pipe_chunk = sz >= 4096 ? (size_t)sz : 4096;
+    return true;
+}
+
+static void pipe_close_locked(void)
+{
+    close(pipe_fd[0]);
+    close(pipe_fd[1]);
+    pipe_fd[0] = pipe_fd[1] = -1;
+}
+
+/* Copies w bytes just written back out of the pipe; false if they could not
+ * all be read (the pipe is then useless: its contents are unknown). */
+static bool pipe_drain_locked(uint8_t *dst, size_t w)
+{
+    size_t got = 0;
+    while (got < w) {
+        ssize_t r = read(pipe_fd[0], dst + got, w - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* The readable prefix of [src, src+n) copied to dst through the pipe, or
+ * (size_t)-1 if the pipe cannot be used. */
+static size_t pipe_read(void *dst, uint64_t src, size_t n)
+{
+    static size_t page;
+    if (!page) {
+        long ps = sysconf(_SC_PAGESIZE);
+        page = ps > 0 ? (size_t)ps : 4096;
+    }
+    pthread_mutex_lock(&pipe_lock);
+    if (!pipe_open_locked()) {
+        pthread_mutex_unlock(&pipe_lock);
+        return (size_t)-1;
+    }
+    size_t done = 0;
+    bool page_wise = false;  /* after a fault: find the last readable page */
+    while (done < n) {
+        uint64_t at = src + done;
+        size_t to_page_end = page - (size_t)(at % page);
+        size_t want = n - done;
+        if (want > pipe_chunk)
+            want = pipe_chunk;
+        if (page_wise && want > to_page_end)
+            want = to_page_end;
+        ssize_t w = write(pipe_fd[1], (const void *)(uintptr_t)at, want);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EFAULT && !page_wise && want > to_page_end) {
+            /* qemu-user refuses the whole write if any page is unreadable;
+             * the kernel copies up to the fault. Page by page tells. */
+            page_wise = true;
+            continue;
+        }
+        if (w <= 0)
+            break;
+        if (!pipe_drain_locked((uint8_t *)dst + done, (size_t)w)) {
+            pipe_close_locked();
+            pipe_failed = true;
+            pthread_mutex_unlock(&pipe_lock);
+            return (size_t)-1;
+        }
+        done += (size_t)w;
+    }
+    pthread_mutex_unlock(&pipe_lock);
+    return done;
+}
+
 size_t hs_safe_read(void *dst, uint64_t src, size_t n)
 {
-    static int use_maps; /* set once process_vm_readv proved unavailable */
+    static int use_fallback; /* set once process_vm_readv proved unavailable */
     if (n == 0 || src == 0 || src + n < src)
         return 0;
-    if (!use_maps) {
+    if (!use_fallback) {
         struct iovec l = { dst, n }, r = { (void *)(uintptr_t)src, n };
         ssize_t got = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
         if (got >= 0)
             return (size_t)got;
         if (errno == EFAULT || errno == ESRCH)
             return 0;
-        use_maps = 1; /* ENOSYS, EPERM: not allowed here */
+        use_fallback = 1; /* ENOSYS, EPERM: not allowed here */
     }
+    size_t got = pipe_read(dst, src, n);
+    if (got != (size_t)-1)
+        return got;
     size_t ok = readable_prefix(src, n);
     memcpy(dst, (const void *)(uintptr_t)src, ok);
     return ok;
@@ -241,7 +355,8 @@ static int32_t ld_i32(uint64_t p) { int32_t v; memcpy(&v, (const void *)(uintptr
 static bool count_table(struct table *t, uint64_t name_off, const char *what,
                         char *why, size_t wl)
 {
-    if (t->stride == 0 || t->stride > HS_MAX_STRIDE || name_off + 8 > t->stride) {
+    /* name_off is compared without adding to it: a huge one would wrap. */
+    if (t->stride < 8 || t->stride > HS_MAX_STRIDE || name_off > t->stride - 8) {
         snprintf(why, wl, "%s: implausible entry stride %" PRIu64, what, t->stride);
         return false;
     }
@@ -260,7 +375,11 @@ static bool count_table(struct table *t, uint64_t name_off, const char *what,
     return false;
 }
 
-static bool fits(uint64_t off, uint64_t width, uint64_t stride) { return off + width <= stride; }
+/* Written so that a huge off cannot wrap around into a small sum. */
+static bool fits(uint64_t off, uint64_t width, uint64_t stride)
+{
+    return off <= stride && width <= stride - off;
+}
 
 static bool init_tables(char *why, size_t wl)
 {
@@ -840,8 +959,9 @@ static uint64_t blob_containing(uint64_t addr)
         return 0;
     uint64_t hsz = R.size[Z_CODEHEAP];
     uint64_t mem = R.off[F_CH_MEMORY], seg = R.off[F_CH_SEGMAP];
-    if (mem + R.off[F_VS_HIGH_B] + 8 > hsz || seg + R.off[F_VS_LOW] + 8 > hsz ||
-        R.off[F_CH_LOG2SEG] + 4 > hsz)
+    /* Every field read from the copy below must lie inside it. */
+    if (mem + R.off[F_VS_LOW_B] + 8 > hsz || mem + R.off[F_VS_HIGH_B] + 8 > hsz ||
+        seg + R.off[F_VS_LOW] + 8 > hsz || R.off[F_CH_LOG2SEG] + 4 > hsz)
         return 0;
     for (int i = 0; i < len; i++) {
         uint8_t obj[HS_MAX_OBJ];

@@ -10,12 +10,12 @@
  * Safety of the reads: every range is read with process_vm_readv on our own
  * process, which fails with EFAULT instead of faulting, so a stale range can
  * never crash the JVM (where it is refused, as under qemu-user, hs_safe_read
- * checks each range against /proc/self/maps first). Besides, a compiled method's range is read only while
- * it is registered, under the lock the unload callback takes (briefly, once
- * per unload). HotSpot keeps code heap memory for the life of the process,
- * so even a method freed before its (deferred) unload event arrives is
- * readable; its bytes may then belong to newer code, which is still the
- * truth for that address range. Stub ranges (hs_stub_ranges: non-nmethod
+ * copies through a pipe, which fails the same way). Besides, a compiled
+ * method's range is read only while it is registered, under the lock the
+ * unload callback takes (briefly, once per unload). HotSpot keeps code heap
+ * memory for the life of the process, so even a method freed before its
+ * (deferred) unload event arrives is readable; its bytes may then belong to
+ * newer code, which is still the truth for that address range. Stub ranges (hs_stub_ranges: non-nmethod
  * code heaps) grow; their reserved but uncommitted tail is simply not read. */
 #include "jvm-agent/agent.h"
 

@@ -10,7 +10,10 @@
  * Every block the decoder returns must lie on that sequence: its first
  * instruction at the current position and its last `ninsn - 1` positions
  * later. After a gap (code the metadata lacks, trace lost) the next block is
- * searched forward. Blocks of compiled code whose inner path the decoder
+ * searched forward, but not past the PSB after the first one (in the log's
+ * PSB markers) whose TSC is above the block's: a block that fits nowhere in
+ * its own time must not match a far later iteration of the same loop and
+ * leave every block in between misplaced. Blocks of compiled code whose inner path the decoder
  * recovers (decoder/jitpath.h) must have exactly the executed path; a wrong
  * one counts as a misplaced block. Prints per thread: instructions executed, instructions
  * decoded in place, blocks, blocks that do not fit, instructions skipped
@@ -68,9 +71,39 @@ static bool load_codes(const char *dir, code_tab *t)
     return true;
 }
 
-/* The executed instruction addresses of one thread. */
-static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t)
+/* A PSB of the written stream: at which executed position it lies, its TSC. */
+typedef struct psb_mark {
+    size_t pos;
+    uint64_t tsc;
+} psb_mark;
+
+/* The TSC packet of the PSB+ at offset off of the stream; 0 if none. */
+static uint64_t psb_tsc(const uint8_t *pt, size_t len, uint64_t off)
 {
+    if (off >= len || len - off < 16)
+        return 0;
+    for (size_t p = off + 16; p + 8 <= len && p < off + 64; p++)
+        if (pt[p] == 0x19) {
+            uint64_t t = 0;
+            for (int k = 6; k >= 0; k--)
+                t = t << 8 | pt[p + 1 + (size_t)k];
+            return t;
+        }
+    return 0;
+}
+
+/* The executed instruction addresses of one thread; psbs gets the PSB
+ * markers whose TSC could be read. */
+static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t, GArray *psbs)
+{
+    char ptname[64];
+    snprintf(ptname, sizeof ptname, "tid-%u.pt", tid);
+    char *ptpath = g_build_filename(dir, "pt", ptname, NULL);
+    gchar *pt = NULL;
+    gsize ptlen = 0;
+    if (!g_file_get_contents(ptpath, &pt, &ptlen, NULL))
+        ptlen = 0;
+    g_free(ptpath);
     char name[64];
     snprintf(name, sizeof name, "tid-%u.log", tid);
     char *path = g_build_filename(dir, "eval", name, NULL);
@@ -87,6 +120,13 @@ static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t)
         memcpy(r, data + p, 8);
         p += 8;
         if (r[0] == 0xffffffffu) {
+            uint64_t off;
+            if (p + 16 <= len && r[1] == 1) {
+                memcpy(&off, data + p + 8, 8);
+                psb_mark mk = { seq->len, psb_tsc((const uint8_t *)pt, ptlen, off) };
+                if (mk.tsc)
+                    g_array_append_val(psbs, mk);
+            }
             p += 16;
             continue;
         }
@@ -97,6 +137,7 @@ static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t)
         }
     }
     g_free(data);
+    g_free(pt);
     g_free(path);
     return seq;
 }
@@ -104,6 +145,8 @@ static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t)
 typedef struct check {
     const uint64_t *seq;
     size_t n, pos;
+    const psb_mark *psb;
+    size_t npsb;
     uint64_t blocks, bad_blocks, matched, skipped;
     uint64_t paths, bad_paths;  /* compiled-code blocks whose inner path was recovered */
     const dm_model *m;
@@ -143,8 +186,21 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
         c->matched += need;
         return;
     }
-    /* After a gap: the next place where the block fits. */
-    for (size_t q = c->pos + 1; q + need <= c->n && q - c->pos < SEARCH_LIMIT; q++) {
+    /* After a gap: the next place where the block fits, in its time. */
+    size_t limit = c->n, k = 0, lo = 0, hi = c->npsb;
+    while (lo < hi) {           /* first PSB after pos */
+        size_t mid = (lo + hi) / 2;
+        if (c->psb[mid].pos <= c->pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (k = lo; k < c->npsb && c->psb[k].tsc <= tsc; k++)
+        ;
+    if (k + 1 < c->npsb)        /* one PSB of slack: libipt reads it lazily */
+        limit = c->psb[k + 1].pos;
+    for (size_t q = c->pos + 1; q + need <= c->n && q - c->pos < SEARCH_LIMIT && q < limit;
+         q++) {
         if (c->seq[q] == b->ip && c->seq[q + need - 1] == b->end_ip) {
             check_path(c, b, tsc, q);
             c->skipped += q - c->pos;
@@ -206,11 +262,15 @@ int main(int argc, char **argv)
     uint64_t total = 0, matched = 0, bad = 0, paths = 0;
     jp_cache *jp = jp_new(m);
     for (size_t i = 0; i < n; i++) {
-        GArray *seq = load_log(dir, tids[i], &codes);
-        if (!seq)
+        GArray *psbs = g_array_new(FALSE, FALSE, sizeof(psb_mark));
+        GArray *seq = load_log(dir, tids[i], &codes, psbs);
+        if (!seq) {
+            g_array_free(psbs, TRUE);
             continue;
+        }
         check c = { .seq = (const uint64_t *)(void *)seq->data, .n = seq->len, .ops = ops,
-                    .m = m, .jp = jp };
+                    .m = m, .jp = jp, .psb = (const psb_mark *)(void *)psbs->data,
+                    .npsb = psbs->len };
         if (ops)
             fprintf(ops, "# tid %u\n", tids[i]);
         char pt[4096], idx[4096];
@@ -236,6 +296,7 @@ int main(int argc, char **argv)
         bad += c.bad_blocks + c.bad_paths;
         paths += c.paths;
         g_array_free(seq, TRUE);
+        g_array_free(psbs, TRUE);
     }
     if (ops)
         fclose(ops);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decodes a real emulated trace of samples/java/Hello.java and checks it.
 
-usage: emulated_test.py PTREC PLUGIN AGENT EMUCHECK JAVA_BIN_DIR SAMPLES_DIR WORKDIR [lossy]
+usage: emulated_test.py PTREC PLUGIN AGENT EMUCHECK JAVA_BIN_DIR SAMPLES_DIR WORKDIR [lossy|jit]
 
 1. Compiles Hello with the JDK's javac and records `java -Xint Hello` with
    `ptrec --emulate --test-log`.
@@ -20,6 +20,15 @@ drained slowly: a good part of the trace is cut). Then every block must
 still fit, decoding must resume after every loss, and each stream must show
 exactly one loss gap per TRUNCATED record of its index (info.json counts
 them).
+
+With `jit`, the program is samples/java/Jit.java with the JIT on (30 rounds
+of a hot loop: C1 and C2 code, call sites resolved while it runs, methods
+made not entrant). At least JIT_MIN_PCT percent of the executed instructions
+must decode in place. Blocks that do not fit are reported, not failed: when
+the JVM posts a compiled method's load event only after the method has run
+and resolved a call site, the recorded bytes already hold the resolved
+call, and the decoder follows it where the thread went through the
+resolver.
 """
 import json
 import os
@@ -32,6 +41,8 @@ LOOP = ['iload_1', 'iload_2', 'invokestatic', '(entry)', 'iload_0', 'iload_0', '
         'ireturn', 'iadd', 'istore_1', 'iinc', 'goto']
 SQUARE = ['iload_0', 'iload_0', 'imul', 'ireturn']
 MIN_DECODED_PCT = '75'
+JIT_MIN_PCT = 70.0
+JIT_OUTPUT = 'Jit -785422551540'
 
 
 def count(seq, pat):
@@ -39,9 +50,45 @@ def count(seq, pat):
     return sum(1 for i in range(len(seq) - n + 1) if seq[i:i + n] == pat)
 
 
+def jit(ptrec, plugin, agent, emucheck, jbin, samples, work):
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
+    classes = os.path.join(work, 'classes')
+    subprocess.run([os.path.join(jbin, 'javac'), '-d', classes,
+                    os.path.join(samples, 'Jit.java')], check=True)
+    trace = os.path.join(work, 'jit.trace')
+    rec = subprocess.run([ptrec, '--emulate', '--test-log', '--plugin', plugin, '--agent', agent,
+                          '-o', trace, '--', os.path.join(jbin, 'java'), '-cp', classes, 'Jit',
+                          '30'], capture_output=True, text=True, timeout=900)
+    sys.stdout.write(rec.stdout)
+    sys.stderr.write(rec.stderr)
+    if rec.returncode != 0 or JIT_OUTPUT not in rec.stdout:
+        print('FAIL: recording failed (status %d)' % rec.returncode)
+        return 1
+    sys.stdout.write(open(os.path.join(trace, 'jvm', 'agent.log')).read())
+    chk = subprocess.run([emucheck, trace], capture_output=True, text=True, timeout=900)
+    sys.stdout.write(chk.stdout)
+    sys.stderr.write(chk.stderr)
+    m = re.search(r'total: executed (\d+), decoded (\d+) ', chk.stdout)
+    if not m or int(m.group(1)) == 0:
+        print('FAIL: emucheck summary missing')
+        return 1
+    pct = 100.0 * int(m.group(2)) / int(m.group(1))
+    print('decoded in place: %.2f%% of %s instructions' % (pct, m.group(1)))
+    if pct < JIT_MIN_PCT:
+        print('FAIL: under %.0f%% decoded in place' % JIT_MIN_PCT)
+        return 1
+    print('PASS')
+    shutil.rmtree(work)
+    return 0
+
+
 def main():
     ptrec, plugin, agent, emucheck, jbin, samples, work = sys.argv[1:8]
     lossy = len(sys.argv) > 8 and sys.argv[8] == 'lossy'
+    if len(sys.argv) > 8 and sys.argv[8] == 'jit':
+        return jit(ptrec, plugin, agent, emucheck, jbin, samples, work)
     loss_args = ['--aux-size', '16K', '--drain-rate', '2'] if lossy else []
     if os.path.exists(work):
         shutil.rmtree(work)

@@ -847,3 +847,149 @@ Test(decode, bytes_before_the_first_psb_are_a_gap)
     remove_tree(dir);
     g_free(dir);
 }
+
+/* ---- call sites resolved before their patch is recorded -------------------- */
+
+#define RS_STATIC 0x80000ull
+#define RS_OPT 0x80100ull
+#define CALLEE 0x90000ull
+#define NMR 0xa0000ull
+
+static void stub(jm_writer *w, jm_buf *b, uint64_t at, const char *name, const void *code,
+                 uint64_t n)
+{
+    jm_put_u64(b, at); jm_put_u64(b, n); jm_put_u64(b, 0); jm_put_str(b, name);
+    emit(w, JM_DYNAMIC_CODE, 50, b, code, n);
+}
+
+static void patch(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, const void *code,
+                  uint64_t n)
+{
+    jm_put_u64(b, at); jm_put_u64(b, n); jm_put_u64(b, 0);
+    emit(w, JM_CODE_PATCH, tsc, b, code, n);
+}
+
+/* M1 at NMR calls through two unresolved sites, A (NMR) to resolve_static_call
+ * and B (NMR+5) to resolve_opt_virtual_call, then jmp *%rax at NMR+10. Its
+ * static call stub at NMR+0x20 (mov rbx, imm64; jmp) still jumps to itself,
+ * as HotSpot emits it. The resolvers jump on through %rax; the callee is a
+ * ret. The patch watcher records the resolutions only at t 9000, long after
+ * the thread resolved both sites (t 1000): A now calls the callee, B the
+ * static stub, which was filled to jump to the callee. */
+static char *make_resolve_trace(void)
+{
+    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
+    cr_assert_not_null(dir);
+    char *jvm = g_build_filename(dir, "jvm", NULL);
+    char *pt = g_build_filename(dir, "pt", NULL);
+    g_mkdir(jvm, 0755);
+    g_mkdir(pt, 0755);
+    char err[512];
+    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
+    cr_assert_not_null(w, "%s", err);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, RS_STATIC, "resolve_static_call", "\xff\xe0", 2);
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, CALLEE, "callee", "\xc3", 1);
+
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    rel = (int32_t)(RS_OPT - (NMR + 10));
+    nm[5] = 0xe8;
+    memcpy(nm + 6, &rel, 4);
+    memcpy(nm + 10, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\0\0\0\0\0\0\0\0\xe9\xfb\xff\xff\xff", 15);
+    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+
+    rel = (int32_t)(CALLEE - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    rel = (int32_t)(NMR + 0x20 - (NMR + 10));
+    patch(w, &b, 9001, NMR + 6, &rel, 4);
+    uint8_t filled[13] = { 0x34, 0x12 };
+    rel = (int32_t)(CALLEE - (NMR + 0x2f));
+    filled[8] = 0xe9;
+    memcpy(filled + 9, &rel, 4);
+    patch(w, &b, 9002, NMR + 0x22, filled, sizeof filled);
+
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    g_free(jvm);
+    g_free(pt);
+    return dir;
+}
+
+static size_t count_stub(const evlog *l, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n; i++)
+        n += l->ev[i].kind == DC_STUB && !strcmp(l->ev[i].desc, name);
+    return n;
+}
+
+Test(model, call_site_resolutions_are_recognized)
+{
+    char *dir = make_resolve_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_assert_eq(m->npatches, 3);
+    cr_expect_eq(m->call_site_patches, 2);
+    cr_expect_eq(m->patches[0].site, NMR);
+    cr_expect_eq(m->patches[0].old_target, RS_STATIC);
+    cr_expect_eq(m->patches[0].new_target, CALLEE);
+    cr_expect_eq(m->patches[1].site, NMR + 5);
+    cr_expect_eq(m->patches[1].old_target, RS_OPT);
+    cr_expect_eq(m->patches[1].new_target, NMR + 0x20);
+    cr_expect_eq(m->patches[2].site, 0, "a stub fill is no call site");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
+{
+    char *dir = make_resolve_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    /* first pass: both sites through their resolvers */
+    tip(&e, ppt_tip, CALLEE);           /* resolve_static_call jumps on */
+    tip(&e, ppt_tip, NMR + 5);          /* the callee returns */
+    tip(&e, ppt_tip, CALLEE);           /* resolve_opt_virtual_call jumps on */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);              /* jmp *%rax: again, t still 1000 */
+    /* second pass: A calls the callee, B the filled static stub */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    /* Without the resolutions the second pass would call the resolvers
+     * again, against the packets. */
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 1);
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 1);
+    /* twice per pass, and once more where the stream ends (the callee's
+     * return has no packet left) */
+    cr_expect_eq(count_stub(&log, "callee"), 5);
+    size_t via_stub = 0;
+    for (size_t i = 0; i < log.n; i++)
+        via_stub += log.ev[i].kind == DC_JIT && log.ev[i].ip == NMR + 0x20;
+    cr_expect_eq(via_stub, 1, "B reaches the callee through the filled static stub");
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
+    remove_tree(dir);
+    g_free(dir);
+}
