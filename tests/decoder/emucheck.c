@@ -13,7 +13,10 @@
  * searched forward, but not past the PSB after the first one (in the log's
  * PSB markers) whose TSC is above the block's: a block that fits nowhere in
  * its own time must not match a far later iteration of the same loop and
- * leave every block in between misplaced. Blocks of compiled code whose inner path the decoder
+ * leave every block in between misplaced. The search goes through an index
+ * of the positions of every address, so a block that fits nowhere costs
+ * little and checking goes on with the next block: one divergence counts
+ * the blocks it misplaces, not everything after it. Blocks of compiled code whose inner path the decoder
  * recovers (decoder/jitpath.h) must have exactly the executed path; a wrong
  * one counts as a misplaced block. Prints per thread: instructions executed, instructions
  * decoded in place, blocks, blocks that do not fit, instructions skipped
@@ -32,11 +35,8 @@
 #include "decoder/decode.h"
 #include "decoder/jitpath.h"
 
-/* How far past the current position a block is searched for after a gap;
- * and after this many blocks that fit nowhere, checking stops (one decode
- * error can misplace everything up to the next synchronization). */
+/* How far past the current position a block is searched for after a gap. */
 #define SEARCH_LIMIT (4u << 20)
-#define MAX_BAD_BLOCKS 1000
 
 typedef struct code_tab {
     uint64_t *ip;            /* by id - 1 */
@@ -142,8 +142,58 @@ static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t, GArray
     return seq;
 }
 
+/* Where each address occurs in a thread's executed sequence: for address
+ * slot k (by first appearance), the positions at[first[k]] .. at[first[k + 1]]
+ * in increasing order. */
+typedef struct pos_index {
+    GHashTable *slot;        /* address -> slot + 1 */
+    uint32_t *first;         /* nslots + 1 */
+    uint32_t *at;            /* n */
+} pos_index;
+
+static void index_build(pos_index *x, const uint64_t *seq, size_t n)
+{
+    x->slot = g_hash_table_new(g_int64_hash, g_int64_equal);
+    uint32_t *slot_of = g_new(uint32_t, n);
+    GArray *count = g_array_new(FALSE, TRUE, sizeof(uint32_t));
+    for (size_t q = 0; q < n; q++) {
+        gpointer v = g_hash_table_lookup(x->slot, &seq[q]);
+        uint32_t k;
+        if (v) {
+            k = (uint32_t)GPOINTER_TO_UINT(v) - 1;
+        } else {
+            k = count->len;
+            g_array_set_size(count, k + 1);
+            g_hash_table_insert(x->slot, (gpointer)&seq[q], GUINT_TO_POINTER(k + 1));
+        }
+        slot_of[q] = k;
+        g_array_index(count, uint32_t, k)++;
+    }
+    x->first = g_new(uint32_t, count->len + 1);
+    uint32_t sum = 0;
+    for (guint k = 0; k < count->len; k++) {
+        x->first[k] = sum;
+        sum += g_array_index(count, uint32_t, k);
+        g_array_index(count, uint32_t, k) = x->first[k];
+    }
+    x->first[count->len] = sum;
+    x->at = g_new(uint32_t, n ? n : 1);
+    for (size_t q = 0; q < n; q++)
+        x->at[g_array_index(count, uint32_t, slot_of[q])++] = (uint32_t)q;
+    g_array_free(count, TRUE);
+    g_free(slot_of);
+}
+
+static void index_free(pos_index *x)
+{
+    g_hash_table_destroy(x->slot);
+    g_free(x->first);
+    g_free(x->at);
+}
+
 typedef struct check {
     const uint64_t *seq;
+    const pos_index *where;
     size_t n, pos;
     const psb_mark *psb;
     size_t npsb;
@@ -176,10 +226,6 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
     check *c = vp;
     c->blocks++;
     size_t need = b->ninsn;
-    if (c->bad_blocks >= MAX_BAD_BLOCKS) {
-        c->bad_blocks++;
-        return;
-    }
     if (c->pos + need <= c->n && c->seq[c->pos] == b->ip && c->seq[c->pos + need - 1] == b->end_ip) {
         check_path(c, b, tsc, c->pos);
         c->pos += need;
@@ -199,9 +245,25 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
         ;
     if (k + 1 < c->npsb)        /* one PSB of slack: libipt reads it lazily */
         limit = c->psb[k + 1].pos;
-    for (size_t q = c->pos + 1; q + need <= c->n && q - c->pos < SEARCH_LIMIT && q < limit;
-         q++) {
-        if (c->seq[q] == b->ip && c->seq[q + need - 1] == b->end_ip) {
+    if (limit - c->pos > SEARCH_LIMIT)
+        limit = c->pos + SEARCH_LIMIT;
+    gpointer v = g_hash_table_lookup(c->where->slot, &b->ip);
+    if (!v)
+        goto misplaced;
+    uint32_t slot = (uint32_t)GPOINTER_TO_UINT(v) - 1;
+    size_t from = c->where->first[slot], to = c->where->first[slot + 1];
+    while (from < to) {         /* first occurrence after pos */
+        size_t mid = (from + to) / 2;
+        if (c->where->at[mid] <= c->pos)
+            from = mid + 1;
+        else
+            to = mid;
+    }
+    for (size_t e = from; e < c->where->first[slot + 1]; e++) {
+        size_t q = c->where->at[e];
+        if (q >= limit || q + need > c->n)
+            break;
+        if (c->seq[q + need - 1] == b->end_ip) {
             check_path(c, b, tsc, q);
             c->skipped += q - c->pos;
             c->pos = q + need;
@@ -209,6 +271,7 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
             return;
         }
     }
+misplaced:
     if (c->bad_blocks < 5)
         fprintf(stderr, "emucheck: block 0x%" PRIx64 "..0x%" PRIx64 " (%zu insns) does not fit "
                 "the executed sequence at position %zu (0x%" PRIx64 ")\n", b->ip, b->end_ip,
@@ -268,7 +331,10 @@ int main(int argc, char **argv)
             g_array_free(psbs, TRUE);
             continue;
         }
+        pos_index where;
+        index_build(&where, (const uint64_t *)(void *)seq->data, seq->len);
         check c = { .seq = (const uint64_t *)(void *)seq->data, .n = seq->len, .ops = ops,
+                    .where = &where,
                     .m = m, .jp = jp, .psb = (const psb_mark *)(void *)psbs->data,
                     .npsb = psbs->len };
         if (ops)
@@ -295,6 +361,7 @@ int main(int argc, char **argv)
         matched += c.matched;
         bad += c.bad_blocks + c.bad_paths;
         paths += c.paths;
+        index_free(&where);
         g_array_free(seq, TRUE);
         g_array_free(psbs, TRUE);
     }
