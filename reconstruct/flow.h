@@ -1,0 +1,75 @@
+/* The reconstructed flow: what each thread executed, with method identity.
+ *
+ * Produced by reconstruct/ (interpreted segments projected onto the ICFG,
+ * compiled code from its inline maps), completed by recover/ (holes left by
+ * lost trace), and equally by the agent's reference mode (METHOD_ENTRY /
+ * METHOD_EXIT / SINGLE_STEP records), so that profiles built from a trace and
+ * from the reference are built by one code path and compared.
+ *
+ * A thread's flow is a sequence of segments. A segment starts with one
+ * FL_SEGMENT event that gives the calling context it starts in (the shadow
+ * stack at its start, outermost frame first; depth 0 when unknown), then
+ * calls, returns and bytecodes nest within it: a FL_RETURN that finds the
+ * segment's own frames exhausted leaves a frame of the starting stack.
+ * A segment ends at the next FL_SEGMENT of the same thread (after a gap in
+ * the trace, or where reconstruction could not carry the stack across).
+ * Segments are independent: a consumer may process them in any order, on
+ * any thread (ParCCT's partial trees merge associatively).
+ *
+ * Events are delivered to a callback one at a time; pointers inside an event
+ * are valid only during the call. */
+#ifndef JPT_RECONSTRUCT_FLOW_H
+#define JPT_RECONSTRUCT_FLOW_H
+
+#include <stdint.h>
+
+typedef enum fl_kind {
+    /* A segment begins: stack[0 .. depth) is the calling context it starts
+     * in (method ids, outermost first; stack[depth - 1] is executing). seq
+     * numbers the thread's segments in execution order from 0. */
+    FL_SEGMENT = 1,
+    /* method_id is entered; bci is the call site in the caller (-1 unknown). */
+    FL_CALL,
+    /* method_id is left (FL_F_EXCEPTION: by an exception). */
+    FL_RETURN,
+    /* count executions of opcode at (method_id, bci); count is 1 for a
+     * single event, more for a summarized run (reference mode without
+     * single-stepping gives none). */
+    FL_BYTECODE,
+    FL_KIND_COUNT
+} fl_kind;
+
+/* Where an event comes from (profiles can include or exclude by origin). */
+typedef enum fl_origin {
+    FL_DECODED = 0,      /* decoded from the trace (or recorded by the reference) */
+    FL_RECOVERED,        /* filled in a hole from a matching complete segment */
+    FL_GUESSED,          /* filled in a hole along an ICFG path */
+    FL_ORIGIN_COUNT
+} fl_origin;
+
+/* flags */
+#define FL_F_COMPILED  0x01  /* ran in compiled code */
+#define FL_F_INLINED   0x02  /* FL_CALL / FL_RETURN of an inlined frame */
+#define FL_F_EXCEPTION 0x04  /* FL_RETURN: the frame was unwound by an exception */
+#define FL_F_NATIVE    0x08  /* FL_CALL: a native method */
+
+typedef struct fl_event {
+    fl_kind kind;
+    fl_origin origin;
+    uint32_t flags;
+    uint32_t tid;            /* native thread id */
+    uint64_t tsc;            /* time (TSC); a lower bound where the trace has no finer timing */
+    uint64_t method_id;      /* the agent's method id (METHOD records name it) */
+    int32_t bci;
+    int32_t opcode;          /* FL_BYTECODE: the standard opcode (-1 unknown) */
+    uint64_t count;          /* FL_BYTECODE */
+    /* FL_SEGMENT */
+    uint64_t seq;
+    uint32_t depth;
+    const uint64_t *stack;
+} fl_event;
+
+/* Returns 0 to go on, nonzero to stop. */
+typedef int (*fl_sink)(const fl_event *ev, void *ctx);
+
+#endif
