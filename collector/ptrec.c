@@ -53,6 +53,9 @@ static void usage(FILE *f)
 "  -f, --force          replace DIR if it exists (only if it looks like a trace)\n"
 "      --emulate        record under emulation: run COMMAND in qemu-x86_64 with\n"
 "                       the libptemu.so plugin (works on any x86-64 machine)\n"
+"      --sideband-only  hardware backend without PT: record only the perf\n"
+"                       sideband (context switches, comm, mmap) per CPU with a\n"
+"                       software event; works on any Linux (for tests)\n"
 "      --filter MODE    what to trace:\n"
 "                         codecache  only the JVM's code cache (interpreter and\n"
 "                                    JIT code), from the agent's handshake on\n"
@@ -61,8 +64,9 @@ static void usage(FILE *f)
 "                                    instruction (JVM, libraries, Java)\n"
 "                         0xLO-0xHI  one fixed address range\n"
 "      --psb-period N   bytes of PT between PSB packets (default %u)\n"
-"      --aux-size SIZE  trace buffer size, e.g. 512K, 4M: with --drain-rate it\n"
-"                       makes the emulated buffer overflow like hardware does\n"
+"      --aux-size SIZE  trace buffer size, e.g. 512K, 4M: per CPU on hardware (a\n"
+"                       power of two, default 4M); with --drain-rate it makes\n"
+"                       the emulated buffer overflow like hardware does\n"
 "      --drain-rate N   bytes the emulated buffer drains per 1000 TSC ticks\n"
 "                       (default: drained instantly, nothing is lost)\n"
 "      --keep-lossless  also keep the unabridged stream in DIR/eval/ (emulated;\n"
@@ -91,6 +95,10 @@ static void usage(FILE *f)
 "\n"
 "  # any program, every instruction in user space\n"
 "  ptrec --emulate --filter all -o ls.trace -- ls /\n"
+"\n"
+"Environment: JPT_SYSFS_ROOT replaces / when the hardware backend reads\n"
+"/sys/bus/event_source/devices/intel_pt and /sys/devices/system/cpu/online\n"
+"(for testing with a copy of another machine's sysfs).\n"
 "\n"
 "ptrec prints one summary line when COMMAND exits and exits with COMMAND's\n"
 "status (128+N if a signal N killed it). SIGINT and SIGTERM sent to ptrec are\n"
@@ -225,7 +233,7 @@ static char *find_agent(const char *given, char *err, size_t errlen)
 
 enum {
     OPT_EMULATE = 256, OPT_QEMU, OPT_PLUGIN, OPT_AGENT, OPT_FILTER, OPT_PSB, OPT_AUX,
-    OPT_DRAIN, OPT_LOSSLESS, OPT_TESTLOG,
+    OPT_DRAIN, OPT_LOSSLESS, OPT_TESTLOG, OPT_SIDEBAND_ONLY,
 };
 
 static const struct option long_opts[] = {
@@ -244,6 +252,7 @@ static const struct option long_opts[] = {
     { "drain-rate", required_argument, NULL, OPT_DRAIN },
     { "keep-lossless", no_argument, NULL, OPT_LOSSLESS },
     { "test-log", no_argument, NULL, OPT_TESTLOG },
+    { "sideband-only", no_argument, NULL, OPT_SIDEBAND_ONLY },
     { NULL, 0, NULL, 0 },
 };
 
@@ -292,6 +301,7 @@ static void parse_options(int argc, char **argv, pr_opts *o)
             break;
         case OPT_LOSSLESS: o->keep_lossless = true; break;
         case OPT_TESTLOG: o->test_log = true; break;
+        case OPT_SIDEBAND_ONLY: o->sideband_only = true; break;
         case ':':
             jerr_die(PR_EXIT_USAGE, "option '%s' needs a value (see ptrec --help)",
                      argv[optind - 1]);
@@ -312,6 +322,8 @@ static void parse_options(int argc, char **argv, pr_opts *o)
                  "buffer drains, in bytes per 1000 TSC ticks)");
     if (!o->emulate && (o->keep_lossless || o->test_log || o->drain_rate))
         jerr_die(PR_EXIT_USAGE, "--keep-lossless, --test-log and --drain-rate need --emulate");
+    if (o->emulate && o->sideband_only)
+        jerr_die(PR_EXIT_USAGE, "--sideband-only is for the hardware backend, not --emulate");
 }
 
 /* ---- the handshake ------------------------------------------------------- */
@@ -483,6 +495,7 @@ int main(int argc, char **argv)
     s.backend = b.ops->name;
     int rc = b.ops->prepare(&b, &o, &s.exec_argv, err, sizeof err);
     if (rc) jerr_die(rc, "%s", err);
+    s.perf = b.perf;
     if (s.java && !has_agent) {
         if (!(agent = find_agent(o.agent, err, sizeof err))) jerr_die(PR_EXIT_USAGE, "%s", err);
         if (has_bad_chars(agent))
@@ -556,10 +569,21 @@ int main(int argc, char **argv)
     inherit[ninherit++] = hsp[1];
     int errp[2];
     if (pipe2(errp, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
+    /* With an attach step the child waits on this pipe before its exec. */
+    int gate[2] = { -1, -1 };
+    if (b.ops->attach && pipe2(gate, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
 
     pid_t pid = fork();
     if (pid < 0) jerr_die(1, "fork: %s", strerror(errno));
     if (pid == 0) {
+        if (gate[0] >= 0) {
+            close(gate[1]);
+            char go = 0;
+            ssize_t g;
+            while ((g = read(gate[0], &go, 1)) < 0 && errno == EINTR) {}
+            /* ptrec failed or died: do not run the command untraced. */
+            if (g != 1) _exit(PR_EXIT_USAGE);
+        }
         for (size_t i = 0; i < ninherit; i++) {
             int fl = fcntl(inherit[i], F_GETFD);
             if (fl >= 0) fcntl(inherit[i], F_SETFD, fl & ~FD_CLOEXEC);
@@ -574,6 +598,18 @@ int main(int argc, char **argv)
     s.pid = pid;
     close(errp[1]);
     close(hsp[1]);
+    if (gate[0] >= 0) {
+        close(gate[0]);
+        if (b.ops->attach(&b, pid, err, sizeof err) != 0) {
+            close(gate[1]);
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            jerr_die(1, "%s", err);
+        }
+        ssize_t g;
+        while ((g = write(gate[1], "g", 1)) < 0 && errno == EINTR) {}
+        close(gate[1]);
+    }
     int exec_errno = 0;
     ssize_t r;
     while ((r = read(errp[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}

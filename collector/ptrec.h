@@ -34,6 +34,7 @@ typedef enum pr_filter_mode {
 typedef struct pr_opts {
     const char *out_dir;        /* absolute after option processing */
     bool emulate, force, quiet, keep_lossless, test_log;
+    bool sideband_only;                   /* hardware backend without PT */
     const char *qemu, *plugin, *agent;   /* explicit paths or NULL */
     pr_filter_mode filter;
     uint64_t range_lo, range_hi;          /* PR_FILTER_RANGE */
@@ -63,6 +64,11 @@ typedef struct pr_backend_ops {
      * behind. Returns 0, or an exit code with a one-line message in err. */
     int (*prepare)(pr_backend *b, const pr_opts *o, char ***exec_argv,
                    char *err, size_t errlen);
+    /* Optional: the child has been forked and waits before its exec until
+     * this returns; perf events attached now see the exec (enable_on_exec)
+     * and everything after it. Returns 0, or -1 with a one-line message in
+     * err (the child is then killed before it runs the command). */
+    int (*attach)(pr_backend *b, pid_t child, char *err, size_t errlen);
     /* Descriptors the child must inherit (CLOEXEC is cleared after fork). */
     size_t (*child_fds)(pr_backend *b, int *fds, size_t max);
     /* The child has been exec'ed. */
@@ -75,10 +81,33 @@ typedef struct pr_backend_ops {
     void (*destroy)(pr_backend *b);
 } pr_backend_ops;
 
+/* What the hardware backend adds to info.json (docs/FORMAT.md). */
+typedef struct pr_perf_info {
+    bool pt;                    /* false: --sideband-only (no PT event) */
+    uint32_t pmu_type;
+    uint64_t config;            /* attr.config of the intel_pt events */
+    bool tsc, mtc, cyc, noretcomp, branch;
+    unsigned mtc_period;
+    uint64_t psb_period;        /* bytes, as configured (0: hardware default) */
+    bool time_valid;            /* cap_user_time_zero: time_* below are valid */
+    uint64_t time_zero;
+    uint32_t time_mult;
+    uint16_t time_shift;
+    bool has_cpuid_15h;         /* CPUID leaf 0x15: TSC / core crystal clock ratio */
+    uint32_t cpuid_15h_eax, cpuid_15h_ebx, cpuid_15h_ecx;
+    unsigned ncpus;
+    uint64_t aux_size, data_size;   /* bytes per CPU */
+    uint32_t num_address_ranges;
+    const char *ip_filter;      /* "none", "set", or "refused" (fell back to no filter) */
+    uint64_t lost_records;      /* sideband: PERF_RECORD_LOST records, and events lost */
+    uint64_t lost_events;
+} pr_perf_info;
+
 struct pr_backend {
     const pr_backend_ops *ops;
     const pr_opts *opts;
     void *priv;
+    const pr_perf_info *perf;   /* the hardware backend's parameters, else NULL */
 };
 
 extern const pr_backend_ops pr_emulated_ops;
@@ -103,6 +132,7 @@ typedef struct pr_session {
     uint64_t range_lo, range_hi;
     struct timespec start, end; /* CLOCK_REALTIME */
     pr_summary sum;
+    const pr_perf_info *perf;   /* NULL under emulation */
 } pr_session;
 
 /* ptrec_info.c */

@@ -20,6 +20,9 @@
  *                   "failed", pid, codecache [lo, hi]}
  *   streams        [{name, pt_bytes, lost_bytes, aux_records, truncated}]
  *   totals         {streams, pt_bytes, lost_bytes, truncated}
+ *   The hardware backend adds cpu.cpuid_15h, pt.{enabled, pmu_type, config,
+ *   branch, mtc_period, ip_filter, num_address_ranges}, time.valid, cpus,
+ *   data_size and totals.{lost_records, lost_events} (docs/FORMAT.md).
  * Addresses are JSON numbers (user-space addresses fit in 53 bits). */
 #include "collector/ptrec.h"
 
@@ -158,8 +161,11 @@ void pr_format_summary(const pr_summary *sum, char *buf, size_t len)
     double pt = (double)sum->pt_bytes / mb, lost = (double)sum->lost_bytes / mb;
     double total = (double)sum->pt_bytes + (double)sum->lost_bytes;
     double pct = total > 0 ? 100.0 * (double)sum->lost_bytes / total : 0.0;
+    /* Streams are threads under emulation, CPUs on hardware (cpu-N). */
+    bool per_cpu = sum->nstreams > 0 && strncmp(sum->streams[0].name, "cpu-", 4) == 0;
+    const char *noun = per_cpu ? "CPU" : "thread";
     /* Small traces (a few KB under emulation) should not read as "0.0 MB". */
-    snprintf(buf, len, "%zu thread%s, %.*f MB of PT, %.*f MB lost (%.1f%%)", sum->nstreams,
+    snprintf(buf, len, "%zu %s%s, %.*f MB of PT, %.*f MB lost (%.1f%%)", sum->nstreams, noun,
              sum->nstreams == 1 ? "" : "s", digits(pt), pt, digits(lost), lost, pct);
 }
 
@@ -224,15 +230,40 @@ static void write_info(json_w *j, const pr_session *s)
     json_ki64(j, "family", s->cpu.family);
     json_ki64(j, "model", s->cpu.model);
     json_ki64(j, "stepping", s->cpu.stepping);
+    if (s->perf && s->perf->has_cpuid_15h) {
+        /* TSC frequency = ecx * ebx / eax (ecx 0: not enumerated) */
+        json_key(j, "cpuid_15h");
+        json_obj(j);
+        json_ku64(j, "eax", s->perf->cpuid_15h_eax);
+        json_ku64(j, "ebx", s->perf->cpuid_15h_ebx);
+        json_ku64(j, "ecx", s->perf->cpuid_15h_ecx);
+        json_end(j);
+    }
     json_end(j);
 
     json_key(j, "pt");
     json_obj(j);
-    json_kbool(j, "tsc", true);
-    json_kbool(j, "mtc", false);
-    json_kbool(j, "cyc", false);
-    json_kbool(j, "noretcomp", true);
-    json_ku64(j, "psb_period", o->psb_period);
+    const pr_perf_info *hw = s->perf;
+    if (hw) {
+        json_kbool(j, "enabled", hw->pt);
+        json_kbool(j, "tsc", hw->tsc);
+        json_kbool(j, "mtc", hw->mtc);
+        json_kbool(j, "cyc", hw->cyc);
+        json_kbool(j, "noretcomp", hw->noretcomp);
+        json_ku64(j, "psb_period", hw->psb_period);
+        json_kbool(j, "branch", hw->branch);
+        json_ku64(j, "mtc_period", hw->mtc_period);
+        json_ku64(j, "pmu_type", hw->pmu_type);
+        json_ku64(j, "config", hw->config);
+        json_ku64(j, "num_address_ranges", hw->num_address_ranges);
+        json_kstr(j, "ip_filter", hw->ip_filter ? hw->ip_filter : "none");
+    } else {
+        json_kbool(j, "tsc", true);
+        json_kbool(j, "mtc", false);
+        json_kbool(j, "cyc", false);
+        json_kbool(j, "noretcomp", true);
+        json_ku64(j, "psb_period", o->psb_period);
+    }
     json_key(j, "filter");
     json_obj(j);
     json_kstr(j, "mode", filter_mode_name(o->filter));
@@ -248,15 +279,28 @@ static void write_info(json_w *j, const pr_session *s)
     json_end(j);   /* filter */
     json_end(j);   /* pt */
 
-    /* Sideband times are TSC values in the emulated backend: identity. */
     json_key(j, "time");
     json_obj(j);
-    json_ku64(j, "time_zero", 0);
-    json_ku64(j, "time_mult", 1);
-    json_ku64(j, "time_shift", 0);
+    if (hw) {
+        /* perf clock -> TSC from the mmap page; valid false: the kernel
+         * offered no conversion (cap_user_time_zero clear). */
+        json_kbool(j, "valid", hw->time_valid);
+        json_ku64(j, "time_zero", hw->time_zero);
+        json_ku64(j, "time_mult", hw->time_mult);
+        json_ku64(j, "time_shift", hw->time_shift);
+    } else {
+        /* Sideband times are TSC values in the emulated backend: identity. */
+        json_ku64(j, "time_zero", 0);
+        json_ku64(j, "time_mult", 1);
+        json_ku64(j, "time_shift", 0);
+    }
     json_end(j);
 
-    json_ku64(j, "aux_size", o->aux_size);
+    if (hw) {
+        json_ku64(j, "cpus", hw->ncpus);
+        json_ku64(j, "data_size", hw->data_size);
+    }
+    json_ku64(j, "aux_size", hw ? hw->aux_size : o->aux_size);
     json_ku64(j, "drain_rate", o->drain_rate);
     json_kbool(j, "keep_lossless", o->keep_lossless);
 
@@ -295,6 +339,10 @@ static void write_info(json_w *j, const pr_session *s)
     json_ku64(j, "pt_bytes", s->sum.pt_bytes);
     json_ku64(j, "lost_bytes", s->sum.lost_bytes);
     json_ku64(j, "truncated", s->sum.truncated);
+    if (hw) {
+        json_ku64(j, "lost_records", hw->lost_records);
+        json_ku64(j, "lost_events", hw->lost_events);
+    }
     json_end(j);
     json_end(j);
 }

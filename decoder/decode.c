@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,6 @@ static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, c
 #define SHADOW_MAX 1024     /* call depth tracked; deeper calls drop the oldest */
 #define SHADOW_SEARCH 16    /* frames a return may skip (unwinding, lost returns) */
 #define MAX_INSN_LEN 15
-#define PROGRESS_MASK 0xffffu  /* report progress every 64 Ki blocks */
 #define PENDING_MAX 8
 
 static const char *const kind_names[DC_KIND_COUNT] = {
@@ -70,23 +70,533 @@ static bool same_unit(unit a, unit b)
     return a.kind == b.kind && a.p == b.p;
 }
 
+static unit resolve(const dm_model *m, uint64_t ip, uint64_t tsc)
+{
+    dm_where w = dm_lookup(m, ip, tsc);
+    switch (w.kind) {
+    case DM_AT_CODELET: return (unit){ U_CODELET, w.codelet };
+    case DM_AT_CODE: return (unit){ U_CODE, w.code };
+    case DM_AT_BLOB: return (unit){ U_BLOB, w.blob };
+    default: return (unit){ U_UNKNOWN, NULL };
+    }
+}
+
+/* ---- what a chunk's decoder hands on ---------------------------------------
+ *
+ * A stream is decoded in two layers. The first (libipt, code lookups, the
+ * instructions of compiled blocks and their inline-stack records, how each
+ * block ends) depends only on the trace bytes and the time, and runs on any
+ * thread for one chunk of the stream at a time. It records what it found as
+ * a list of ops. The second (the flow state between blocks: shadow stack,
+ * pending bytecodes, inline stack position, gaps) is a small state machine
+ * that replays the ops of every chunk in stream order on the calling thread
+ * and makes the events. */
+
+enum {
+    OP_BLOCK = 1,     /* a block; its runs follow in the chunk's run array */
+    OP_FORGET,        /* control flow unknown from here (resync) */
+    OP_GAP_OPEN,      /* a = reason, b = error, ip = offset */
+    OP_SYNC,          /* synchronized at offset ip: an open gap ends */
+    OP_SEG_END,       /* end of segment reached while not synchronized */
+    OP_OVERFLOW,      /* ip = offset */
+    OP_ENABLE,        /* tracing (re)enabled */
+    OP_EXIT,          /* follows a block that left its codelet: the unit at its end */
+};
+
+typedef struct op {
+    uint64_t ip, end_ip;       /* OP_GAP_OPEN: end_ip is the libipt error */
+    uint64_t tsc;              /* the decoder's time here (0: none yet) */
+    const void *u;             /* the unit at ip (OP_EXIT: where control left from) */
+    uint32_t ninsn;            /* OP_GAP_OPEN: the reason */
+    uint16_t nruns;
+    uint8_t type;
+    uint8_t ukind;
+    uint8_t xfer;
+} op;
+
+/* One stretch of a compiled block's instructions with the same inline-stack
+ * record: the first instruction's address and the record's answer (its
+ * address range as offsets in the version). */
+typedef struct run {
+    uint64_t pc;
+    const dm_frame *f;
+    uint32_t lo, hi;
+    uint32_t d;
+} run;
+
+typedef struct segment {
+    uint64_t begin, end;
+    uint64_t lost_before;      /* bytes the collector lost before this segment */
+    bool loss_before;
+} segment;
+
+/* Context a chunk starts with: what the image of the chunk before it had
+ * applied ahead of time, and a call-site resolution still to check. */
+typedef struct carry {
+    uint32_t *early;
+    size_t nearly;
+    uint64_t resolve_site;
+} carry;
+
+struct strm;
+
+typedef struct chunk {
+    struct strm *strm;
+    struct chunk *pred;        /* the chunk before in the segment (NULL if first) */
+    const segment *seg;
+    const uint8_t *buf;        /* the stream */
+    const atomic_bool *cancel; /* the stream's sink stopped */
+    bool want_blocks;
+    bool first, last;          /* in its segment */
+    uint64_t begin;            /* where decoding starts (a PSB unless first) */
+    uint64_t stop;             /* the next chunk's PSB (seg->end if last) */
+    uint64_t end;              /* bytes given to libipt: the next chunk's PSB+ too */
+    carry in, out;
+    GArray *ops, *runs, *blocks;
+    dc_stats st;               /* the first layer's counters */
+    bool done;
+} chunk;
+
+/* The first layer's state: one per thread. */
+#define XCACHE_SIZE 4096u
+typedef struct xcache_ent {
+    uint64_t ip;
+    int isid;
+    uint8_t x;
+} xcache_ent;
+
+/* The inline-record runs of a compiled block, which depend only on the
+ * version and the block (jp_path and dm_inline_range are pure): hot blocks
+ * are looked up once per thread. */
+#define RCACHE_SIZE 2048u
+#define RCACHE_RUNS 4u
+typedef struct rcache_ent {
+    const dm_code *c;
+    uint64_t ip, end_ip;
+    uint32_t ninsn;
+    uint8_t nruns;
+    bool ends_only;
+    run runs[RCACHE_RUNS];
+} rcache_ent;
+
+/* Where an address is at a time (dm_lookup is pure in both): the same
+ * blocks come back many times between two time updates. */
+#define UCACHE_SIZE 4096u
+typedef struct ucache_ent {
+    uint64_t ip, tsc;
+    unit u;
+} ucache_ent;
+
+typedef struct wctx {
+    const dm_model *m;
+    di_cache *cache;
+    const dc_trace_info *info;
+    struct pt_image_section_cache *iscache;
+    jp_cache *jp;
+    const atomic_bool *cancel;
+    uint64_t tsc;
+    uint64_t resolve_site;
+    xcache_ent xc[XCACHE_SIZE];
+    rcache_ent rc[RCACHE_SIZE];
+    ucache_ent uc[UCACHE_SIZE];
+} wctx;
+
+static unit wresolve(wctx *w, uint64_t ip)
+{
+    ucache_ent *e = &w->uc[((ip * 0x9E3779B97F4A7C15ull) >> 40) & (UCACHE_SIZE - 1)];
+    if (e->ip == ip && e->tsc == w->tsc && e->u.kind != U_NONE)
+        return e->u;
+    e->ip = ip;
+    e->tsc = w->tsc;
+    e->u = resolve(w->m, ip, w->tsc);
+    return e->u;
+}
+
+static void problem(dc_stats *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(dc_stats *st, const char *fmt, ...)
+{
+    if (!st->problems++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(st->problem, sizeof st->problem, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* ---- how a block ends ----------------------------------------------------------- */
+
+/* The transfer at the end of a block. libipt reports the last instruction's
+ * class only when it decoded it (blocks replayed from its block cache say
+ * ptic_error) and does not tell direct from indirect jumps, which matters
+ * here: HotSpot's dispatch is an indirect jump, possibly to the template
+ * that just ran. So the last instruction is classified from its bytes
+ * (remembered per section and address: sections never change). */
+static xfer block_end(wctx *w, const struct pt_block *b)
+{
+    switch (b->iclass) {
+    case ptic_call: return X_CALL;
+    case ptic_return: return X_RET;
+    case ptic_cond_jump: return X_COND;
+    case ptic_far_call:
+    case ptic_far_return:
+    case ptic_far_jump: return X_FAR;
+    case ptic_other: return X_OTHER;
+    default: break;   /* ptic_jump (direct or not), ptic_error (not provided) */
+    }
+    uint8_t buf[MAX_INSN_LEN];
+    int n;
+    if (b->truncated) {
+        n = b->size < sizeof buf ? b->size : (int)sizeof buf;
+        memcpy(buf, b->raw, (size_t)n);
+    } else {
+        uint64_t h = (b->end_ip ^ (b->end_ip >> 13) ^ ((uint64_t)b->isid * 0x9E3779B1u));
+        xcache_ent *e = &w->xc[h & (XCACHE_SIZE - 1)];
+        if (e->isid == b->isid && e->ip == b->end_ip && e->isid > 0)
+            return (xfer)e->x;
+        n = pt_iscache_read(w->iscache, buf, sizeof buf, b->isid, b->end_ip);
+        xfer x = n <= 0 ? (b->iclass == ptic_jump ? X_JMP_INDIRECT : X_OTHER)
+                        : x86_classify(buf, (size_t)n, NULL, NULL);
+        if (b->isid > 0) {
+            e->ip = b->end_ip;
+            e->isid = b->isid;
+            e->x = (uint8_t)x;
+        }
+        return x;
+    }
+    if (n <= 0)
+        return b->iclass == ptic_jump ? X_JMP_INDIRECT : X_OTHER;
+    return x86_classify(buf, (size_t)n, NULL, NULL);
+}
+
+/* ---- the first layer: a block's context-free facts --------------------------- */
+
+static op *push_op(chunk *k, uint8_t type, uint64_t tsc)
+{
+    guint n = k->ops->len;
+    g_array_set_size(k->ops, n + 1);   /* amortized: the array doubles */
+    op *o = &g_array_index(k->ops, op, n);
+    memset(o, 0, sizeof *o);
+    o->type = type;
+    o->tsc = tsc;
+    return o;
+}
+
+/* An address as an offset in version c (records outside it, from damaged
+ * metadata, are clamped). */
+static uint32_t version_offset(const dm_code *c, uint64_t a)
+{
+    if (a <= c->vaddr)
+        return 0;
+    return a - c->vaddr > UINT32_MAX ? UINT32_MAX : (uint32_t)(a - c->vaddr);
+}
+
+static void add_positions(wctx *w, chunk *k, op *o, const dm_code *c, const uint64_t *pcs,
+                          size_t n)
+{
+    uint64_t lo = 0, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i && pcs[i] >= lo && pcs[i] < hi)
+            continue;          /* same record as the run before */
+        run r = { .pc = pcs[i] };
+        r.d = dm_inline_range(w->m, c, pcs[i], &r.f, &lo, &hi);
+        r.lo = version_offset(c, lo);
+        r.hi = version_offset(c, hi);
+        g_array_append_val(k->runs, r);
+        o->nruns++;
+    }
+}
+
+static void analyze_block(wctx *w, chunk *k, const struct pt_block *b)
+{
+    k->st.blocks++;
+    k->st.insns += b->ninsn;
+    unit u = wresolve(w, b->ip);
+    unit exitu = u;
+    if (u.kind == U_CODELET && (b->end_ip < ((const dm_codelet *)u.p)->begin ||
+                                b->end_ip >= ((const dm_codelet *)u.p)->end))
+        exitu = wresolve(w, b->end_ip);
+    xfer end = block_end(w, b);
+    op *o = push_op(k, OP_BLOCK, w->tsc);
+    o->ip = b->ip;
+    o->end_ip = b->end_ip;
+    o->ninsn = b->ninsn;
+    o->u = u.p;
+    o->ukind = (uint8_t)u.kind;
+    o->xfer = (uint8_t)end;
+    if (exitu.p != u.p || exitu.kind != u.kind) {
+        op *eo = push_op(k, OP_EXIT, w->tsc);
+        eo->u = exitu.p;
+        eo->ukind = (uint8_t)exitu.kind;
+        o = &g_array_index(k->ops, op, k->ops->len - 2);   /* (the array may have moved) */
+    }
+    if (u.kind == U_CODE && ((const dm_code *)u.p)->kind != DM_CODE_STUB) {
+        const dm_code *c = u.p;
+        uint64_t h = (b->ip * 0x9E3779B97F4A7C15ull) ^ (b->end_ip >> 1) ^ b->ninsn;
+        rcache_ent *e = &w->rc[(h >> 20) & (RCACHE_SIZE - 1)];
+        if (e->c == c && e->ip == b->ip && e->end_ip == b->end_ip && e->ninsn == b->ninsn) {
+            for (unsigned i = 0; i < e->nruns; i++)
+                g_array_append_val(k->runs, e->runs[i]);
+            o->nruns = e->nruns;
+            if (e->ends_only)
+                k->st.jit_blocks_ends_only++;
+        } else {
+            guint first = k->runs->len;
+            const uint64_t *path;
+            bool ends_only = false;
+            size_t n = b->ninsn > 2 ? jp_path(w->jp, c, b->ip, b->end_ip, b->ninsn, &path) : 0;
+            if (n) {
+                add_positions(w, k, o, c, path, n);
+            } else {
+                if (b->ninsn > 2) {
+                    k->st.jit_blocks_ends_only++;
+                    ends_only = true;
+                }
+                uint64_t ends[2] = { b->ip, b->end_ip };
+                size_t ne = b->end_ip != b->ip && b->end_ip >= c->vaddr &&
+                                    b->end_ip - c->vaddr < c->size ? 2 : 1;
+                add_positions(w, k, o, c, ends, ne);
+            }
+            if (o->nruns <= RCACHE_RUNS) {
+                e->c = c;
+                e->ip = b->ip;
+                e->end_ip = b->end_ip;
+                e->ninsn = b->ninsn;
+                e->nruns = (uint8_t)o->nruns;
+                e->ends_only = ends_only;
+                memcpy(e->runs, &g_array_index(k->runs, run, first), o->nruns * sizeof(run));
+            }
+        }
+    }
+    if (k->blocks)
+        g_array_append_val(k->blocks, *b);
+}
+
+static void op_gap(wctx *w, chunk *k, dc_gap_reason reason, int error, uint64_t offset)
+{
+    op *o = push_op(k, OP_GAP_OPEN, w->tsc);
+    o->ninsn = (uint32_t)reason;
+    o->end_ip = (uint64_t)(int64_t)error;
+    o->ip = offset;
+}
+
+static void op_forget(wctx *w, chunk *k)
+{
+    push_op(k, OP_FORGET, w->tsc);
+    w->resolve_site = 0;
+}
+
+static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
+{
+    uint64_t t = 0;
+    uint32_t lm, lc;
+    if (pt_blk_time(d, &t, &lm, &lc) < 0 || !t)
+        return fallback;
+    return t;
+}
+
+/* Decodes chunk k: from k->begin until the decoder reaches k->stop, the
+ * PSB where the next chunk starts. The bytes given to libipt run on to the
+ * end of that PSB's header, so the block in flight there ends where a
+ * decoder reading on would end it (PSB+ status events split blocks at the
+ * FUP's address), and the chunk stops at the first block at or after it. */
+static void decode_chunk(wctx *w, chunk *k)
+{
+    const segment *s = k->seg;
+    const uint8_t *buf = k->buf;
+    w->cancel = k->cancel;
+    w->tsc = 0;
+    w->resolve_site = k->in.resolve_site;
+    memset(w->xc, 0, sizeof w->xc);    /* isids are the chunk image's own */
+    struct pt_config cfg;
+    pt_config_init(&cfg);
+    cfg.begin = (uint8_t *)buf + s->begin;
+    cfg.end = (uint8_t *)buf + k->end;
+    if (w->info && w->info->cpu.vendor == pcv_intel) {
+        cfg.cpu = w->info->cpu;
+        pt_cpu_errata(&cfg.errata, &cfg.cpu);
+    }
+    /* Calls end blocks so every call is seen (shadow stack, call_VM). */
+    cfg.flags.variant.block.end_on_call = 1;
+    struct pt_block_decoder *dec = pt_blk_alloc_decoder(&cfg);
+    if (!dec) {
+        op_gap(w, k, DC_GAP_DECODE, -pte_nomem, k->begin);
+        return;
+    }
+    const uint64_t stop = k->last ? UINT64_MAX : k->stop - s->begin;
+    di_image *im = NULL;
+    char err[512];
+    int status;
+    bool first_sync = k->first;
+    if (k->first) {
+        status = pt_blk_sync_forward(dec);
+        op_forget(w, k);
+    } else {
+        status = pt_blk_sync_set(dec, k->begin - s->begin);
+    }
+    bool boundary = false;     /* the next chunk's PSB+ has been read */
+    while (!atomic_load_explicit(w->cancel, memory_order_relaxed)) {
+        if (status < 0) {
+            if (status == -pte_eos) {
+                if (k->last)
+                    push_op(k, OP_SEG_END, w->tsc);
+                break;
+            }
+            /* Not synchronized: nothing before the next PSB can be used. */
+            uint64_t off = 0;
+            if (pt_blk_get_offset(dec, &off) < 0)
+                off = 0;
+            if (off >= stop)
+                break;
+            op_gap(w, k, DC_GAP_DECODE, status, s->begin + off);
+            status = pt_blk_sync_forward(dec);
+            op_forget(w, k);
+            continue;
+        }
+        /* Synchronized here. */
+        uint64_t sync_off = 0;
+        pt_blk_get_sync_offset(dec, &sync_off);
+        if (sync_off >= stop)
+            break;             /* the next chunk's start */
+        uint64_t now = cur_time(dec, w->tsc);
+        w->tsc = now;
+        if (!im) {
+            im = di_image_new_resolved(w->cache, now, k->in.early, k->in.nearly, true, err,
+                                       sizeof err);
+            if (!im) {
+                problem(&k->st, "%s", err);
+                op_gap(w, k, DC_GAP_DECODE, -pte_nomem, s->begin);
+                break;
+            }
+            pt_blk_set_image(dec, di_image_get(im));
+            w->iscache = di_image_iscache(im);
+        }
+        if (first_sync && sync_off > 0)   /* bytes before the first PSB */
+            op_gap(w, k, DC_GAP_DECODE, -pte_nosync, s->begin);
+        first_sync = false;
+        op *so = push_op(k, OP_SYNC, now);
+        so->ip = s->begin + sync_off;
+        if (!k->st.first_tsc || (now && now < k->st.first_tsc))
+            k->st.first_tsc = now;
+
+        /* Decode until the next error. */
+        for (;;) {
+            while (status & pts_event_pending) {
+                struct pt_event ev;
+                status = pt_blk_event(dec, &ev, sizeof ev);
+                if (status < 0)
+                    break;
+                if (ev.has_tsc && ev.tsc)
+                    w->tsc = ev.tsc;
+                if (ev.status_update && !boundary) {
+                    uint64_t off = 0;
+                    pt_blk_get_offset(dec, &off);
+                    boundary = off > stop;
+                }
+                switch (ev.type) {
+                case ptev_enabled:
+                    if (!ev.status_update) {
+                        k->st.enables++;
+                        push_op(k, OP_ENABLE, w->tsc);
+                    }
+                    break;
+                case ptev_disabled:
+                case ptev_async_disabled:
+                    k->st.disables++;
+                    break;
+                case ptev_overflow: {
+                    uint64_t off = 0;
+                    pt_blk_get_offset(dec, &off);
+                    op *o = push_op(k, OP_OVERFLOW, w->tsc);
+                    o->ip = s->begin + off;
+                    w->resolve_site = 0;
+                    break;
+                }
+                default:
+                    break;
+                }
+            }
+            if (boundary || status < 0 ||
+                atomic_load_explicit(w->cancel, memory_order_relaxed))
+                break;
+            uint64_t t = cur_time(dec, w->tsc);
+            if (t > w->tsc)
+                w->tsc = t;
+            if (w->tsc >= di_image_next_change(im)) {
+                int rc = di_image_advance(im, w->tsc);
+                if (rc == 1)
+                    pt_blk_set_image(dec, di_image_get(im));
+                else if (rc < 0)
+                    problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
+                            w->m->code_path, w->tsc);
+            }
+            struct pt_block blk;
+            memset(&blk, 0, sizeof blk);
+            status = pt_blk_next(dec, &blk, sizeof blk);
+            t = cur_time(dec, w->tsc);
+            if (t > w->tsc)
+                w->tsc = t;
+            if (blk.ninsn) {
+                /* The thread went through the call of a site HotSpot resolves
+                 * (model.h): if it went to the stub the site's pending patch
+                 * replaced, the runtime patches the site now. */
+                if (w->resolve_site && !blk.speculative &&
+                    di_image_resolve_call(im, w->resolve_site, blk.ip) < 0)
+                    problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
+                            w->m->code_path, w->tsc);
+                w->resolve_site = di_cache_call_site(w->cache, blk.end_ip) ? blk.end_ip : 0;
+                analyze_block(w, k, &blk);
+            }
+            if (status < 0)
+                break;
+        }
+        if (boundary || atomic_load_explicit(w->cancel, memory_order_relaxed))
+            break;
+        if (status == -pte_eos) {
+            break;
+        }
+        if (status < 0) {
+            uint64_t off = 0;
+            pt_blk_get_offset(dec, &off);
+            if (off >= stop)
+                break;
+            op_gap(w, k, status == -pte_nomap ? DC_GAP_NOCODE : DC_GAP_DECODE, status,
+                   s->begin + off);
+            status = pt_blk_sync_forward(dec);
+            op_forget(w, k);
+        }
+    }
+    if (im) {
+        const di_stats *ds = di_image_stats(im);
+        k->st.image_rebuilds += ds->rebuilds;
+        k->st.image_sections += ds->sections_added;
+        k->st.patches_resolved += ds->patches_resolved;
+        k->out.early = di_image_early(im, &k->out.nearly);
+    } else if (k->in.nearly) {
+        k->out.early = g_memdup2(k->in.early, k->in.nearly * sizeof(uint32_t));
+        k->out.nearly = k->in.nearly;
+    }
+    k->out.resolve_site = w->resolve_site;
+    pt_blk_free_decoder(dec);
+    di_image_free(im);
+}
+
+/* ---- the second layer: flow state and events ---------------------------------- */
 
 typedef struct shadow_ent {
     uint64_t call_ip;
 } shadow_ent;
 
+typedef struct pending_gap {
+    bool on;
+    dc_event ev;
+} pending_gap;
+
 typedef struct ctx {
-    const dm_model *m;
     dc_sink sink;
-    void (*block)(const struct pt_block *b, uint64_t tsc, void *ctx);
-    void (*progress)(uint64_t done, uint64_t total, void *ctx);
-    uint64_t total_bytes;
     void *sink_ctx;
     dc_stats *st;
     bool stop;
     uint64_t tsc;
-
-    struct pt_image_section_cache *iscache;
 
     /* control-flow state between blocks */
     unit prev;
@@ -104,7 +614,6 @@ typedef struct ctx {
     bool hold;             /* the next event comes from a call by that template */
 
     /* compiled-code position */
-    jp_cache *jp;
     uint64_t jit_lo, jit_hi;   /* addresses with the current position's answer */
     const dm_code *jit_code;
     const dm_frame *jit_frames;
@@ -112,20 +621,8 @@ typedef struct ctx {
     dm_frame noscope[2];   /* stand for "method, no bci" where a pc has no record */
     unsigned noscope_slot;
 
-    /* the last block ended with the call of a call-site resolution patch */
-    uint64_t resolve_site;
+    pending_gap gap;
 } ctx;
-
-static void problem(dc_stats *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(dc_stats *st, const char *fmt, ...)
-{
-    if (!st->problems++) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(st->problem, sizeof st->problem, fmt, ap);
-        va_end(ap);
-    }
-}
 
 static void deliver(ctx *x, dc_event *ev)
 {
@@ -160,17 +657,6 @@ static void emit(ctx *x, dc_event *ev)
     deliver(x, ev);
 }
 
-static unit resolve(const ctx *x, uint64_t ip)
-{
-    dm_where w = dm_lookup(x->m, ip, x->tsc);
-    switch (w.kind) {
-    case DM_AT_CODELET: return (unit){ U_CODELET, w.codelet };
-    case DM_AT_CODE: return (unit){ U_CODE, w.code };
-    case DM_AT_BLOB: return (unit){ U_BLOB, w.blob };
-    default: return (unit){ U_UNKNOWN, NULL };
-    }
-}
-
 /* A return (or a jump, as HotSpot's interpreter returns) to target matches a
  * tracked call if it lands just after that call instruction. Pops it and
  * everything above it. */
@@ -194,38 +680,6 @@ static void shadow_push(ctx *x, uint64_t call_ip)
         x->nshadow = SHADOW_MAX / 2;
     }
     x->shadow[x->nshadow++].call_ip = call_ip;
-}
-
-/* ---- how a block ends ----------------------------------------------------------- */
-
-/* The transfer at the end of a block. libipt reports the last instruction's
- * class only when it decoded it (blocks replayed from its block cache say
- * ptic_error) and does not tell direct from indirect jumps, which matters
- * here: HotSpot's dispatch is an indirect jump, possibly to the template
- * that just ran. So the last instruction is classified from its bytes. */
-static xfer block_end(ctx *x, const struct pt_block *b)
-{
-    switch (b->iclass) {
-    case ptic_call: return X_CALL;
-    case ptic_return: return X_RET;
-    case ptic_cond_jump: return X_COND;
-    case ptic_far_call:
-    case ptic_far_return:
-    case ptic_far_jump: return X_FAR;
-    case ptic_other: return X_OTHER;
-    default: break;   /* ptic_jump (direct or not), ptic_error (not provided) */
-    }
-    uint8_t buf[MAX_INSN_LEN];
-    int n;
-    if (b->truncated) {
-        n = b->size < sizeof buf ? b->size : (int)sizeof buf;
-        memcpy(buf, b->raw, (size_t)n);
-    } else {
-        n = pt_iscache_read(x->iscache, buf, sizeof buf, b->isid, b->end_ip);
-    }
-    if (n <= 0)
-        return b->iclass == ptic_jump ? X_JMP_INDIRECT : X_OTHER;
-    return x86_classify(buf, (size_t)n, NULL, NULL);
 }
 
 /* ---- events for one location ---------------------------------------------- */
@@ -280,15 +734,17 @@ static uint32_t common_outer(const dm_frame *a, uint32_t da, const dm_frame *b, 
     return k;
 }
 
-static void jit_position(ctx *x, const dm_code *c, uint64_t pc, bool fresh)
+/* The position moves to r->pc in version c (r: its inline-stack record,
+ * looked up by the first layer). */
+static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh)
 {
+    uint64_t pc = r->pc;
     if (!fresh && x->jit_code == c && x->jit_frames && pc >= x->jit_lo && pc < x->jit_hi)
         return;                /* same record as before: nothing changes */
-    const dm_frame *f;
-    uint64_t lo, hi;
-    uint32_t d = dm_inline_range(x->m, c, pc, &f, &lo, &hi);
-    x->jit_lo = lo;
-    x->jit_hi = hi;
+    const dm_frame *f = r->f;
+    uint32_t d = r->d;
+    x->jit_lo = c->vaddr + r->lo;
+    x->jit_hi = c->vaddr + r->hi;
     if (!d) {
         /* Alternate slots: the previous position may be the other one. */
         x->noscope_slot ^= 1;
@@ -343,11 +799,9 @@ static uint32_t how_flags(xfer t)
     }
 }
 
-static void on_block(ctx *x, const struct pt_block *b)
+static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
 {
-    x->st->blocks++;
-    x->st->insns += b->ninsn;
-    unit u = resolve(x, b->ip);
+    unit u = { (ukind)o->ukind, o->u };
     bool entered;
     uint32_t flags = 0;
     bool is_bc = u.kind == U_CODELET && ((const dm_codelet *)u.p)->kind == DM_CL_BYTECODE;
@@ -357,8 +811,11 @@ static void on_block(ctx *x, const struct pt_block *b)
     if (x->unknown_origin) {
         entered = false;
     } else if (x->resumed) {
-        shadow_pop(x, b->ip);
-        entered = !same;
+        /* Back from untraced code (the VM): at the return address of a call
+         * a codelet made, the codelet continues (getstatic resuming after the
+         * VM ran a class initializer); anywhere else it is entered. */
+        bool matched = shadow_pop(x, o->ip);
+        entered = !same && !(matched && u.kind == U_CODELET);
         flags |= DC_F_RESUMED;
     } else {
         flags |= how_flags(x->prev_xfer);
@@ -369,14 +826,14 @@ static void on_block(ctx *x, const struct pt_block *b)
             entered = !same || is_nm;
             break;
         case X_RET: {
-            bool matched = shadow_pop(x, b->ip);
+            bool matched = shadow_pop(x, o->ip);
             entered = !same && !(matched && u.kind == U_CODELET);
             break;
         }
         case X_JMP_INDIRECT:
             /* The interpreter returns by jumping to the return address; its
              * dispatch may jump to the template that just ran. */
-            shadow_pop(x, b->ip);
+            shadow_pop(x, o->ip);
             entered = !same || is_bc;
             break;
         default:
@@ -389,12 +846,13 @@ static void on_block(ctx *x, const struct pt_block *b)
     case U_CODELET: {
         const dm_codelet *c = u.p;
         if (entered)
-            codelet_event(x, c, b->ip, flags);
-        if (b->end_ip < c->begin || b->end_ip >= c->end) {
+            codelet_event(x, c, o->ip, flags);
+        if (o->end_ip < c->begin || o->end_ip >= c->end) {
             /* Followed a direct jump into another codelet. */
-            const dm_codelet *d = dm_codelet_at(x->m, b->end_ip);
-            if (d)
+            if (exitu.kind == U_CODELET) {
+                const dm_codelet *d = exitu.p;
                 codelet_event(x, d, d->begin, DC_F_BY_JUMP);
+            }
         }
         x->jit_frames = NULL;
         break;
@@ -403,35 +861,24 @@ static void on_block(ctx *x, const struct pt_block *b)
         const dm_code *c = u.p;
         if (c->kind == DM_CODE_STUB) {
             if (entered) {
-                dc_event ev = { .kind = DC_STUB, .ip = b->ip, .flags = flags, .code = c,
+                dc_event ev = { .kind = DC_STUB, .ip = o->ip, .flags = flags, .code = c,
                                 .desc = c->name, .opcode = -1, .raw = -1, .bci = -1 };
                 emit(x, &ev);
             }
             break;
         }
         if (entered) {
-            dc_event ev = { .kind = DC_JIT_ENTER, .ip = b->ip, .flags = flags, .code = c,
+            dc_event ev = { .kind = DC_JIT_ENTER, .ip = o->ip, .flags = flags, .code = c,
                             .method_id = c->method_id, .opcode = -1, .raw = -1, .bci = -1 };
             emit(x, &ev);
         }
-        const uint64_t *path;
-        size_t n = b->ninsn > 2 ? jp_path(x->jp, c, b->ip, b->end_ip, b->ninsn, &path) : 0;
-        if (n) {
-            jit_position(x, c, path[0], entered || x->unknown_origin);
-            for (size_t i = 1; i < n; i++)
-                jit_position(x, c, path[i], false);
-        } else {
-            if (b->ninsn > 2)
-                x->st->jit_blocks_ends_only++;
-            jit_position(x, c, b->ip, entered || x->unknown_origin);
-            if (b->end_ip != b->ip && b->end_ip >= c->vaddr && b->end_ip - c->vaddr < c->size)
-                jit_position(x, c, b->end_ip, false);
-        }
+        for (uint32_t i = 0; i < o->nruns; i++)
+            jit_position(x, c, &runs[i], i == 0 && (entered || x->unknown_origin));
         break;
     }
     case U_BLOB:
         if (entered) {
-            dc_event ev = { .kind = DC_CODE_OTHER, .ip = b->ip, .flags = flags,
+            dc_event ev = { .kind = DC_CODE_OTHER, .ip = o->ip, .flags = flags,
                             .desc = ((const dm_blob *)u.p)->name, .opcode = -1, .raw = -1,
                             .bci = -1 };
             emit(x, &ev);
@@ -441,21 +888,18 @@ static void on_block(ctx *x, const struct pt_block *b)
         break;
     }
     /* The template's exit so far: where control left its codelet last. */
-    bool in_pending = x->pending_in && b->end_ip >= x->pending_in->begin &&
-                      b->end_ip < x->pending_in->end;
+    bool in_pending = x->pending_in && o->end_ip >= x->pending_in->begin &&
+                      o->end_ip < x->pending_in->end;
     if (in_pending)
         for (unsigned i = 0; i < x->npending; i++)
             if (x->pending[i].kind == DC_BYTECODE)
-                x->pending[i].exit_ip = b->end_ip;
-    xfer end = block_end(x, b);
+                x->pending[i].exit_ip = o->end_ip;
+    xfer end = (xfer)o->xfer;
     x->hold = in_pending && end == X_CALL;
     if (end == X_CALL)
-        shadow_push(x, b->end_ip);
+        shadow_push(x, o->end_ip);
     /* Where control leaves from decides the next transfer. */
-    x->prev = (u.kind == U_CODELET && (b->end_ip < ((const dm_codelet *)u.p)->begin ||
-                                       b->end_ip >= ((const dm_codelet *)u.p)->end))
-                  ? resolve(x, b->end_ip)
-                  : u;
+    x->prev = exitu;
     x->prev_xfer = end;
     x->resumed = false;
     x->unknown_origin = false;
@@ -472,16 +916,97 @@ static void forget_flow(ctx *x)
     x->jit_code = NULL;
     x->unknown_origin = true;
     x->resumed = false;
-    x->resolve_site = 0;
+}
+
+static void gap_open(ctx *x, dc_gap_reason reason, int error, uint64_t offset, uint64_t lost)
+{
+    pending_gap *g = &x->gap;
+    if (g->on) {               /* merge: the first cause stays */
+        g->ev.lost_bytes += lost;
+        return;
+    }
+    memset(&g->ev, 0, sizeof g->ev);
+    g->on = true;
+    g->ev.kind = DC_GAP;
+    g->ev.reason = reason;
+    g->ev.error = error;
+    g->ev.tsc = x->tsc;
+    g->ev.offset = offset;
+    g->ev.lost_bytes = lost;
+    g->ev.opcode = -1;
+    g->ev.raw = -1;
+    g->ev.bci = -1;
+    x->st->gaps[reason]++;
+}
+
+static void gap_close(ctx *x, uint64_t resume_offset, uint64_t resume_tsc)
+{
+    pending_gap *g = &x->gap;
+    if (!g->on)
+        return;
+    g->on = false;
+    g->ev.end_offset = resume_offset;
+    g->ev.end_tsc = resume_tsc;
+    if (resume_offset > g->ev.offset && g->ev.reason != DC_GAP_LOST)
+        x->st->skipped_bytes += resume_offset - g->ev.offset;
+    dc_event ev = g->ev;
+    if (!ev.tsc)
+        ev.tsc = resume_tsc ? resume_tsc : 1;  /* emit() must not replace it */
+    emit(x, &ev);
+}
+
+/* Replays chunk k's ops. */
+static void apply_chunk(ctx *x, const chunk *k, const dc_output *out)
+{
+    const op *ops = (const op *)(void *)k->ops->data;
+    const run *runs = (const run *)(void *)k->runs->data;
+    size_t r = 0, nb = 0;
+    for (guint i = 0; i < k->ops->len && !x->stop; i++) {
+        const op *o = &ops[i];
+        if (o->tsc)
+            x->tsc = o->tsc;
+        switch (o->type) {
+        case OP_BLOCK:
+            if (out->block && k->blocks && nb < k->blocks->len)
+                out->block(&g_array_index(k->blocks, struct pt_block, nb), x->tsc, out->ctx);
+            nb++;
+            unit exitu = { (ukind)o->ukind, o->u };
+            if (i + 1 < k->ops->len && ops[i + 1].type == OP_EXIT) {
+                exitu = (unit){ (ukind)ops[i + 1].ukind, ops[i + 1].u };
+                i++;
+            }
+            on_block(x, o, exitu, runs + r);
+            r += o->nruns;
+            break;
+        case OP_FORGET:
+            forget_flow(x);
+            break;
+        case OP_GAP_OPEN:
+            gap_open(x, (dc_gap_reason)o->ninsn, (int)(int64_t)o->end_ip, o->ip, 0);
+            break;
+        case OP_SYNC:
+            gap_close(x, o->ip, x->tsc);
+            break;
+        case OP_SEG_END:
+            if (x->gap.on)
+                x->gap.ev.end_offset = k->seg->end;
+            break;
+        case OP_OVERFLOW:
+            gap_open(x, DC_GAP_OVERFLOW, 0, o->ip, 0);
+            gap_close(x, o->ip, x->tsc);
+            forget_flow(x);
+            break;
+        case OP_ENABLE:
+            x->resumed = true;
+            x->unknown_origin = false;
+            break;
+        default:
+            break;
+        }
+    }
 }
 
 /* ---- the stream ----------------------------------------------------------- */
-
-typedef struct segment {
-    uint64_t begin, end;
-    uint64_t lost_before;      /* bytes the collector lost before this segment */
-    bool loss_before;
-} segment;
 
 static GArray *segments(uint64_t size, const char *idx_path, dc_stats *st)
 {
@@ -524,287 +1049,531 @@ static GArray *segments(uint64_t size, const char *idx_path, dc_stats *st)
     return segs;
 }
 
-typedef struct pending_gap {
-    bool on;
-    dc_event ev;
-} pending_gap;
+static const uint8_t psb_pattern[16] = { 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                         0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82 };
 
-static void gap_open(ctx *x, pending_gap *g, dc_gap_reason reason, int error, uint64_t offset,
-                     uint64_t lost)
-{
-    if (g->on) {               /* merge: the first cause stays */
-        g->ev.lost_bytes += lost;
-        return;
-    }
-    memset(&g->ev, 0, sizeof g->ev);
-    g->on = true;
-    g->ev.kind = DC_GAP;
-    g->ev.reason = reason;
-    g->ev.error = error;
-    g->ev.tsc = x->tsc;
-    g->ev.offset = offset;
-    g->ev.lost_bytes = lost;
-    g->ev.opcode = -1;
-    g->ev.raw = -1;
-    g->ev.bci = -1;
-    x->st->gaps[reason]++;
-}
-
-static void gap_close(ctx *x, pending_gap *g, uint64_t resume_offset, uint64_t resume_tsc)
-{
-    if (!g->on)
-        return;
-    g->on = false;
-    g->ev.end_offset = resume_offset;
-    g->ev.end_tsc = resume_tsc;
-    if (resume_offset > g->ev.offset && g->ev.reason != DC_GAP_LOST)
-        x->st->skipped_bytes += resume_offset - g->ev.offset;
-    dc_event ev = g->ev;
-    if (!ev.tsc)
-        ev.tsc = resume_tsc ? resume_tsc : 1;  /* emit() must not replace it */
-    emit(x, &ev);
-}
-
-static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
-{
-    uint64_t t = 0;
-    uint32_t lm, lc;
-    if (pt_blk_time(d, &t, &lm, &lc) < 0 || !t)
-        return fallback;
-    return t;
-}
-
-/* Decodes [s->begin, s->end) of buf. */
-static void decode_segment(ctx *x, di_cache *cache, const dc_trace_info *info,
-                           const uint8_t *buf, const segment *s, pending_gap *gap)
+/* The end of the PSB+ header of the PSB at off in [begin, end), or 0 if no
+ * well-formed one is there. */
+static uint64_t psb_header_end(const uint8_t *buf, uint64_t begin, uint64_t end, uint64_t off)
 {
     struct pt_config cfg;
     pt_config_init(&cfg);
-    cfg.begin = (uint8_t *)buf + s->begin;
-    cfg.end = (uint8_t *)buf + s->end;
-    if (info && info->cpu.vendor == pcv_intel) {
-        cfg.cpu = info->cpu;
-        pt_cpu_errata(&cfg.errata, &cfg.cpu);
-    }
-    /* Calls end blocks so every call is seen (shadow stack, call_VM). */
-    cfg.flags.variant.block.end_on_call = 1;
-    struct pt_block_decoder *dec = pt_blk_alloc_decoder(&cfg);
-    if (!dec) {
-        gap_open(x, gap, DC_GAP_DECODE, -pte_nomem, s->begin, 0);
-        return;
-    }
-    di_image *im = NULL;
-    char err[512];
-    int status = pt_blk_sync_forward(dec);
-    bool first_sync = true;
-    forget_flow(x);
-    while (!x->stop) {
-        if (status < 0) {
-            if (status == -pte_eos) {
-                if (gap->on)
-                    gap->ev.end_offset = s->end;
+    cfg.begin = (uint8_t *)buf + begin;
+    cfg.end = (uint8_t *)buf + end;
+    struct pt_packet_decoder *pd = pt_pkt_alloc_decoder(&cfg);
+    if (!pd)
+        return 0;
+    uint64_t res = 0;
+    if (pt_pkt_sync_set(pd, off - begin) >= 0) {
+        struct pt_packet p;
+        for (int i = 0; i < 64; i++) {
+            if (pt_pkt_next(pd, &p, sizeof p) < 0)
+                break;
+            if (i == 0 && p.type != ppt_psb)
+                break;
+            if (p.type == ppt_psbend) {
+                uint64_t o = 0;
+                if (pt_pkt_get_offset(pd, &o) >= 0)
+                    res = begin + o;
                 break;
             }
-            /* Not synchronized: nothing before the next PSB can be used. */
-            uint64_t off = 0;
-            if (pt_blk_get_offset(dec, &off) < 0)
-                off = 0;
-            gap_open(x, gap, DC_GAP_DECODE, status, s->begin + off, 0);
-            status = pt_blk_sync_forward(dec);
-            forget_flow(x);
+            if (i > 0 && p.type == ppt_psb)
+                break;
+        }
+    }
+    pt_pkt_free_decoder(pd);
+    return res;
+}
+
+/* Cuts segment s into chunks of at least chunk_bytes at PSBs. A chunk's
+ * decoder is given the bytes up to the end of the PSB+ after the next
+ * chunk's start: libipt reads ahead (after an OVF, to the next FUP), and
+ * reads what a decoder of the whole segment would read. */
+static void add_chunks(GPtrArray *chunks, const uint8_t *buf, const segment *s,
+                       uint64_t chunk_bytes)
+{
+    guint first_index = chunks->len;
+    uint64_t begin = s->begin;
+    bool first = true;
+    for (;;) {
+        uint64_t stop = s->end, hend = s->end;
+        uint64_t from = begin + chunk_bytes;
+        while (from + sizeof psb_pattern <= s->end && from > begin) {
+            const uint8_t *p = memmem(buf + from, s->end - from, psb_pattern, sizeof psb_pattern);
+            if (!p)
+                break;
+            uint64_t off = (uint64_t)(p - buf);
+            uint64_t he = psb_header_end(buf, s->begin, s->end, off);
+            if (he) {
+                stop = off;
+                hend = he;
+                break;
+            }
+            from = off + 2;
+        }
+        chunk *k = g_new0(chunk, 1);
+        k->seg = s;
+        k->first = first;
+        k->begin = begin;
+        k->stop = stop;
+        k->end = hend;
+        k->last = stop >= s->end;
+        g_ptr_array_add(chunks, k);
+        if (k->last)
+            break;
+        begin = stop;
+        first = false;
+    }
+    for (guint i = first_index; i < chunks->len; i++) {
+        chunk *k = g_ptr_array_index(chunks, i);
+        k->end = i + 1 < chunks->len ? ((chunk *)g_ptr_array_index(chunks, i + 1))->end : s->end;
+        k->pred = i > first_index ? g_ptr_array_index(chunks, i - 1) : NULL;
+    }
+}
+
+/* A chunk's buffers, kept for the next chunk (no fresh pages each time). */
+typedef struct bufs {
+    GArray *ops, *runs, *blocks;
+} bufs;
+
+static void bufs_free(gpointer p)
+{
+    bufs *b = p;
+    g_array_free(b->ops, TRUE);
+    g_array_free(b->runs, TRUE);
+    if (b->blocks)
+        g_array_free(b->blocks, TRUE);
+    g_free(b);
+}
+
+static bool carry_eq(const carry *a, const carry *b)
+{
+    return a->nearly == b->nearly && a->resolve_site == b->resolve_site &&
+           (!a->nearly || !memcmp(a->early, b->early, a->nearly * sizeof a->early[0]));
+}
+
+static carry carry_dup(const carry *a)
+{
+    carry c = *a;
+    c.early = a->nearly ? g_memdup2(a->early, a->nearly * sizeof a->early[0]) : NULL;
+    return c;
+}
+
+static void carry_free(carry *c)
+{
+    g_free(c->early);
+    *c = (carry){ 0 };
+}
+
+/* Gives the chunk's buffers back (for the next chunk); its carries stay. */
+static void chunk_release(chunk *k, GAsyncQueue *spare)
+{
+    if (k->ops) {
+        bufs *b = g_new(bufs, 1);
+        *b = (bufs){ k->ops, k->runs, k->blocks };
+        g_array_set_size(b->ops, 0);
+        g_array_set_size(b->runs, 0);
+        if (b->blocks)
+            g_array_set_size(b->blocks, 0);
+        if (spare)
+            g_async_queue_push(spare, b);
+        else
+            bufs_free(b);
+    }
+    k->ops = k->runs = k->blocks = NULL;
+}
+
+/* Forgets the chunk's results before it is decoded again with carry c
+ * (taken over). */
+static void chunk_reset(chunk *k, carry c)
+{
+    if (k->ops) {
+        g_array_set_size(k->ops, 0);
+        g_array_set_size(k->runs, 0);
+        if (k->blocks)
+            g_array_set_size(k->blocks, 0);
+    }
+    carry_free(&k->out);
+    carry_free(&k->in);
+    k->in = c;
+    memset(&k->st, 0, sizeof k->st);
+}
+
+static void chunk_clear(chunk *k, GAsyncQueue *spare)
+{
+    chunk_release(k, spare);
+    carry_free(&k->in);
+    carry_free(&k->out);
+    memset(&k->st, 0, sizeof k->st);
+}
+
+typedef struct job {
+    const dm_model *m;
+    di_cache *cache;
+    const dc_trace_info *info;
+    GAsyncQueue *workers;      /* idle wctx */
+    GAsyncQueue *spare;        /* bufs */
+    GMutex lock;
+    GCond cond;
+} job;
+
+static wctx *wctx_new(job *j)
+{
+    wctx *w = g_new0(wctx, 1);
+    w->m = j->m;
+    w->cache = j->cache;
+    w->info = j->info;
+    w->jp = jp_new(j->m);
+    return w;
+}
+
+static void wctx_free(wctx *w)
+{
+    if (!w)
+        return;
+    jp_free(w->jp);
+    g_free(w);
+}
+
+static void run_chunk(job *j, wctx *w, chunk *k)
+{
+    bufs *b = k->ops ? NULL : g_async_queue_try_pop(j->spare);
+    if (k->ops) {
+        /* decoded before: its own buffers, emptied by chunk_reset */
+    } else if (b) {
+        k->ops = b->ops;
+        k->runs = b->runs;
+        k->blocks = b->blocks;
+        g_free(b);
+    } else {
+        k->ops = g_array_sized_new(FALSE, FALSE, sizeof(op), 1024);
+        k->runs = g_array_new(FALSE, FALSE, sizeof(run));
+    }
+    if (k->want_blocks && !k->blocks)
+        k->blocks = g_array_new(FALSE, FALSE, sizeof(struct pt_block));
+    else if (!k->want_blocks && k->blocks) {
+        g_array_free(k->blocks, TRUE);
+        k->blocks = NULL;
+    }
+    decode_chunk(w, k);
+}
+
+static void pool_func(gpointer data, gpointer user)
+{
+    job *j = user;
+    chunk *k = data;
+    wctx *w = g_async_queue_try_pop(j->workers);
+    if (!w)
+        w = wctx_new(j);
+    run_chunk(j, w, k);
+    /* If the chunk before is done and left state for this one (call-site
+     * resolutions ahead of their time), decode again with it now, here,
+     * rather than later on the replaying thread. The replay checks again. */
+    g_mutex_lock(&j->lock);
+    for (;;) {
+        const chunk *p = k->pred;
+        if (!p || !p->done || carry_eq(&p->out, &k->in) ||
+            atomic_load_explicit(k->cancel, memory_order_relaxed))
+            break;
+        carry c = carry_dup(&p->out);
+        g_mutex_unlock(&j->lock);
+        chunk_reset(k, c);
+        run_chunk(j, w, k);
+        g_mutex_lock(&j->lock);
+    }
+    k->done = true;
+    g_cond_broadcast(&j->cond);
+    g_mutex_unlock(&j->lock);
+    g_async_queue_push(j->workers, w);
+}
+
+static void merge_stats(dc_stats *st, const dc_stats *c)
+{
+    st->blocks += c->blocks;
+    st->insns += c->insns;
+    st->enables += c->enables;
+    st->disables += c->disables;
+    st->image_rebuilds += c->image_rebuilds;
+    st->image_sections += c->image_sections;
+    st->patches_resolved += c->patches_resolved;
+    st->jit_blocks_ends_only += c->jit_blocks_ends_only;
+    if (c->first_tsc && (!st->first_tsc || c->first_tsc < st->first_tsc))
+        st->first_tsc = c->first_tsc;
+    if (c->problems) {
+        if (!st->problems)
+            memcpy(st->problem, c->problem, sizeof st->problem);
+        st->problems += c->problems;
+    }
+}
+
+/* One stream of a dc_decode_streams call. */
+typedef struct strm {
+    dc_stream *s;
+    const uint8_t *buf;
+    uint64_t size;
+    GArray *segs;
+    guint next_seg;            /* segments whose loss gap is out */
+    ctx *x;
+    atomic_bool cancel;
+    bool open, started;
+    carry prev;
+} strm;
+
+static int strm_open(strm *t, dc_stream *s, uint64_t chunk_bytes, GPtrArray *chunks)
+{
+    t->s = s;
+    dc_stats *st = s->st;
+    memset(st, 0, sizeof *st);
+    s->err[0] = 0;
+    atomic_init(&t->cancel, false);
+    int fd = open(s->pt_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(s->err, sizeof s->err, "%s: cannot read: %s", s->pt_path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(s->err, sizeof s->err, "%s: not a regular file", s->pt_path);
+        close(fd);
+        return -1;
+    }
+    t->size = (uint64_t)sb.st_size;
+    st->pt_bytes = t->size;
+    if (t->size) {
+        void *p = mmap(NULL, t->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            snprintf(s->err, sizeof s->err, "%s: cannot map %" PRIu64 " bytes: %s", s->pt_path,
+                     t->size, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        t->buf = p;
+    }
+    close(fd);
+    t->open = true;
+    t->segs = segments(t->size, s->idx_path, st);
+    st->segments = t->segs->len;
+    guint first = chunks->len;
+    for (guint i = 0; i < t->segs->len; i++) {
+        const segment *g = &g_array_index(t->segs, segment, i);
+        if (g->end > g->begin)
+            add_chunks(chunks, t->buf, g, chunk_bytes);
+    }
+    st->chunks = chunks->len - first;
+    for (guint i = first; i < chunks->len; i++) {
+        chunk *k = g_ptr_array_index(chunks, i);
+        k->buf = t->buf;
+        k->cancel = &t->cancel;
+        k->want_blocks = s->out.block != NULL;
+        k->strm = t;
+    }
+    return 0;
+}
+
+/* Enters the stream's segments up to seg (and seg itself if inclusive;
+ * NULL: all that are left): the loss gap before each. */
+static void strm_segments_to(strm *t, const segment *seg, bool inclusive)
+{
+    ctx *x = t->x;
+    while (t->next_seg < t->segs->len && !x->stop) {
+        const segment *g = &g_array_index(t->segs, segment, t->next_seg);
+        if (g == seg && !inclusive)
+            break;
+        t->next_seg++;
+        g_free(t->prev.early);
+        t->prev = (carry){ 0 };
+        if (g->loss_before) {
+            /* One gap per loss, as the collector recorded them: a gap
+             * still open from the segment before ends here. */
+            if (x->gap.on)
+                gap_close(x, g->begin, 0);
+            gap_open(x, DC_GAP_LOST, 0, g->begin, g->lost_before);
+            x->gap.ev.end_offset = g->begin;
+        }
+        if (g == seg)
+            break;
+    }
+}
+
+static void strm_start(strm *t)
+{
+    if (t->started)
+        return;
+    t->started = true;
+    ctx *x = t->x = g_new0(ctx, 1);
+    x->sink = t->s->out.sink;
+    x->sink_ctx = t->s->out.ctx;
+    x->st = t->s->st;
+    forget_flow(x);
+    if (t->s->out.started)
+        t->s->out.started(t->s->out.ctx);
+}
+
+static void strm_finish(strm *t)
+{
+    dc_stream *s = t->s;
+    if (t->open) {
+        strm_start(t);
+        ctx *x = t->x;
+        if (!x->stop)
+            strm_segments_to(t, NULL, false);
+        if (x->gap.on && !x->stop) {
+            uint64_t end = x->gap.ev.end_offset > x->gap.ev.offset ? x->gap.ev.end_offset
+                                                                  : t->size;
+            gap_close(x, end, 0);
+        }
+        flush_pending(x);
+        s->st->last_tsc = x->tsc;
+        if (s->out.progress)
+            s->out.progress(t->size, t->size, s->out.ctx);
+        s->rc = x->stop ? 1 : 0;
+    } else {
+        s->rc = -1;
+    }
+    if (s->out.finished)
+        s->out.finished(s->st, s->rc, s->err, s->out.ctx);
+}
+
+static void strm_close(strm *t)
+{
+    g_free(t->prev.early);
+    if (t->segs)
+        g_array_free(t->segs, TRUE);
+    g_free(t->x);
+    if (t->buf)
+        munmap((void *)t->buf, t->size);
+}
+
+int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *info,
+                      dc_stream *streams, size_t n, const dc_options *opt)
+{
+    unsigned threads = !opt ? 1 : opt->threads ? opt->threads : g_get_num_processors();
+    uint64_t chunk_bytes = opt && opt->chunk_bytes ? opt->chunk_bytes : DC_CHUNK_BYTES;
+    strm *ts = g_new0(strm, n ? n : 1);
+    GPtrArray *chunks = g_ptr_array_new();
+    for (size_t i = 0; i < n; i++)
+        if (strm_open(&ts[i], &streams[i], chunk_bytes, chunks) < 0)
+            ts[i].open = false;
+
+    job j = { .m = m, .cache = cache, .info = info };
+    j.workers = g_async_queue_new();
+    j.spare = g_async_queue_new_full(bufs_free);
+    g_mutex_init(&j.lock);
+    g_cond_init(&j.cond);
+    if (threads > chunks->len)
+        threads = chunks->len ? chunks->len : 1;
+    GThreadPool *pool = NULL;
+    if (threads > 1)
+        pool = g_thread_pool_new(pool_func, &j, (gint)threads, FALSE, NULL);
+    wctx *self = NULL;         /* this thread's first layer */
+    size_t inflight = (size_t)threads + 1, submitted = 0;
+
+    size_t si = 0;             /* streams before si are finished */
+    for (guint ci = 0; ci < chunks->len; ci++) {
+        chunk *k = g_ptr_array_index(chunks, ci);
+        strm *t = k->strm;
+        while (&ts[si] != t)
+            strm_finish(&ts[si++]);
+        strm_start(t);
+        ctx *x = t->x;
+        if (x->stop) {
+            /* The sink stopped this stream: its chunks are not needed. */
+            atomic_store(&t->cancel, true);
+            if (pool && ci < submitted) {
+                g_mutex_lock(&j.lock);
+                while (!k->done)
+                    g_cond_wait(&j.cond, &j.lock);
+                g_mutex_unlock(&j.lock);
+            } else if (submitted <= ci) {
+                submitted = ci + 1;     /* never submitted */
+            }
+            chunk_release(k, j.spare);
             continue;
         }
-        /* Synchronized here. */
-        uint64_t now = cur_time(dec, x->tsc);
-        x->tsc = now;
-        if (!im) {
-            im = di_image_new(cache, now, err, sizeof err);
-            if (!im) {
-                problem(x->st, "%s", err);
-                gap_open(x, gap, DC_GAP_DECODE, -pte_nomem, s->begin, 0);
-                break;
+        if (pool) {
+            while (submitted < chunks->len && submitted < ci + inflight) {
+                chunk *c = g_ptr_array_index(chunks, submitted++);
+                g_thread_pool_push(pool, c, NULL);
             }
-            pt_blk_set_image(dec, di_image_get(im));
+            g_mutex_lock(&j.lock);
+            while (!k->done)
+                g_cond_wait(&j.cond, &j.lock);
+            g_mutex_unlock(&j.lock);
         }
-        uint64_t sync_off = 0;
-        pt_blk_get_sync_offset(dec, &sync_off);
-        if (first_sync && sync_off > 0 && !gap->on)   /* bytes before the first PSB */
-            gap_open(x, gap, DC_GAP_DECODE, -pte_nosync, s->begin, 0);
-        first_sync = false;
-        if (gap->on)
-            gap_close(x, gap, s->begin + sync_off, now);
-        if (!x->st->first_tsc || (now && now < x->st->first_tsc))
-            x->st->first_tsc = now;
+        if (k->first)
+            strm_segments_to(t, k->seg, true);
+        /* What the chunk before left for this one: a chunk decoded
+         * without it is decoded again, with it. */
+        if (!pool || !carry_eq(&k->in, &t->prev)) {
+            if (!self)
+                self = wctx_new(&j);
+            if (pool) {
+                g_mutex_lock(&j.lock);
+                k->done = false;       /* workers of later chunks read its carry */
+                g_mutex_unlock(&j.lock);
+            }
+            chunk_reset(k, carry_dup(&t->prev));
+            run_chunk(&j, self, k);
+            if (pool) {
+                g_mutex_lock(&j.lock);
+                k->done = true;
+                g_mutex_unlock(&j.lock);
+            }
+        }
+        if (k->in.nearly || k->in.resolve_site)
+            t->s->st->chunk_redos++;
+        carry_free(&t->prev);
+        t->prev = carry_dup(&k->out);
+        merge_stats(t->s->st, &k->st);
+        apply_chunk(x, k, &t->s->out);
+        chunk_release(k, j.spare);
+        if (t->s->out.progress && !x->stop)
+            t->s->out.progress(k->stop, t->size, t->s->out.ctx);
+    }
+    while (si < n)
+        strm_finish(&ts[si++]);
+    if (pool)
+        g_thread_pool_free(pool, FALSE, TRUE);
+    for (guint i = 0; i < chunks->len; i++) {
+        chunk *k = g_ptr_array_index(chunks, i);
+        chunk_clear(k, NULL);
+        g_free(k);
+    }
+    g_ptr_array_free(chunks, TRUE);
+    wctx *w;
+    while ((w = g_async_queue_try_pop(j.workers)))
+        wctx_free(w);
+    g_async_queue_unref(j.workers);
+    g_async_queue_unref(j.spare);
+    wctx_free(self);
+    g_mutex_clear(&j.lock);
+    g_cond_clear(&j.cond);
+    int worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        strm_close(&ts[i]);
+        if (streams[i].rc < 0)
+            worst = -1;
+    }
+    g_free(ts);
+    return worst;
+}
 
-        /* Decode until the next error. */
-        for (;;) {
-            while (status & pts_event_pending) {
-                struct pt_event ev;
-                status = pt_blk_event(dec, &ev, sizeof ev);
-                if (status < 0)
-                    break;
-                if (ev.has_tsc && ev.tsc)
-                    x->tsc = ev.tsc;
-                switch (ev.type) {
-                case ptev_enabled:
-                    if (!ev.status_update) {
-                        x->st->enables++;
-                        x->resumed = true;
-                        x->unknown_origin = false;
-                    }
-                    break;
-                case ptev_disabled:
-                case ptev_async_disabled:
-                    x->st->disables++;
-                    break;
-                case ptev_overflow: {
-                    uint64_t off = 0;
-                    pt_blk_get_offset(dec, &off);
-                    gap_open(x, gap, DC_GAP_OVERFLOW, 0, s->begin + off, 0);
-                    gap_close(x, gap, s->begin + off, x->tsc);
-                    forget_flow(x);
-                    break;
-                }
-                default:
-                    break;
-                }
-            }
-            if (status < 0 || x->stop)
-                break;
-            uint64_t t = cur_time(dec, x->tsc);
-            if (t > x->tsc)
-                x->tsc = t;
-            if (x->tsc >= di_image_next_change(im)) {
-                int rc = di_image_advance(im, x->tsc);
-                if (rc == 1)
-                    pt_blk_set_image(dec, di_image_get(im));
-                else if (rc < 0)
-                    problem(x->st, "%s: cannot update the code image at tsc %" PRIu64,
-                            x->m->code_path, x->tsc);
-            }
-            struct pt_block blk;
-            memset(&blk, 0, sizeof blk);
-            status = pt_blk_next(dec, &blk, sizeof blk);
-            t = cur_time(dec, x->tsc);
-            if (t > x->tsc)
-                x->tsc = t;
-            if (blk.ninsn) {
-                /* The thread went through the call of a site HotSpot resolves
-                 * (model.h): if it went to the stub the site's pending patch
-                 * replaced, the runtime patches the site now. */
-                if (x->resolve_site && !blk.speculative &&
-                    di_image_resolve_call(im, x->resolve_site, blk.ip) < 0)
-                    problem(x->st, "%s: cannot update the code image at tsc %" PRIu64,
-                            x->m->code_path, x->tsc);
-                x->resolve_site = di_cache_call_site(cache, blk.end_ip) ? blk.end_ip : 0;
-                if (x->block)
-                    x->block(&blk, x->tsc, x->sink_ctx);
-                on_block(x, &blk);
-                if (x->progress && !(x->st->blocks & PROGRESS_MASK)) {
-                    uint64_t off = 0;
-                    pt_blk_get_offset(dec, &off);
-                    x->progress(s->begin + off, x->total_bytes, x->sink_ctx);
-                }
-            }
-            if (status < 0)
-                break;
-        }
-        if (x->stop)
-            break;
-        if (status == -pte_eos)
-            break;
-        if (status < 0) {
-            uint64_t off = 0;
-            pt_blk_get_offset(dec, &off);
-            gap_open(x, gap, status == -pte_nomap ? DC_GAP_NOCODE : DC_GAP_DECODE, status,
-                     s->begin + off, 0);
-            status = pt_blk_sync_forward(dec);
-            forget_flow(x);
-        }
-    }
-    if (im) {
-        const di_stats *ds = di_image_stats(im);
-        x->st->image_rebuilds += ds->rebuilds;
-        x->st->image_sections += ds->sections_added;
-        x->st->patches_resolved += ds->patches_resolved;
-    }
-    pt_blk_free_decoder(dec);
-    di_image_free(im);
+int dc_decode_stream_opts(const dm_model *m, di_cache *cache, const dc_trace_info *info,
+                          const char *pt_path, const char *idx_path, const dc_output *out,
+                          const dc_options *opt, dc_stats *st, char *err, size_t errlen)
+{
+    dc_stream s = { .pt_path = pt_path, .idx_path = idx_path, .out = *out, .st = st };
+    dc_decode_streams(m, cache, info, &s, 1, opt);
+    if (s.rc < 0)
+        snprintf(err, errlen, "%s", s.err);
+    return s.rc;
 }
 
 int dc_decode_stream(const dm_model *m, di_cache *cache, const dc_trace_info *info,
                      const char *pt_path, const char *idx_path, const dc_output *out,
                      dc_stats *st, char *err, size_t errlen)
 {
-    memset(st, 0, sizeof *st);
-    int fd = open(pt_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot read: %s", pt_path, strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", pt_path);
-        close(fd);
-        return -1;
-    }
-    uint64_t size = (uint64_t)sb.st_size;
-    st->pt_bytes = size;
-    const uint8_t *buf = NULL;
-    if (size) {
-        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            snprintf(err, errlen, "%s: cannot map %" PRIu64 " bytes: %s", pt_path, size,
-                     strerror(errno));
-            close(fd);
-            return -1;
-        }
-        buf = p;
-    }
-    close(fd);
-
-    ctx *x = g_new0(ctx, 1);
-    x->m = m;
-    x->sink = out->sink;
-    x->block = out->block;
-    x->progress = out->progress;
-    x->total_bytes = size;
-    x->sink_ctx = out->ctx;
-    x->st = st;
-    x->iscache = di_cache_iscache(cache);
-    x->jp = jp_new(m);
-    forget_flow(x);
-    GArray *segs = segments(size, idx_path, st);
-    st->segments = segs->len;
-    pending_gap gap = { 0 };
-    for (guint i = 0; i < segs->len && !x->stop; i++) {
-        const segment *s = &g_array_index(segs, segment, i);
-        if (s->loss_before) {
-            /* One gap per loss, as the collector recorded them: a gap
-             * still open from the segment before ends here. */
-            if (gap.on)
-                gap_close(x, &gap, s->begin, 0);
-            gap_open(x, &gap, DC_GAP_LOST, 0, s->begin, s->lost_before);
-            gap.ev.end_offset = s->begin;
-        }
-        if (s->end > s->begin)
-            decode_segment(x, cache, info, buf, s, &gap);
-    }
-    if (gap.on && !x->stop) {
-        uint64_t end = gap.ev.end_offset > gap.ev.offset ? gap.ev.end_offset : size;
-        gap_close(x, &gap, end, 0);
-    }
-    flush_pending(x);
-    st->last_tsc = x->tsc;
-    if (x->progress)
-        x->progress(size, size, x->sink_ctx);
-    int rc = x->stop ? 1 : 0;
-    g_array_free(segs, TRUE);
-    jp_free(x->jp);
-    g_free(x);
-    if (buf)
-        munmap((void *)buf, size);
-    return rc;
+    return dc_decode_stream_opts(m, cache, info, pt_path, idx_path, out, NULL, st, err, errlen);
 }
 
 static int cmp_u32(const void *a, const void *b)

@@ -44,6 +44,9 @@ typedef struct dc_stats {
     uint64_t patches_resolved;  /* call-site patches applied when the thread resolved them */
     uint64_t jit_blocks_ends_only;  /* compiled-code blocks whose inner path was not unique */
     uint64_t first_tsc, last_tsc;
+    uint64_t chunks;            /* pieces decoded independently (see dc_options) */
+    uint64_t chunk_redos;       /* chunks that needed their predecessor's image state (and
+                                 * were decoded again when decoded without it) */
     /* Problems with the inputs around the stream (a damaged index, a code
      * image libipt refused): how many, and the first one's message. */
     uint64_t problems;
@@ -59,16 +62,59 @@ typedef struct dc_output {
     /* Optional: bytes of the stream done so far, now and then (progress
      * displays); a last call has done == total. */
     void (*progress)(uint64_t done, uint64_t total, void *ctx);
+    /* Optional, for dc_decode_streams: before the stream's first event, and
+     * after its last (its stats and result as dc_decode_stream returns it,
+     * err the message when rc is -1). */
+    void (*started)(void *ctx);
+    void (*finished)(const dc_stats *st, int rc, const char *err, void *ctx);
     void *ctx;                /* passed to all */
 } dc_output;
 
+/* Parallel decoding. Each segment is cut at PSBs into chunks of at least
+ * chunk_bytes; the chunks' PT is decoded independently (libipt, code and
+ * inline-stack lookups, the instructions of compiled blocks) on up to
+ * `threads` threads, at most threads + 1 chunks in flight, and the results
+ * are replayed in stream order on the calling thread, which keeps the flow
+ * state (shadow stack, pending bytecodes, inline position, gaps) across
+ * chunks and makes the events there. A chunk's decoder reads on through the
+ * next chunk's PSB+ and stops at its FUP address, so chunk boundaries do
+ * not change the blocks; call-site resolutions a chunk applied ahead of
+ * their record time are handed to the next chunk (decoded again with them
+ * when it was decoded without). The events are the same for any thread
+ * count: sink, block and progress callbacks all run on the calling
+ * thread. */
+typedef struct dc_options {
+    unsigned threads;          /* 0: the number of processors */
+    uint64_t chunk_bytes;      /* 0: DC_CHUNK_BYTES */
+} dc_options;
+#define DC_CHUNK_BYTES (512ull << 10)
+
 /* Decodes the stream at pt_path (its index at idx_path, NULL or missing:
- * no losses known). Returns 0 when the stream was decoded to its end, 1 if
+ * no losses known), on the calling thread. Returns 0 when the stream was decoded to its end, 1 if
  * the sink stopped it, -1 if the stream could not be read at all (message
  * in err). Decode problems inside the stream are gaps, not failures. */
 int dc_decode_stream(const dm_model *m, di_cache *cache, const dc_trace_info *info,
                      const char *pt_path, const char *idx_path, const dc_output *out,
                      dc_stats *st, char *err, size_t errlen);
+/* The same with options (NULL: one thread, as dc_decode_stream). */
+int dc_decode_stream_opts(const dm_model *m, di_cache *cache, const dc_trace_info *info,
+                          const char *pt_path, const char *idx_path, const dc_output *out,
+                          const dc_options *opt, dc_stats *st, char *err, size_t errlen);
+
+/* Several streams, one after the other as far as their outputs can tell
+ * (all of a stream's callbacks, in order, before the next stream's), their
+ * chunks decoded together on the thread pool: small streams behind a large
+ * one are decoded while it is replayed. Fills each dc_stream's st, rc and
+ * err; returns -1 if a stream could not be read, else 0. */
+typedef struct dc_stream {
+    const char *pt_path, *idx_path;
+    dc_output out;
+    dc_stats *st;
+    int rc;
+    char err[512];
+} dc_stream;
+int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *info,
+                      dc_stream *streams, size_t n, const dc_options *opt);
 
 /* The per-thread streams of DIR/pt ("tid-<TID>"), sorted by tid. Returns the
  * count; *tids is g_free'd by the caller. Per-CPU streams are not listed

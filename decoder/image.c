@@ -36,9 +36,14 @@ typedef struct site_ent {
     uint32_t idx;            /* patch index; ties in patch (time) order */
 } site_ent;
 
+typedef struct extent {
+    uint64_t off, size, vaddr;
+} extent;
+
 struct di_cache {
     const dm_model *m;
     struct pt_image_section_cache *iscache;
+    GArray *ext;              /* extent of each section, by isid */
     GArray *blob_isids;       /* sections of all blobs, bottom layer first */
     GArray *code_isids;       /* sections of code version i: code_first[i] .. code_first[i+1] */
     uint32_t *code_first;
@@ -47,10 +52,17 @@ struct di_cache {
     size_t nchanges;
     site_ent *sites;          /* sorted by site, then patch index */
     size_t nsites;
+    uint64_t site_bits[1024]; /* a bit per hash of every site: most lookups end here */
 };
 
 struct di_image {
     di_cache *c;
+    /* Where the image's sections live: the shared cache, or one of the
+     * image's own (see di_image_new_resolved) with its own isids, made as
+     * the image first needs each section (mine[shared isid]). */
+    struct pt_image_section_cache *isc;
+    bool own;
+    int *mine;
     struct pt_image *img, *retired;
     size_t cursor;            /* next change to apply */
     uint64_t tsc;
@@ -69,6 +81,11 @@ static int cmp_change(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+static uint32_t site_hash(uint64_t ip)
+{
+    return (uint32_t)((ip * 0x9E3779B97F4A7C15ull) >> 48);   /* 16 bits */
+}
+
 static int cmp_site(const void *a, const void *b)
 {
     const site_ent *x = a, *y = b;
@@ -81,6 +98,11 @@ static int add_file(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr, ch
                     size_t errlen)
 {
     int isid = pt_iscache_add_file(c->iscache, c->m->code_path, off, size, vaddr);
+    if (isid > 0) {
+        if ((guint)isid >= c->ext->len)
+            g_array_set_size(c->ext, (guint)isid + 1);
+        g_array_index(c->ext, extent, isid) = (extent){ off, size, vaddr };
+    }
     if (isid < 0)
         snprintf(err, errlen, "%s: offset %llu: libipt refuses the %llu-byte section at "
                  "0x%llx: %s", c->m->code_path, (unsigned long long)off,
@@ -140,6 +162,7 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
         return NULL;
     }
     pt_iscache_set_limit(c->iscache, ISCACHE_LIMIT);
+    c->ext = g_array_new(FALSE, TRUE, sizeof(extent));
     c->blob_isids = g_array_new(FALSE, FALSE, sizeof(int));
     c->code_isids = g_array_new(FALSE, FALSE, sizeof(int));
     c->code_first = g_new0(uint32_t, m->ncodes + 1);
@@ -193,6 +216,10 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
         if (m->patches[i].site && c->nsites < m->call_site_patches)
             c->sites[c->nsites++] = (site_ent){ m->patches[i].site, (uint32_t)i };
     sort_n(c->sites, c->nsites, sizeof(site_ent), cmp_site);
+    for (size_t i = 0; i < c->nsites; i++) {
+        uint32_t h = site_hash(c->sites[i].site);
+        c->site_bits[h >> 6] |= 1ull << (h & 63);
+    }
     return c;
 fail:
     di_cache_free(c);
@@ -204,6 +231,8 @@ void di_cache_free(di_cache *c)
     if (!c)
         return;
     pt_iscache_free(c->iscache);
+    if (c->ext)
+        g_array_free(c->ext, TRUE);
     if (c->blob_isids)
         g_array_free(c->blob_isids, TRUE);
     if (c->code_isids)
@@ -219,7 +248,20 @@ struct pt_image_section_cache *di_cache_iscache(di_cache *c) { return c->iscache
 
 static int add_cached(di_image *im, int isid)
 {
-    int rc = pt_image_add_cached(im->img, im->c->iscache, isid, NULL);
+    if (im->own) {
+        const di_cache *c = im->c;
+        if (isid <= 0 || (guint)isid >= c->ext->len)
+            return -pte_internal;
+        if (!im->mine[isid]) {
+            const extent *e = &g_array_index(c->ext, extent, isid);
+            int mine = pt_iscache_add_file(im->isc, c->m->code_path, e->off, e->size, e->vaddr);
+            if (mine < 0)
+                return mine;
+            im->mine[isid] = mine;
+        }
+        isid = im->mine[isid];
+    }
+    int rc = pt_image_add_cached(im->img, im->isc, isid, NULL);
     if (rc >= 0)
         im->st.sections_added++;
     return rc;
@@ -298,10 +340,31 @@ static int rebuild(di_image *im, uint64_t tsc)
 
 di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen)
 {
+    return di_image_new_resolved(c, tsc, NULL, 0, false, err, errlen);
+}
+
+di_image *di_image_new_resolved(di_cache *c, uint64_t tsc, const uint32_t *early, size_t nearly,
+                                bool own_cache, char *err, size_t errlen)
+{
     di_image *im = g_new0(di_image, 1);
     im->c = c;
+    im->isc = c->iscache;
+    if (own_cache) {
+        im->isc = pt_iscache_alloc("jvm");
+        if (!im->isc) {
+            snprintf(err, errlen, "cannot allocate a libipt section cache");
+            g_free(im);
+            return NULL;
+        }
+        pt_iscache_set_limit(im->isc, ISCACHE_LIMIT);
+        im->own = true;
+        im->mine = g_new0(int, c->ext->len + 1);
+    }
     im->live = g_new0(uint8_t, c->m->ncodes + 1);
     im->early = g_new0(uint8_t, c->m->npatches + 1);
+    for (size_t i = 0; i < nearly; i++)
+        if (early[i] < c->m->npatches && c->m->patches[early[i]].start_tsc > tsc)
+            im->early[early[i]] = 1;
     int rc = rebuild(im, tsc);
     if (rc < 0) {
         snprintf(err, errlen, "%s: cannot build the code image: %s", c->m->code_path,
@@ -318,6 +381,9 @@ void di_image_free(di_image *im)
         return;
     pt_image_free(im->img);
     pt_image_free(im->retired);
+    if (im->own)
+        pt_iscache_free(im->isc);
+    g_free(im->mine);
     g_free(im->live);
     g_free(im->early);
     g_free(im);
@@ -358,6 +424,8 @@ int di_image_advance(di_image *im, uint64_t tsc)
 
 struct pt_image *di_image_get(di_image *im) { return im->img; }
 
+struct pt_image_section_cache *di_image_iscache(di_image *im) { return im->isc; }
+
 /* Bytes of a static call stub (mov rbx, imm64; jmp rel32) and then some. */
 #define STUB_SPAN 16
 
@@ -387,7 +455,8 @@ static size_t site_lower(const di_cache *c, uint64_t site)
 
 bool di_cache_call_site(const di_cache *c, uint64_t ip)
 {
-    if (!c->nsites)
+    uint32_t h = site_hash(ip);
+    if (!(c->site_bits[h >> 6] & (1ull << (h & 63))))
         return false;
     size_t k = site_lower(c, ip);
     return k < c->nsites && c->sites[k].site == ip;
@@ -425,6 +494,22 @@ int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target)
         return 1;
     }
     return 0;
+}
+
+uint32_t *di_image_early(const di_image *im, size_t *n)
+{
+    const dm_model *m = im->c->m;
+    uint32_t *out = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < m->npatches; i++) {
+        if (!im->early[i] || m->patches[i].start_tsc <= im->tsc)
+            continue;
+        if (!out)
+            out = g_new(uint32_t, m->npatches);
+        out[k++] = (uint32_t)i;
+    }
+    *n = k;
+    return out;
 }
 
 uint64_t di_image_next_change(const di_image *im)

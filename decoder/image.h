@@ -17,7 +17,11 @@
  * a version or a patch is an incremental pt_image_add_cached; an unload
  * cannot be expressed that way (libipt removes sections only by file name
  * or address space, and all ours share both), so the image is rebuilt from
- * the timeline, once per batch of unloads passed. */
+ * the timeline, once per batch of unloads passed.
+ *
+ * Threads: a di_cache is read-only once made (libipt's section cache locks
+ * itself), so any number of threads may use one; a di_image belongs to one
+ * thread at a time (its own section cache, if it has one, too). */
 #ifndef JPT_DECODER_IMAGE_H
 #define JPT_DECODER_IMAGE_H
 
@@ -39,6 +43,23 @@ struct pt_image_section_cache *di_cache_iscache(di_cache *c);
 
 /* A new image showing the code valid at time tsc. */
 di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen);
+/* The same, with the call-site resolutions early[0..nearly) (patch
+ * indices) already applied ahead of their time, as an image that decoded
+ * the trace up to tsc would have them (parallel decoding hands them from
+ * one piece of a stream to the next). With own_cache, the image keeps its
+ * sections in a section cache of its own (made as it needs them): libipt
+ * keeps its block cache per section, and how it cuts instructions into
+ * blocks depends on what that cache holds, so a decoder whose results
+ * must not depend on what other decoders did (or do, on other threads)
+ * starts from an empty one. */
+di_image *di_image_new_resolved(di_cache *c, uint64_t tsc, const uint32_t *early, size_t nearly,
+                                bool own_cache, char *err, size_t errlen);
+/* The section cache the image's sections (and the isids of its blocks)
+ * belong to. */
+struct pt_image_section_cache *di_image_iscache(di_image *im);
+/* The resolutions applied ahead of their time that are still ahead of the
+ * image's time: a g_malloc'd array of patch indices (NULL if none). */
+uint32_t *di_image_early(const di_image *im, size_t *n);
 void di_image_free(di_image *im);
 /* Moves the image forward to time tsc (never backward). Returns 1 if the
  * pt_image object was replaced (the caller must pt_blk_set_image it), 0 if

@@ -6,5 +6,9 @@
 int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_events(int argc, char **argv);
+int cmd_hot(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_context(int argc, char **argv);
+int cmd_flow(int argc, char **argv);
 
 #endif

@@ -24,12 +24,15 @@ typedef struct printer {
     bool summary_only;
     bool bar;                /* progress bar on stderr (a terminal) */
     const char *stream;
+    uint32_t tid;
+    char *pt;                /* the stream's path */
+    int *status;             /* the command's exit status */
 } printer;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ptdecode events TRACE.DIR [--thread TID] [--limit N] [--summary]\n"
+            "usage: ptdecode events TRACE.DIR [--thread TID] [--limit N] [--summary] [--jobs N]\n"
             "\n"
             "Decodes the PT stream of each thread (or of thread TID) and prints one line\n"
             "per event: time (TSC since the agent started), address, kind, detail.\n"
@@ -40,7 +43,11 @@ static void usage(FILE *f)
             "\n"
             "  --thread TID   only this thread (its stream pt/tid-TID.pt)\n"
             "  --limit N      print at most N events per thread (decoding stops there)\n"
-            "  --summary      print only each thread's counts\n");
+            "  --summary      print only each thread's counts\n"
+            "  --jobs N       decode with N threads (default: the number of processors);\n"
+            "                 the output is the same for any N\n"
+            "  --chunk KIB    cut streams into pieces of at least KIB KiB of PT for parallel\n"
+            "                 decoding (default 512; memory grows with it)\n");
 }
 
 static void print_event(printer *p, const dc_event *ev)
@@ -131,9 +138,39 @@ static void print_summary(FILE *f, const dc_stats *st)
     fprintf(f, "# tracing enabled %" PRIu64 " times, disabled %" PRIu64 " times; code image: %"
             PRIu64 " sections added, %" PRIu64 " rebuilds\n", st->enables, st->disables,
             st->image_sections, st->image_rebuilds);
+    if (st->chunks > 1)
+        fprintf(f, "# decoded in %" PRIu64 " chunks (%" PRIu64 " with call-site resolutions "
+                "handed on from the chunk before)\n", st->chunks, st->chunk_redos);
     if (st->jit_blocks_ends_only)
         fprintf(f, "# %" PRIu64 " compiled-code blocks had no unique inner path: positions at "
                 "their ends only\n", st->jit_blocks_ends_only);
+}
+
+static void on_started(void *vp)
+{
+    const printer *p = vp;
+    const dm_thread *th = dm_thread_get(p->m, p->tid);
+    printf("# thread %u%s%s%s: %s\n", p->tid, th ? " \"" : "", th ? th->name : "",
+           th ? "\"" : "", p->pt);
+}
+
+static void on_finished(const dc_stats *st, int rc, const char *err, void *vp)
+{
+    const printer *p = vp;
+    if (rc < 0) {
+        jerr_error("%s", err);
+        *p->status = 1;
+        return;
+    }
+    if (rc == 1)
+        printf("# stopped after %" PRIu64 " events (--limit)\n", p->printed);
+    print_summary(stdout, st);
+    if (st->problems) {
+        jerr_warn("%s", st->problem);
+        if (st->problems > 1)
+            jerr_warn("%s: %" PRIu64 " more problems", p->pt, st->problems - 1);
+        *p->status = 1;
+    }
 }
 
 int cmd_events(int argc, char **argv)
@@ -142,15 +179,18 @@ int cmd_events(int argc, char **argv)
         { "thread", required_argument, NULL, 't' },
         { "limit", required_argument, NULL, 'n' },
         { "summary", no_argument, NULL, 's' },
+        { "jobs", required_argument, NULL, 'j' },
+        { "chunk", required_argument, NULL, 'c' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     long long want_tid = -1;
     uint64_t limit = 0;
     bool summary = false;
+    dc_options dopt = { 0 };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:n:sh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:n:sj:c:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 't':
@@ -172,6 +212,28 @@ int cmd_events(int argc, char **argv)
         case 's':
             summary = true;
             break;
+        case 'j': {
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (errno || *end || optarg[0] == '-' || v < 1 || v > 1024) {
+                jerr_error("events: --jobs wants a thread count from 1 to 1024, not '%s'",
+                           optarg);
+                return 2;
+            }
+            dopt.threads = (unsigned)v;
+            break;
+        }
+        case 'c': {
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || *end || optarg[0] == '-' || v < 4 || v > (1ull << 30)) {
+                jerr_error("events: --chunk wants a size in KiB from 4 to 2^30, not '%s'",
+                           optarg);
+                return 2;
+            }
+            dopt.chunk_bytes = v << 10;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -222,41 +284,41 @@ int cmd_events(int argc, char **argv)
             jerr_error("%s/pt: no PT streams (tid-<TID>.pt)", dir);
         status = 1;
     }
+    /* All streams in one call: their chunks share the thread pool, the
+     * output stays stream after stream. */
     bool found = want_tid < 0;
+    printer *ps = g_new0(printer, n ? n : 1);
+    dc_stream *ss = g_new0(dc_stream, n ? n : 1);
+    dc_stats *sts = g_new0(dc_stats, n ? n : 1);
+    char (*names)[64] = g_malloc0(sizeof *names * (n ? n : 1));
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
             continue;
         found = true;
-        char name[64];
-        snprintf(name, sizeof name, "tid-%u", tids[i]);
-        char *pt = g_strdup_printf("%s/pt/%s.pt", dir, name);
-        char *idx = g_strdup_printf("%s/pt/%s.idx", dir, name);
-        const dm_thread *th = dm_thread_get(m, tids[i]);
-        printf("# thread %u%s%s%s: %s\n", tids[i], th ? " \"" : "", th ? th->name : "",
-               th ? "\"" : "", pt);
-        printer p = { .m = m, .out = stdout, .limit = limit, .base_tsc = m->start_tsc,
-                      .summary_only = summary, .stream = name,
-                      .bar = isatty(STDERR_FILENO) && (summary || !isatty(STDOUT_FILENO)) };
-        dc_stats st;
-        dc_output out = { .sink = on_event, .progress = on_progress, .ctx = &p };
-        int rc = dc_decode_stream(m, cache, &info, pt, idx, &out, &st, err, sizeof err);
-        if (rc < 0) {
-            jerr_error("%s", err);
-            status = 1;
-        } else {
-            if (rc == 1)
-                printf("# stopped after %" PRIu64 " events (--limit)\n", p.printed);
-            print_summary(stdout, &st);
-            if (st.problems) {
-                jerr_warn("%s", st.problem);
-                if (st.problems > 1)
-                    jerr_warn("%s: %" PRIu64 " more problems", pt, st.problems - 1);
-                status = 1;
-            }
-        }
-        g_free(pt);
-        g_free(idx);
+        snprintf(names[k], sizeof names[k], "tid-%u", tids[i]);
+        ps[k] = (printer){ .m = m, .out = stdout, .limit = limit, .base_tsc = m->start_tsc,
+                           .summary_only = summary, .stream = names[k], .tid = tids[i],
+                           .pt = g_strdup_printf("%s/pt/%s.pt", dir, names[k]),
+                           .status = &status,
+                           .bar = isatty(STDERR_FILENO) && (summary || !isatty(STDOUT_FILENO)) };
+        ss[k].pt_path = ps[k].pt;
+        ss[k].idx_path = g_strdup_printf("%s/pt/%s.idx", dir, names[k]);
+        ss[k].st = &sts[k];
+        ss[k].out = (dc_output){ .sink = on_event, .progress = on_progress,
+                                 .started = on_started, .finished = on_finished,
+                                 .ctx = &ps[k] };
+        k++;
     }
+    dc_decode_streams(m, cache, &info, ss, k, &dopt);
+    for (size_t i = 0; i < k; i++) {
+        g_free(ps[i].pt);
+        g_free((char *)ss[i].idx_path);
+    }
+    g_free(ps);
+    g_free(ss);
+    g_free(sts);
+    g_free(names);
     if (!found) {
         jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
         status = 1;

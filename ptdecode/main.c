@@ -18,6 +18,10 @@ static const struct command {
     { "info", cmd_info, "validate and summarize a trace's JVM metadata" },
     { "dump", cmd_dump, "print the JVM metadata records, one line each" },
     { "events", cmd_events, "decode the PT streams into per-thread events" },
+    { "hot", cmd_hot, "the hottest methods by bytecodes, time or calls" },
+    { "export", cmd_export, "write a profile: cct-json, folded, chrome-trace, hcct-json, ringchart" },
+    { "context", cmd_context, "decode a calling-context id to its stack" },
+    { "flow", cmd_flow, "reconstruct each thread's calls, returns and bytecodes (method, bci)" },
 };
 
 static void usage(FILE *f)

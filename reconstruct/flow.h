@@ -52,6 +52,10 @@ typedef enum fl_origin {
 #define FL_F_INLINED   0x02  /* FL_CALL / FL_RETURN of an inlined frame */
 #define FL_F_EXCEPTION 0x04  /* FL_RETURN: the frame was unwound by an exception */
 #define FL_F_NATIVE    0x08  /* FL_CALL: a native method */
+/* FL_CALL of a frame that was already active where the segment starts, found
+ * only by what followed (reconstruction without a known starting context):
+ * not a real call; the frame's caller is unknown. */
+#define FL_F_CONTEXT   0x10
 
 typedef struct fl_event {
     fl_kind kind;
@@ -59,7 +63,7 @@ typedef struct fl_event {
     uint32_t flags;
     uint32_t tid;            /* native thread id */
     uint64_t tsc;            /* time (TSC); a lower bound where the trace has no finer timing */
-    uint64_t method_id;      /* the agent's method id (METHOD records name it) */
+    uint64_t method_id;      /* the agent's method id (METHOD records name it); 0: unknown */
     int32_t bci;
     int32_t opcode;          /* FL_BYTECODE: the standard opcode (-1 unknown) */
     uint64_t count;          /* FL_BYTECODE */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Decodes a real emulated trace of samples/java/Hello.java and checks it.
 
-usage: emulated_test.py PTREC PLUGIN AGENT EMUCHECK JAVA_BIN_DIR SAMPLES_DIR WORKDIR [lossy|jit]
+usage: emulated_test.py PTREC PLUGIN AGENT EMUCHECK JAVA_BIN_DIR SAMPLES_DIR WORKDIR
+                        [lossy | jit [PTDECODE]]
 
 1. Compiles Hello with the JDK's javac and records `java -Xint Hello` with
    `ptrec --emulate --test-log`.
@@ -21,7 +22,7 @@ still fit, decoding must resume after every loss, and each stream must show
 exactly one loss gap per TRUNCATED record of its index (info.json counts
 them).
 
-With `jit`, the program is samples/java/Jit.java with the JIT on (30 rounds
+With `jit` (and PTDECODE after it), the program is samples/java/Jit.java with the JIT on (30 rounds
 of a hot loop: C1 and C2 code, call sites resolved while it runs, methods
 made not entrant). At least JIT_MIN_PCT percent of the executed instructions
 must decode in place. Blocks that do not fit are reported, not failed: when
@@ -50,7 +51,7 @@ def count(seq, pat):
     return sum(1 for i in range(len(seq) - n + 1) if seq[i:i + n] == pat)
 
 
-def jit(ptrec, plugin, agent, emucheck, jbin, samples, work):
+def jit(ptrec, plugin, agent, emucheck, jbin, samples, work, ptdecode=None):
     if os.path.exists(work):
         shutil.rmtree(work)
     os.makedirs(work)
@@ -79,16 +80,42 @@ def jit(ptrec, plugin, agent, emucheck, jbin, samples, work):
     if pct < JIT_MIN_PCT:
         print('FAIL: under %.0f%% decoded in place' % JIT_MIN_PCT)
         return 1
+    if ptdecode and not same_events_in_parallel(ptdecode, trace):
+        return 1
     print('PASS')
     shutil.rmtree(work)
     return 0
+
+
+def same_events_in_parallel(ptdecode, trace):
+    """`ptdecode events` with one thread and with three on small chunks (many
+    chunk boundaries, resolutions handed on): the same output but for the
+    chunk count line."""
+    outs = []
+    for args in (['--jobs', '1', '--chunk', '64'], ['--jobs', '3', '--chunk', '64']):
+        r = subprocess.run([ptdecode, 'events', trace] + args, capture_output=True, text=True,
+                           timeout=900)
+        if r.returncode not in (0, 1):
+            print('FAIL: ptdecode events %s: status %d: %s' % (' '.join(args), r.returncode,
+                                                               r.stderr[-400:]))
+            return False
+        outs.append([l for l in r.stdout.splitlines() if not l.startswith('# decoded in ')])
+    if outs[0] != outs[1]:
+        first = next((i for i, (a, b) in enumerate(zip(outs[0], outs[1])) if a != b),
+                     min(len(outs[0]), len(outs[1])))
+        print('FAIL: 1 and 3 threads decode differently from line %d' % (first + 1))
+        return False
+    n_events = sum(1 for l in outs[0] if not l.startswith('#'))
+    print('parallel decoding: the same %d events with 1 and 3 threads (64 KiB chunks)' % n_events)
+    return True
 
 
 def main():
     ptrec, plugin, agent, emucheck, jbin, samples, work = sys.argv[1:8]
     lossy = len(sys.argv) > 8 and sys.argv[8] == 'lossy'
     if len(sys.argv) > 8 and sys.argv[8] == 'jit':
-        return jit(ptrec, plugin, agent, emucheck, jbin, samples, work)
+        ptdecode = sys.argv[9] if len(sys.argv) > 9 else None
+        return jit(ptrec, plugin, agent, emucheck, jbin, samples, work, ptdecode)
     loss_args = ['--aux-size', '16K', '--drain-rate', '2'] if lossy else []
     if os.path.exists(work):
         shutil.rmtree(work)

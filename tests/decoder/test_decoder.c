@@ -411,7 +411,7 @@ Test(model, truncated_metadata_keeps_what_came_before)
 /* ---- decoding --------------------------------------------------------------- */
 
 typedef struct penc {
-    uint8_t buf[4096];
+    uint8_t buf[1 << 18];
     struct pt_encoder *enc;
 } penc;
 
@@ -990,6 +990,324 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
     cr_expect_eq(via_stub, 1, "B reaches the callee through the filled static stub");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* ---- parallel decoding gives the same events ------------------------------- */
+
+typedef struct evvec {
+    GArray *ev;               /* dc_event */
+} evvec;
+
+static int collect_all(const dc_event *ev, void *vp)
+{
+    g_array_append_val(((evvec *)vp)->ev, *ev);
+    return 0;
+}
+
+/* The same event; times too if with_time. */
+static bool same_event(const dc_event *a, const dc_event *b, bool with_time)
+{
+    if (with_time && (a->tsc != b->tsc || a->end_tsc != b->end_tsc))
+        return false;
+    return a->kind == b->kind && a->flags == b->flags && a->ip == b->ip &&
+           a->opcode == b->opcode && a->raw == b->raw && a->exit_ip == b->exit_ip &&
+           a->method_id == b->method_id && a->bci == b->bci && a->depth == b->depth &&
+           a->code == b->code && a->desc == b->desc && a->reason == b->reason &&
+           a->error == b->error && a->offset == b->offset &&
+           a->end_offset == b->end_offset && a->lost_bytes == b->lost_bytes;
+}
+
+/* Decodes DIR's stream once per option set and checks that every decode
+ * gives the first one's events and counts. Returns the first one's stats.
+ * Times are compared between decodes cut into the same chunks: at the PSB
+ * that starts a chunk, its decoder has that PSB's time where one that read
+ * on from the chunk before still reports the time before it (libipt gives
+ * a packet's time only once a later query consumed it), so the first events
+ * after a chunk boundary may carry the (later) PSB time instead. */
+static dc_stats decode_same(const char *dir, const dc_options *opts, size_t nopts,
+                            uint64_t *chunks, uint64_t *redos)
+{
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+    char *idx = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
+    dc_trace_info info = { 0 };
+    evvec ref = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
+    dc_stats rst = { 0 };
+    *chunks = *redos = 0;
+    for (size_t i = 0; i < nopts; i++) {
+        evvec got = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
+        dc_output out = { .sink = collect_all, .ctx = i ? &got : &ref };
+        dc_stats st;
+        cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &opts[i], &st, err,
+                                           sizeof err), 0, "%s", err);
+        if (!i) {
+            rst = st;
+        } else {
+            cr_expect_eq(got.ev->len, ref.ev->len, "options %zu: %u events, not %u", i,
+                         got.ev->len, ref.ev->len);
+            for (guint k = 0; k < got.ev->len && k < ref.ev->len; k++) {
+                const dc_event *a = &g_array_index(ref.ev, dc_event, k);
+                const dc_event *b = &g_array_index(got.ev, dc_event, k);
+                if (!same_event(a, b, opts[i].chunk_bytes == opts[0].chunk_bytes)) {
+                    cr_expect_fail("options %zu: event %u differs: %s at 0x%" PRIx64
+                                   " tsc %" PRIu64 " flags %x bci %d depth %u off %" PRIu64
+                                   " vs %s at 0x%" PRIx64 " tsc %" PRIu64 " flags %x bci %d"
+                                   " depth %u off %" PRIu64, i, k, dc_kind_name(a->kind),
+                                   a->ip, a->tsc, a->flags, a->bci, a->depth, a->offset,
+                                   dc_kind_name(b->kind), b->ip, b->tsc, b->flags, b->bci,
+                                   b->depth, b->offset);
+                    break;
+                }
+            }
+            /* Not st.blocks: libipt's block cache, shared through the
+             * section cache, may cut the same instructions into blocks
+             * differently once warm. */
+            cr_expect_eq(st.insns, rst.insns, "options %zu", i);
+            cr_expect_eq(st.skipped_bytes, rst.skipped_bytes, "options %zu", i);
+            cr_expect_eq(st.enables, rst.enables, "options %zu", i);
+            cr_expect_eq(st.patches_resolved, rst.patches_resolved, "options %zu", i);
+            for (int g = 0; g < 5; g++)
+                cr_expect_eq(st.gaps[g], rst.gaps[g], "options %zu: gaps of reason %d", i, g);
+            if (st.chunks > *chunks)
+                *chunks = st.chunks;
+            if (st.chunk_redos > *redos)
+                *redos = st.chunk_redos;
+        }
+        g_array_free(got.ev, TRUE);
+    }
+    g_array_free(ref.ev, TRUE);
+    g_free(pt);
+    g_free(idx);
+    di_cache_free(cache);
+    dm_free(m);
+    return rst;
+}
+
+/* A long random walk through make_trace's code (interpreter templates, the
+ * compiled method across its patch, unload and reuse, tracing off and on),
+ * with PSBs: the events must not depend on how the stream is cut into
+ * chunks or on the number of threads. With damage (overflows, junk) a chunk
+ * boundary may change what libipt makes of the damage next to it (an OVF
+ * just before a PSB, a decoder that is already off track at the PSB), so
+ * there only the thread count must not matter. */
+Test(decode, parallel_chunks_give_the_sequential_events)
+{
+    char *dir = make_trace();
+    GRand *rnd = g_rand_new_with_seed(2024);
+    static const dc_options exact[] = {
+        { .threads = 1, .chunk_bytes = 1ull << 40 },   /* one piece: the plain decoder */
+        { .threads = 1, .chunk_bytes = 64 },
+        { .threads = 4, .chunk_bytes = 64 },
+        { .threads = 2, .chunk_bytes = 300 },
+        { .threads = 3, .chunk_bytes = 1 },
+    };
+    static const dc_options same_chunks[] = {
+        { .threads = 1, .chunk_bytes = 64 },
+        { .threads = 2, .chunk_bytes = 64 },
+        { .threads = 4, .chunk_bytes = 64 },
+    };
+    for (int round = 0; round < 8; round++) {
+        bool damage = round >= 4;
+        penc e;
+        penc_init(&e);
+        uint64_t t = 1000;
+        uint64_t at = INTERP;
+        psb(&e, t, at);
+        for (int i = 0; i < 2500; i++) {
+            uint32_t r = g_rand_int_range(rnd, 0, 100);
+            if (r < 70) {
+                static const uint64_t targets[] = { INTERP, INTERP + 0x20, INTERP + 0x40,
+                                                    INTERP + 0x60, NM, NM + 1 };
+                at = targets[g_rand_int_range(rnd, 0, 6)];
+                tip(&e, ppt_tip, at);
+                if (at == INTERP + 0x60) {     /* imul calls the stub, which returns */
+                    at = INTERP + 0x66;
+                    tip(&e, ppt_tip, at);
+                }
+            } else if (r < 85) {
+                /* Time moves on before the PSB (hardware's MTCs would say
+                 * so): a PSB that starts a chunk then tells that chunk's
+                 * decoder no other time than a decoder reading on has. */
+                t += (uint64_t)g_rand_int_range(rnd, 1, 40);
+                tsc(&e, t);
+                psb(&e, t, at);
+            } else if (r < 88 && damage) {
+                pkt(&e, (struct pt_packet){ .type = ppt_ovf });
+                t += 5;
+                psb(&e, t, at);
+            } else if (r < 91 && damage) {
+                /* junk: decoding fails and resumes at the next PSB */
+                uint8_t junk[8];
+                for (size_t k = 0; k < sizeof junk; k++)
+                    junk[k] = (uint8_t)g_rand_int(rnd);
+                uint64_t off = 0;
+                pt_enc_get_offset(e.enc, &off);
+                memcpy(e.buf + off, junk, sizeof junk);
+                pt_enc_sync_set(e.enc, off + sizeof junk);
+            } else if (r < 94) {
+                tip(&e, ppt_tip_pgd, 0);
+                tip(&e, ppt_tip_pge, at);
+            } else {
+                t += 3;
+                tsc(&e, t);
+            }
+            if (i == 1250)
+                t = 5500;      /* past M1's unload: the image is rebuilt */
+        }
+        size_t n = penc_end(&e);
+        write_stream(dir, e.buf, n);
+        uint64_t chunks, redos;
+        dc_stats st = damage ? decode_same(dir, same_chunks, 3, &chunks, &redos)
+                             : decode_same(dir, exact, 5, &chunks, &redos);
+        cr_expect_gt(st.blocks, 1000, "round %d: the walk decodes", round);
+        cr_expect_gt(chunks, 50, "round %d: cut into many chunks", round);
+    }
+    g_rand_free(rnd);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A call site resolved in one chunk (its patch recorded much later) must
+ * still be resolved in the next: the next chunk is decoded again with it. */
+Test(decode, parallel_chunks_hand_on_call_site_resolutions)
+{
+    char *dir = make_resolve_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, CALLEE);
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, CALLEE);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    psb(&e, 1000, NMR);                 /* a chunk boundary */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    static const dc_options opts[] = {
+        { .threads = 1, .chunk_bytes = 1ull << 40 },
+        { .threads = 1, .chunk_bytes = 16 },
+        { .threads = 2, .chunk_bytes = 16 },
+    };
+    uint64_t chunks, redos;
+    dc_stats st = decode_same(dir, opts, 3, &chunks, &redos);
+    cr_expect_eq(chunks, 2);
+    cr_expect_eq(redos, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Several streams in one call: each gets the events it gets alone, all of
+ * a stream's callbacks come before the next stream's, and a stream that
+ * cannot be read fails alone. */
+typedef struct multi_log {
+    GString *order;
+    evvec ev;
+} multi_log;
+
+static int multi_event(const dc_event *ev, void *vp)
+{
+    multi_log *l = vp;
+    g_array_append_val(l->ev.ev, *ev);
+    g_string_append_c(l->order, 'e');
+    return 0;
+}
+
+static void multi_started(void *vp)
+{
+    g_string_append_c(((multi_log *)vp)->order, '<');
+}
+
+static void multi_finished(const dc_stats *st, int rc, const char *err, void *vp)
+{
+    (void)st;
+    (void)err;
+    g_string_append_printf(((multi_log *)vp)->order, ">%d|", rc);
+}
+
+Test(decode, several_streams_in_one_call)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    for (int i = 0; i < 400; i++) {
+        tip(&e, ppt_tip, (i % 3) ? INTERP + 0x20 : NM);
+        if (i % 10 == 0) {
+            tsc(&e, 1000 + (uint64_t)i);
+            psb(&e, 1000 + (uint64_t)i, (i % 3) ? INTERP + 0x20 : NM);
+        }
+    }
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+    char *missing = g_build_filename(dir, "pt", "tid-1.pt", NULL);
+    /* alone */
+    evvec alone = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
+    dc_output out = { .sink = collect_all, .ctx = &alone };
+    dc_stats st;
+    cr_assert_eq(dc_decode_stream(m, cache, NULL, pt, NULL, &out, &st, err, sizeof err), 0);
+    cr_assert_gt(alone.ev->len, 100);
+    /* together: the stream, a missing one, the stream again */
+    const char *paths[3] = { pt, missing, pt };
+    multi_log logs[3];
+    dc_stream ss[3];
+    dc_stats sts[3];
+    GString *order = g_string_new("");
+    for (int i = 0; i < 3; i++) {
+        logs[i] = (multi_log){ order, { g_array_new(FALSE, FALSE, sizeof(dc_event)) } };
+        ss[i] = (dc_stream){ .pt_path = paths[i], .st = &sts[i],
+                             .out = { .sink = multi_event, .started = multi_started,
+                                      .finished = multi_finished, .ctx = &logs[i] } };
+    }
+    dc_options opt = { .threads = 3, .chunk_bytes = 100 };
+    cr_expect_eq(dc_decode_streams(m, cache, NULL, ss, 3, &opt), -1);
+    cr_expect_eq(ss[0].rc, 0);
+    cr_expect_eq(ss[1].rc, -1);
+    cr_expect(strstr(ss[1].err, "tid-1.pt") != NULL, "%s", ss[1].err);
+    cr_expect_eq(ss[2].rc, 0);
+    cr_expect_gt(sts[0].chunks, 5);
+    for (int i = 0; i < 3; i += 2) {
+        cr_expect_eq(logs[i].ev.ev->len, alone.ev->len, "stream %d", i);
+        for (guint k = 0; k < alone.ev->len && k < logs[i].ev.ev->len; k++)
+            if (!same_event(&g_array_index(alone.ev, dc_event, k),
+                            &g_array_index(logs[i].ev.ev, dc_event, k), false)) {
+                cr_expect_fail("stream %d: event %u differs", i, k);
+                break;
+            }
+    }
+    /* <e...e>0| >-1| <e...e>0| */
+    GString *want = g_string_new("<");
+    for (guint k = 0; k < alone.ev->len; k++)
+        g_string_append_c(want, 'e');
+    g_string_append(want, ">0|>-1|<");
+    for (guint k = 0; k < alone.ev->len; k++)
+        g_string_append_c(want, 'e');
+    g_string_append(want, ">0|");
+    cr_expect_str_eq(order->str, want->str);
+    g_string_free(want, TRUE);
+    g_string_free(order, TRUE);
+    for (int i = 0; i < 3; i++)
+        g_array_free(logs[i].ev.ev, TRUE);
+    g_array_free(alone.ev, TRUE);
+    g_free(pt);
+    g_free(missing);
+    di_cache_free(cache);
+    dm_free(m);
     remove_tree(dir);
     g_free(dir);
 }

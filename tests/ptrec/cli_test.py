@@ -150,15 +150,62 @@ def case_help_version():
     check(p.returncode == 0 and re.match(r"^ptrec \d+\.\d+", p.stdout), "--version")
 
 
+NO_PT = ("ptrec: this machine has no Intel PT (no /sys/bus/event_source/devices/intel_pt: not "
+         "an Intel CPU with PT, or a virtual machine that does not expose it); use --emulate to "
+         "record under emulation")
+
+
 def case_no_pt_hardware():
-    p = run(["-o", "hw", "--", "true"])
-    check(p.returncode == 2, "exit code without --emulate")
     if os.path.exists("/sys/bus/event_source/devices/intel_pt/type"):
-        check("hardware backend is not built yet" in p.stderr, "message on a PT machine")
-    else:
-        check(p.stderr.strip() == "ptrec: this machine has no Intel PT (no /sys/bus/event_source/"
-              "devices/intel_pt); use --emulate to record under emulation", "no-PT message")
-    check(not os.path.exists(os.path.join(TMP, "hw")), "trace dir created")
+        print("this machine has Intel PT: the refusal is tested with JPT_SYSFS_ROOT (perf_sysfs)")
+        return
+    cmds = [["true"]]
+    java = shutil.which("java")
+    if java:
+        cmds.append([java, "-version"])   # the java command of the issue: refused before it runs
+    for cmd in cmds:
+        p = run(["-o", "hw", "--"] + cmd)
+        check(p.returncode == 2, "exit code without --emulate")
+        check(p.stderr.strip() == NO_PT, "no-PT message")
+        check(p.stdout == "", "the command ran")
+        check(not os.path.exists(os.path.join(TMP, "hw")), "trace dir created")
+    # a different sysfs root names its own path
+    root = os.path.join(TMP, "nosys")
+    os.makedirs(root)
+    p = expect_error(["-o", "hw", "--", "true"], 2, f"no {root}/sys/bus/event_source/devices/"
+                     "intel_pt", env={"JPT_SYSFS_ROOT": root})
+    check("--emulate" in p.stderr, "no --emulate suggestion")
+
+
+def sysfs_tree(name):
+    return os.path.join(HERE, "..", "perf", "data", name)
+
+
+def case_perf_sysfs():
+    """The hardware backend's refusals, each one line naming the cause, the
+    fix and --emulate, with sample sysfs trees (JPT_SYSFS_ROOT)."""
+    for tree, msg in [
+        ("hostile-garbage", "format/tsc: 'config:banana': expected a bit number"),
+        ("hostile-range", "format/mtc_period: 'config:60-70': bit number beyond 63"),
+        ("hostile-nopt", "format/pt: missing"),
+        ("hostile-overlap", "overlap"),
+        ("hostile-caps", "caps/psb_periods: 'zz'"),
+    ]:
+        p = expect_error(["-o", "hs", "--", "true"], 2, msg,
+                         env={"JPT_SYSFS_ROOT": sysfs_tree(tree)})
+        check("--emulate" in p.stderr, f"{tree}: no --emulate suggestion")
+        check(not os.path.exists(os.path.join(TMP, "hs")), "trace dir created")
+    # A complete Skylake description: everything parses, then the kernel
+    # (which has no PMU of that type here) refuses the event: still one line.
+    if not os.path.exists("/sys/bus/event_source/devices/intel_pt/type"):
+        p = expect_error(["-o", "hs", "--", "true"], 2, "the kernel refused an intel_pt event "
+                         "(PMU type 8, config 0x1002c01)", env={"JPT_SYSFS_ROOT": sysfs_tree("skylake")})
+        check("--emulate" in p.stderr, "no --emulate suggestion")
+    expect_error(["--aux-size", "3M", "-o", "hs", "--", "true"], 2, "not a power of two",
+                 env={"JPT_SYSFS_ROOT": sysfs_tree("skylake")})
+    expect_error(["--emulate", "--sideband-only", "--", "true"], 2,
+                 "--sideband-only is for the hardware backend")
+    check(not os.path.exists(os.path.join(TMP, "hs")), "trace dir created")
 
 
 def case_command_problems():

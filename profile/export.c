@@ -1,0 +1,374 @@
+/* Profile exports (see export.h). */
+#include "profile/export.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include <glib.h>
+
+#include "common/json.h"
+
+char *pf_thread_label(const pf_names *names, const pf_node *n)
+{
+    uint32_t tid = (uint32_t)n->site;
+    const char *name = names ? pf_names_thread(names, tid) : NULL;
+    return g_strdup_printf("%s (tid %" PRIu32 ")", name ? name : "thread", tid);
+}
+
+/* ---- cct-json ------------------------------------------------------------ */
+
+typedef void (*node_field)(json_w *j, const pf_node *n, const int32_t *method_index);
+
+static void field_parent(json_w *j, const pf_node *n, const int32_t *mi)
+{
+    (void)mi;
+    json_i64(j, n->parent);
+}
+
+static void field_calls(json_w *j, const pf_node *n, const int32_t *mi)
+{
+    (void)mi;
+    json_u64(j, n->calls);
+}
+
+static void field_bytecodes(json_w *j, const pf_node *n, const int32_t *mi)
+{
+    (void)mi;
+    json_u64(j, n->bytecodes);
+}
+
+static void field_self_bytecodes(json_w *j, const pf_node *n, const int32_t *mi)
+{
+    (void)mi;
+    json_u64(j, n->self_bytecodes);
+}
+
+static void field_time(json_w *j, const pf_node *n, const int32_t *mi)
+{
+    (void)mi;
+    json_u64(j, n->time);
+}
+
+static void field_self_time(json_w *j, const pf_node *n, const int32_t *mi)
+{
+    (void)mi;
+    json_u64(j, n->self_time);
+}
+
+int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const char *title)
+{
+    /* Methods numbered in order of first appearance in preorder. */
+    GHashTable *index = g_hash_table_new(g_int64_hash, g_int64_equal);
+    int32_t *method_index = g_new(int32_t, t->count);
+    GArray *methods = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    for (uint32_t i = 0; i < t->count; i++) {
+        const pf_node *n = &t->nodes[i];
+        if (n->method == PF_NO_METHOD) {
+            method_index[i] = -1;
+            continue;
+        }
+        gpointer v = g_hash_table_lookup(index, &n->method);
+        if (!v) {
+            g_array_append_val(methods, n->method);
+            v = GINT_TO_POINTER((gint)methods->len);
+            g_hash_table_insert(index, (gpointer)&t->nodes[i].method, v);
+        }
+        method_index[i] = GPOINTER_TO_INT(v) - 1;
+    }
+    json_w j;
+    json_init(&j, out, false);
+    json_obj(&j);
+    json_kstr(&j, "format", "jpt-cct");
+    json_ku64(&j, "version", 1);
+    json_kstr(&j, "title", title ? title : "");
+    json_key(&j, "metrics");
+    json_arr(&j);
+    json_str(&j, "calls");
+    json_str(&j, "bytecodes");
+    json_str(&j, "time");
+    json_end(&j);
+    json_key(&j, "methods");
+    json_arr(&j);
+    for (guint m = 0; m < methods->len; m++) {
+        uint64_t id = g_array_index(methods, uint64_t, m);
+        const pf_method_name *mn = names ? pf_names_method(names, id) : NULL;
+        char unknown[32];
+        snprintf(unknown, sizeof unknown, "0x%" PRIx64, id);
+        json_obj(&j);
+        json_kstr(&j, "class", mn ? mn->class_name : "?");
+        json_kstr(&j, "name", mn ? mn->name : unknown);
+        json_kstr(&j, "sig", mn ? mn->sig : "");
+        json_end(&j);
+    }
+    json_end(&j);
+    json_key(&j, "nodes");
+    json_obj(&j);
+    static const struct { const char *key; node_field put; } fields[] = {
+        { "parent", field_parent }, { "method", NULL }, { "calls", field_calls },
+        { "bytecodes", field_bytecodes }, { "self_bytecodes", field_self_bytecodes },
+        { "time", field_time }, { "self_time", field_self_time },
+    };
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        json_key(&j, fields[f].key);
+        json_arr(&j);
+        for (uint32_t i = 0; i < t->count; i++) {
+            if (fields[f].put)
+                fields[f].put(&j, &t->nodes[i], method_index);
+            else
+                json_i64(&j, method_index[i]);
+        }
+        json_end(&j);
+    }
+    json_end(&j);
+    json_key(&j, "labels");
+    json_obj(&j);
+    json_kstr(&j, "0", "all threads");
+    for (uint32_t i = 1; i < t->count; i++) {
+        const pf_node *n = &t->nodes[i];
+        if (n->parent != 0 || n->method != PF_NO_METHOD)
+            continue;
+        char key[16];
+        snprintf(key, sizeof key, "%" PRIu32, i);
+        char *label = pf_thread_label(names, n);
+        json_kstr(&j, key, label);
+        g_free(label);
+    }
+    json_end(&j);
+    json_end(&j);
+    json_finish(&j);
+    g_array_free(methods, TRUE);
+    g_free(method_index);
+    g_hash_table_destroy(index);
+    return ferror(out) ? -1 : 0;
+}
+
+/* ---- folded stacks ------------------------------------------------------- */
+
+/* A frame name safe for the folded format: ';' separates frames and the
+ * last space separates the value. */
+static void append_frame(GString *s, const char *name)
+{
+    for (const char *c = name; *c; c++)
+        g_string_append_c(s, *c == ';' ? ':' : (*c == '\n' || *c == '\r') ? ' ' : *c);
+}
+
+static int folded_tree(FILE *out, const pf_cct *t, const pf_names *names, pf_metric by)
+{
+    GString *path = g_string_new(NULL);
+    size_t *len_after = g_new(size_t, t->count); /* path length after node i's frame */
+    len_after[0] = 0;
+    char buf[32];
+    for (uint32_t i = 1; i < t->count; i++) {
+        const pf_node *n = &t->nodes[i];
+        g_string_truncate(path, len_after[n->parent]);
+        if (path->len)
+            g_string_append_c(path, ';');
+        if (n->method == PF_NO_METHOD) {
+            char *label = pf_thread_label(names, n);
+            append_frame(path, label);
+            g_free(label);
+        } else {
+            append_frame(path, pf_names_readable(names, n->method, buf, sizeof buf));
+        }
+        len_after[i] = path->len;
+        uint64_t v = pf_node_self(n, by);
+        if (v)
+            fprintf(out, "%s %" PRIu64 "\n", path->str, v);
+    }
+    g_free(len_after);
+    g_string_free(path, TRUE);
+    return ferror(out) ? -1 : 0;
+}
+
+int pf_export_folded(FILE *out, const pf_cct *t, const pf_names *names, pf_metric by,
+                     bool per_thread)
+{
+    if (per_thread)
+        return folded_tree(out, t, names, by);
+    pf_cct *merged = pf_cct_new(&t->opts);
+    if (!merged || pf_cct_merge(merged, t, true) < 0) {
+        pf_cct_free(merged);
+        return -1;
+    }
+    pf_cct *fin = pf_cct_finalize(merged);
+    pf_cct_free(merged);
+    if (!fin)
+        return -1;
+    int rc = folded_tree(out, fin, names, by);
+    pf_cct_free(fin);
+    return rc;
+}
+
+/* ---- Chrome trace events ------------------------------------------------- */
+
+typedef struct chrome_frame {
+    uint64_t method, start;
+} chrome_frame;
+
+typedef struct chrome_thread {
+    uint32_t tid;
+    chrome_frame *frames;
+    uint32_t depth, cap;
+    uint64_t last_tsc;
+} chrome_thread;
+
+struct pf_chrome {
+    FILE *out;
+    const pf_names *names;
+    uint64_t t0;
+    double ns_per_tick;
+    GHashTable *threads;
+    long long spans;
+    bool first;              /* no trace event written yet */
+};
+
+static void chrome_thread_free(gpointer p)
+{
+    chrome_thread *th = p;
+    g_free(th->frames);
+    g_free(th);
+}
+
+/* A JSON string with the shared writer's escaping. */
+static void put_json_string(FILE *out, const char *s)
+{
+    json_w one;
+    json_init(&one, out, false);
+    json_str(&one, s);
+}
+
+pf_chrome *pf_chrome_new(FILE *out, const pf_names *names, uint64_t t0_tsc, double tsc_hz)
+{
+    pf_chrome *c = g_new0(pf_chrome, 1);
+    c->out = out;
+    c->names = names;
+    c->t0 = t0_tsc;
+    c->ns_per_tick = 1e9 / tsc_hz;
+    c->first = true;
+    c->threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, chrome_thread_free);
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    return c;
+}
+
+/* Whole nanoseconds since t0, so that spans computed from them nest exactly. */
+static int64_t chrome_ns(const pf_chrome *c, uint64_t tsc)
+{
+    return (int64_t)((double)((int64_t)(tsc - c->t0)) * c->ns_per_tick + 0.5);
+}
+
+static void chrome_sep(pf_chrome *c)
+{
+    fputs(c->first ? "\n" : ",\n", c->out);
+    c->first = false;
+}
+
+/* Microseconds with nanosecond digits, written exactly (no rounding to a
+ * few significant digits). */
+static void put_us(FILE *out, int64_t ns)
+{
+    if (ns < 0) {
+        fputc('-', out);
+        ns = -ns;
+    }
+    fprintf(out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+static void chrome_close_top(pf_chrome *c, chrome_thread *th, uint64_t end)
+{
+    chrome_frame *f = &th->frames[--th->depth];
+    int64_t s = chrome_ns(c, f->start), e = chrome_ns(c, end);
+    if (e < s)
+        e = s;
+    char buf[32];
+    chrome_sep(c);
+    fputs("{\"name\":", c->out);
+    put_json_string(c->out, pf_names_readable(c->names, f->method, buf, sizeof buf));
+    fprintf(c->out, ",\"cat\":\"java\",\"ph\":\"X\",\"pid\":1,\"tid\":%" PRIu32 ",\"ts\":",
+            th->tid);
+    put_us(c->out, s);
+    fputs(",\"dur\":", c->out);
+    put_us(c->out, e - s);
+    fputc('}', c->out);
+    c->spans++;
+}
+
+static void chrome_push(chrome_thread *th, uint64_t method, uint64_t start)
+{
+    if (th->depth == th->cap) {
+        th->cap = th->cap ? th->cap * 2 : 64;
+        th->frames = g_renew(chrome_frame, th->frames, th->cap);
+    }
+    th->frames[th->depth++] = (chrome_frame){ method, start };
+}
+
+int pf_chrome_sink(const fl_event *ev, void *ctx)
+{
+    pf_chrome *c = ctx;
+    chrome_thread *th = g_hash_table_lookup(c->threads, GUINT_TO_POINTER(ev->tid));
+    if (!th) {
+        th = g_new0(chrome_thread, 1);
+        th->tid = ev->tid;
+        th->last_tsc = ev->tsc;
+        g_hash_table_insert(c->threads, GUINT_TO_POINTER(ev->tid), th);
+        const char *name = c->names ? pf_names_thread(c->names, ev->tid) : NULL;
+        chrome_sep(c);
+        fprintf(c->out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRIu32
+                ",\"args\":{\"name\":", ev->tid);
+        put_json_string(c->out, name ? name : "thread");
+        fputs("}}", c->out);
+    }
+    /* Times never go backwards within a thread's spans. */
+    uint64_t tsc = ev->tsc > th->last_tsc ? ev->tsc : th->last_tsc;
+    th->last_tsc = tsc;
+    switch (ev->kind) {
+    case FL_SEGMENT:
+        while (th->depth)
+            chrome_close_top(c, th, tsc);
+        for (uint32_t i = 0; i < ev->depth; i++)
+            chrome_push(th, ev->stack[i], tsc);
+        break;
+    case FL_CALL:
+        chrome_push(th, ev->method_id, tsc);
+        break;
+    case FL_RETURN:
+        if (th->depth)
+            chrome_close_top(c, th, tsc);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+long long pf_chrome_finish(pf_chrome *c)
+{
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, c->threads);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        chrome_thread *th = value;
+        while (th->depth)
+            chrome_close_top(c, th, th->last_tsc);
+    }
+    fputs("\n]}\n", c->out);
+    long long spans = ferror(c->out) || fflush(c->out) ? -1 : c->spans;
+    g_hash_table_destroy(c->threads);
+    g_free(c);
+    return spans;
+}
+
+double pf_tsc_hz_measure(void)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t t0 = __rdtsc();
+    struct timespec pause = { 0, 20 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    uint64_t t1 = __rdtsc();
+    double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    return secs > 0 ? (double)(t1 - t0) / secs : 1e9;
+}

@@ -1,0 +1,41 @@
+/* Method and thread names of a trace, from its METHOD and THREAD_START
+ * records: what profiles print instead of raw ids. */
+#ifndef JPT_PROFILE_NAMES_H
+#define JPT_PROFILE_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pf_method_name {
+    char *class_name;   /* internal form: "java/lang/String" */
+    char *name;         /* "hashCode" */
+    char *sig;          /* "()I" */
+    char *readable;     /* "java.lang.String.hashCode()" */
+} pf_method_name;
+
+typedef struct pf_names pf_names;
+
+pf_names *pf_names_new(void);
+/* Reads the METHOD and THREAD_START records of a trace directory (or its
+ * jvm/ folder). Returns NULL with a one-line message in err on failure. */
+pf_names *pf_names_load(const char *dir, char *err, size_t errlen);
+void pf_names_free(pf_names *n);
+
+/* Adds (or replaces) a method. class_sig may be "Ljava/lang/String;" or
+ * "java/lang/String". */
+void pf_names_add_method(pf_names *n, uint64_t method_id, const char *class_sig,
+                         const char *name, const char *sig);
+/* The first name a native thread had ("main"). */
+void pf_names_add_thread(pf_names *n, uint32_t tid, const char *name);
+
+/* NULL when the method is unknown. */
+const pf_method_name *pf_names_method(const pf_names *n, uint64_t method_id);
+/* Readable name, or "0x7f..." for an unknown id (buf holds it). */
+const char *pf_names_readable(const pf_names *n, uint64_t method_id, char *buf, size_t len);
+/* NULL when the thread is unknown. */
+const char *pf_names_thread(const pf_names *n, uint32_t tid);
+
+/* "(Ljava/lang/String;I)V" -> "(java.lang.String, int)"; malloc'd. */
+char *pf_readable_params(const char *sig);
+
+#endif

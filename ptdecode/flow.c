@@ -1,0 +1,277 @@
+/* `ptdecode flow`: the reconstructed flow of each thread, one line (or one
+ * JSON object) per call, return and bytecode. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "common/jerr.h"
+#include "decoder/bytecodes.h"
+#include "ptdecode/commands.h"
+#include "reconstruct/trace.h"
+
+typedef struct flow_printer {
+    rt_trace *t;
+    FILE *out;
+    bool json;
+    GPatternSpec *method_glob;  /* NULL: all */
+    uint64_t base_tsc;
+    uint64_t limit, printed;
+    int depth;                  /* indentation: calls minus returns in this segment */
+} flow_printer;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode flow TRACE.DIR [--thread TID] [--method GLOB] [--json] [--limit N]\n"
+            "\n"
+            "Decodes each thread's PT stream and projects its interpreted bytecodes onto the\n"
+            "program's classes, then prints the flow: every call, return and bytecode with the\n"
+            "method, bci, opcode and source line. Compiled code contributes its calls and\n"
+            "returns (inlined ones too). A 'segment' line starts each stretch whose calling\n"
+            "context had to be found again (thread start, after a gap in the trace).\n"
+            "At the end of each thread: how many bytecodes got a place and how segments were\n"
+            "resolved (unique, chosen among equally fitting paths, unresolved).\n"
+            "\n"
+            "  --thread TID    only this thread\n"
+            "  --method GLOB   print only bytecodes of methods matching GLOB, e.g. 'Hello.*'\n"
+            "                  (names are pkg/Cls.name(sig), * and ? match anything)\n"
+            "  --json          one JSON object per line instead of text\n"
+            "  --limit N       stop each thread after printing N lines\n"
+            "\n"
+            "example:\n"
+            "  ptdecode flow hello.trace --method 'Hello.*'\n");
+}
+
+static const char *kind_name(fl_kind k)
+{
+    switch (k) {
+    case FL_SEGMENT: return "segment";
+    case FL_CALL: return "call";
+    case FL_RETURN: return "return";
+    case FL_BYTECODE: return "bytecode";
+    default: return "?";
+    }
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int on_flow(const fl_event *ev, void *vp)
+{
+    flow_printer *p = vp;
+    char name[1024] = "";
+    if (ev->kind != FL_SEGMENT)
+        rt_method_name(p->t, ev->method_id, name, sizeof name);
+    if (ev->kind == FL_SEGMENT)
+        p->depth = 0;
+    int indent = p->depth;
+    if (ev->kind == FL_CALL)
+        p->depth++;
+    else if (ev->kind == FL_RETURN && p->depth > 0)
+        p->depth--;
+    if (p->method_glob && (ev->kind != FL_BYTECODE ||
+                           !g_pattern_spec_match_string(p->method_glob, name)))
+        return 0;
+    if (p->limit && p->printed >= p->limit)
+        return 1;
+    p->printed++;
+    uint64_t t = ev->tsc >= p->base_tsc ? ev->tsc - p->base_tsc : 0;
+    uint32_t line = 0;
+    const rc_method *m = ev->method_id ? rc_method_by_id(rt_program(p->t), ev->method_id) : NULL;
+    if (m && ev->kind == FL_BYTECODE && ev->bci >= 0)
+        line = rc_line_of(m, (uint32_t)ev->bci);
+    const char *op = ev->kind == FL_BYTECODE ? bc_name(ev->opcode) : NULL;
+    if (p->json) {
+        fprintf(p->out, "{\"tid\":%u,\"tsc\":%" PRIu64 ",\"kind\":\"%s\"", ev->tid, ev->tsc,
+                kind_name(ev->kind));
+        if (ev->kind == FL_SEGMENT) {
+            fprintf(p->out, ",\"seq\":%" PRIu64 "}\n", ev->seq);
+            return 0;
+        }
+        fprintf(p->out, ",\"method\":");
+        json_str(p->out, name);
+        if (ev->bci >= 0)
+            fprintf(p->out, ",\"bci\":%d", ev->bci);
+        if (op)
+            fprintf(p->out, ",\"op\":\"%s\"", op);
+        if (line)
+            fprintf(p->out, ",\"line\":%u", line);
+        if (ev->flags & FL_F_COMPILED)
+            fprintf(p->out, ",\"compiled\":true");
+        if (ev->flags & FL_F_INLINED)
+            fprintf(p->out, ",\"inlined\":true");
+        if (ev->flags & FL_F_EXCEPTION)
+            fprintf(p->out, ",\"exception\":true");
+        if (ev->flags & FL_F_CONTEXT)
+            fprintf(p->out, ",\"context\":true");
+        fprintf(p->out, "}\n");
+        return 0;
+    }
+    if (ev->kind == FL_SEGMENT) {
+        fprintf(p->out, "%12" PRIu64 " segment %" PRIu64 "\n", t, ev->seq);
+        return 0;
+    }
+    if (indent > 40)
+        indent = 40;
+    fprintf(p->out, "%12" PRIu64 " %*s", t, indent * 2, "");
+    switch (ev->kind) {
+    case FL_CALL:
+        fprintf(p->out, "call %s%s%s%s\n", name,
+                ev->flags & FL_F_COMPILED ? " [compiled]" : "",
+                ev->flags & FL_F_INLINED ? " [inlined]" : "",
+                ev->flags & FL_F_CONTEXT ? " [already running]" : "");
+        break;
+    case FL_RETURN:
+        fprintf(p->out, "return %s%s\n", name, ev->flags & FL_F_EXCEPTION ? " [exception]" : "");
+        break;
+    default:
+        fprintf(p->out, "%s bci %d %s", name, ev->bci, op ? op : "?");
+        if (line)
+            fprintf(p->out, " line %u", line);
+        fputc('\n', p->out);
+        break;
+    }
+    return 0;
+}
+
+static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
+{
+    fprintf(f, "# thread %u: %" PRIu64 " bytecodes, %" PRIu64 " placed (%.2f%%), %" PRIu64
+            " unplaced; segments %" PRIu64 ": %" PRIu64 " unique, %" PRIu64 " chosen, %" PRIu64
+            " unresolved; %" PRIu64 " choices, at most %" PRIu64 " paths at once\n",
+            tid, s->bytecodes, s->placed,
+            s->bytecodes ? 100.0 * (double)s->placed / (double)s->bytecodes : 100.0,
+            s->unplaced, s->segments, s->segments_unique, s->segments_chosen,
+            s->segments_unresolved, s->choices, s->max_hypotheses);
+}
+
+int cmd_flow(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "thread", required_argument, NULL, 't' },
+        { "method", required_argument, NULL, 'm' },
+        { "json", no_argument, NULL, 'j' },
+        { "limit", required_argument, NULL, 'n' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    long long want_tid = -1;
+    uint64_t limit = 0;
+    const char *glob = NULL;
+    bool json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:m:jn:h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 't':
+            errno = 0;
+            want_tid = strtoll(optarg, &end, 10);
+            if (errno || *end || want_tid < 0 || want_tid > UINT32_MAX) {
+                jerr_error("flow: --thread wants a thread id, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'n':
+            errno = 0;
+            limit = strtoull(optarg, &end, 10);
+            if (errno || *end || optarg[0] == '-') {
+                jerr_error("flow: --limit wants a count, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'm':
+            glob = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    const char *dir = argv[optind];
+    char err[1024];
+    rt_trace *t = rt_open(dir, err, sizeof err);
+    if (!t) {
+        jerr_error("%s", err);
+        return 1;
+    }
+    int status = 0;
+    const char *const *warn;
+    size_t nw = rt_warnings(t, &warn);
+    for (size_t i = 0; i < nw; i++)
+        jerr_warn("%s", warn[i]);
+    const uint32_t *tids;
+    size_t ncpu;
+    size_t n = rt_threads(t, &tids, &ncpu);
+    if (!n) {
+        jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
+                   ncpu ? "; per-CPU streams are not supported yet" : "");
+        status = 1;
+    }
+    flow_printer p = { .t = t, .out = stdout, .json = json, .limit = limit,
+                       .base_tsc = rt_model(t)->start_tsc,
+                       .method_glob = glob ? g_pattern_spec_new(glob) : NULL };
+    bool found = want_tid < 0;
+    rp_stats total = { 0 };
+    for (size_t i = 0; i < n; i++) {
+        if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
+            continue;
+        found = true;
+        if (!json)
+            fprintf(stdout, "# thread %u\n", tids[i]);
+        p.printed = 0;
+        p.depth = 0;
+        rp_stats st = { 0 };
+        int rc = rt_thread_flow(t, tids[i], on_flow, &p, &st, NULL, err, sizeof err);
+        if (rc < 0) {
+            jerr_error("%s", err);
+            status = 1;
+            continue;
+        }
+        print_stats(json ? stderr : stdout, tids[i], &st);
+        rp_stats_add(&total, &st);
+    }
+    if (!found) {
+        jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
+        status = 1;
+    }
+    if (n > 1 && want_tid < 0)
+        fprintf(json ? stderr : stdout,
+                "# all threads: %" PRIu64 " bytecodes, %" PRIu64 " placed (%.2f%%); segments %"
+                PRIu64 ": %" PRIu64 " unique, %" PRIu64 " chosen, %" PRIu64 " unresolved\n",
+                total.bytecodes, total.placed,
+                total.bytecodes ? 100.0 * (double)total.placed / (double)total.bytecodes : 100.0,
+                total.segments, total.segments_unique, total.segments_chosen,
+                total.segments_unresolved);
+    if (p.method_glob)
+        g_pattern_spec_free(p.method_glob);
+    rt_close(t);
+    return status;
+}

@@ -1,0 +1,625 @@
+/* `ptdecode hot`, `ptdecode export` and `ptdecode context`: profiles of a
+ * trace's reconstructed flow (profile/). Events come only from
+ * pf_flow_source. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "common/jerr.h"
+#include "common/json.h"
+#include "profile/ccenc.h"
+#include "profile/cct.h"
+#include "profile/export.h"
+#include "profile/hcct.h"
+#include "profile/hot.h"
+#include "profile/names.h"
+#include "profile/ringchart.h"
+#include "profile/source.h"
+#include "ptdecode/commands.h"
+
+#define PROGRESS_EVERY (1u << 20)
+
+/* ---- shared options ------------------------------------------------------ */
+
+enum {
+    OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
+    OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
+    OPT_HELP,
+};
+
+typedef struct prof_opts {
+    pf_cct_opts cct;
+    unsigned threads;        /* builder workers; 1: sequential */
+    pf_metric by;
+    bool json, per_thread, list;
+    const char *format, *output, *title;
+    double phi, epsilon, tsc_hz;
+    long top;
+} prof_opts;
+
+static const char *origin_names[FL_ORIGIN_COUNT] = { "decoded", "recovered", "guessed" };
+
+/* "recovered,guessed" -> set include[origin] = value for each. */
+static int parse_origins(const char *list, bool value, bool *include)
+{
+    char **parts = g_strsplit(list, ",", -1);
+    int rc = 0;
+    for (char **p = parts; *p; p++) {
+        int found = -1;
+        for (int o = 0; o < FL_ORIGIN_COUNT; o++)
+            if (!strcmp(*p, origin_names[o]))
+                found = o;
+        if (found < 0) {
+            jerr_error("unknown origin '%s' (decoded, recovered, guessed)", *p);
+            rc = -1;
+            break;
+        }
+        include[found] = value;
+    }
+    g_strfreev(parts);
+    return rc;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static const struct option long_opts[] = {
+    { "include", required_argument, NULL, OPT_INCLUDE },
+    { "exclude", required_argument, NULL, OPT_EXCLUDE },
+    { "call-sites", no_argument, NULL, OPT_CALL_SITES },
+    { "threads", required_argument, NULL, OPT_THREADS },
+    { "by", required_argument, NULL, OPT_BY },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "format", required_argument, NULL, OPT_FORMAT },
+    { "output", required_argument, NULL, 'o' },
+    { "title", required_argument, NULL, OPT_TITLE },
+    { "per-thread", no_argument, NULL, OPT_PER_THREAD },
+    { "phi", required_argument, NULL, OPT_PHI },
+    { "epsilon", required_argument, NULL, OPT_EPSILON },
+    { "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
+    { "list", no_argument, NULL, OPT_LIST },
+    { "help", no_argument, NULL, OPT_HELP },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Returns 0 to go on, 1 when --help was printed, 2 on a usage error. */
+static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *))
+{
+    memset(o, 0, sizeof *o);
+    o->cct = pf_cct_default_opts();
+    /* Recovered and guessed events are the profile's by default: they are
+     * marked, and --exclude drops them. */
+    /* Sequential by default: reading the flow is serial, and the pool only
+     * pays off when tree updates dominate (large trees, idle cores). */
+    o->threads = 1;
+    o->by = PF_BY_BYTECODES;
+    o->phi = 1e-3;
+    o->epsilon = 1e-4;
+    o->top = 20;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "n:o:h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_INCLUDE:
+        case OPT_EXCLUDE:
+            if (parse_origins(optarg, c == OPT_INCLUDE, o->cct.include) < 0)
+                return 2;
+            break;
+        case OPT_CALL_SITES: o->cct.call_sites = true; break;
+        case OPT_THREADS: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 256) {
+                jerr_error("--threads: expected 1..256, got '%s'", optarg);
+                return 2;
+            }
+            o->threads = (unsigned)v;
+            break;
+        }
+        case OPT_BY: {
+            int m = pf_metric_parse(optarg);
+            if (m < 0) {
+                jerr_error("--by: expected bytecodes, time or calls, got '%s'", optarg);
+                return 2;
+            }
+            o->by = (pf_metric)m;
+            break;
+        }
+        case 'n': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1) {
+                jerr_error("-n: expected a positive count, got '%s'", optarg);
+                return 2;
+            }
+            o->top = v;
+            break;
+        }
+        case OPT_JSON: o->json = true; break;
+        case OPT_FORMAT: o->format = optarg; break;
+        case 'o': o->output = optarg; break;
+        case OPT_TITLE: o->title = optarg; break;
+        case OPT_PER_THREAD: o->per_thread = true; break;
+        case OPT_LIST: o->list = true; break;
+        case OPT_PHI:
+        case OPT_EPSILON:
+        case OPT_TSC_HZ: {
+            double v;
+            if (!parse_double(optarg, &v) || !(v > 0)) {
+                jerr_error("%s: expected a positive number, got '%s'", argv[optind - 1], optarg);
+                return 2;
+            }
+            *(c == OPT_PHI ? &o->phi : c == OPT_EPSILON ? &o->epsilon : &o->tsc_hz) = v;
+            break;
+        }
+        case 'h':
+        case OPT_HELP:
+            usage(stdout);
+            return 1;
+        default:
+            jerr_error("unknown or incomplete option '%s' (try --help)", argv[optind - 1]);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* ---- reading the flow ---------------------------------------------------- */
+
+/* Forwards events to the real sink, with a progress line on a terminal. */
+typedef struct progress_sink {
+    fl_sink sink;
+    void *ctx;
+    uint64_t events;
+    bool tty;
+} progress_sink;
+
+static int progress_forward(const fl_event *ev, void *ctx)
+{
+    progress_sink *p = ctx;
+    if ((++p->events & (PROGRESS_EVERY - 1)) == 0 && p->tty)
+        fprintf(stderr, "\r%s: %" PRIu64 "M events", jerr_prog(), p->events >> 20);
+    return p->sink(ev, p->ctx);
+}
+
+/* Returns 0; or -1 after printing the error, with *events (may be NULL)
+ * telling how many events came before it. */
+static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t *events)
+{
+    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO) };
+    char err[1024];
+    int rc = pf_flow_source(dir, progress_forward, &p, err, sizeof err);
+    if (p.tty && p.events >= PROGRESS_EVERY)
+        fprintf(stderr, "\r\033[K");
+    if (events)
+        *events = p.events;
+    if (rc < 0) {
+        jerr_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int read_flow(const char *dir, fl_sink sink, void *ctx)
+{
+    return read_flow_counted(dir, sink, ctx, NULL);
+}
+
+/* The finalized CCT of the trace, or NULL (error printed). When the flow
+ * breaks off after some events, the tree of what came before is returned
+ * and *partial set (the commands report it and exit with 1). */
+static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
+{
+    pf_cct *t;
+    uint64_t events = 0;
+    int rc;
+    if (o->threads > 1) {
+        pf_par *p = pf_par_new(&o->cct, o->threads, 1u << 16);
+        rc = read_flow_counted(dir, pf_par_sink, p, &events);
+        t = pf_par_finish(p);
+    } else {
+        pf_seq *s = pf_seq_new(&o->cct);
+        rc = read_flow_counted(dir, pf_seq_sink, s, &events);
+        t = pf_seq_finish(s);
+    }
+    *partial = rc < 0;
+    if (rc < 0 && events == 0) {
+        pf_cct_free(t);
+        return NULL;
+    }
+    if (!t) {
+        jerr_error("out of memory building the calling context tree");
+        return NULL;
+    }
+    pf_cct *fin = pf_cct_finalize(t);
+    pf_cct_free(t);
+    if (!fin)
+        jerr_error("out of memory building the calling context tree");
+    return fin;
+}
+
+static pf_names *load_names(const char *dir)
+{
+    char err[1024];
+    pf_names *n = pf_names_load(dir, err, sizeof err);
+    if (!n)
+        jerr_error("%s", err);
+    return n;
+}
+
+static const char *shared_options =
+    "  --include ORIGINS  count events of these origins (comma-separated: decoded,\n"
+    "                     recovered, guessed; all are counted by default)\n"
+    "  --exclude ORIGINS  do not count events of these origins (the stack still follows them)\n"
+    "  --call-sites       distinguish calling contexts by the caller's bci too\n"
+    "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
+    "                     sequential; the result is the same)\n";
+
+/* ---- hot ----------------------------------------------------------------- */
+
+static void hot_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode hot TRACE.DIR [-n N] [--by bytecodes|time|calls] [--json]\n"
+            "\n"
+            "The hottest methods over all calling contexts and threads: exclusive\n"
+            "bytecodes executed, exclusive time (TSC ticks), calls, and the inclusive values\n"
+            "(each recursive activation counted once).\n"
+            "\n"
+            "  -n N               how many methods (default 20)\n"
+            "  --by METRIC        rank by bytecodes (default), time or calls\n"
+            "  --json             a JSON array instead of a table\n"
+            "%s"
+            "\n"
+            "example:\n"
+            "  java -agentpath:libjpt.so=mode=reference,out=hello.trace -Xint -cp samples/classes Hello\n"
+            "  ptdecode hot hello.trace -n 10 --by calls\n",
+            shared_options);
+}
+
+int cmd_hot(int argc, char **argv)
+{
+    prof_opts o;
+    int rc = parse_opts(argc, argv, &o, hot_usage);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (optind + 1 != argc) {
+        jerr_error("hot: expected one TRACE.DIR (try 'ptdecode hot --help')");
+        return 2;
+    }
+    const char *dir = argv[optind];
+    pf_names *names = load_names(dir);
+    if (!names)
+        return 1;
+    bool partial;
+    pf_cct *t = build_cct(dir, &o, &partial);
+    if (!t) {
+        pf_names_free(names);
+        return 1;
+    }
+    pf_hot_method *hot;
+    size_t count = pf_hot_methods(t, o.by, &hot);
+    size_t shown = count < (size_t)o.top ? count : (size_t)o.top;
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++)
+        total += pf_hot_value(&hot[i], o.by);
+    char buf[32];
+    if (o.json) {
+        json_w j;
+        json_init(&j, stdout, true);
+        json_arr(&j);
+        for (size_t i = 0; i < shown; i++) {
+            json_obj(&j);
+            json_kstr(&j, "method", pf_names_readable(names, hot[i].method, buf, sizeof buf));
+            json_ku64(&j, "calls", hot[i].calls);
+            json_ku64(&j, "self_bytecodes", hot[i].self_bytecodes);
+            json_ku64(&j, "bytecodes", hot[i].bytecodes);
+            json_ku64(&j, "self_time", hot[i].self_time);
+            json_ku64(&j, "time", hot[i].time);
+            json_end(&j);
+        }
+        json_end(&j);
+        json_finish(&j);
+    } else {
+        printf("%4s %6s %12s %14s %14s %16s %16s  %s\n", "rank", "%", "calls", "self bytecodes",
+               "bytecodes", "self time", "time", "method");
+        for (size_t i = 0; i < shown; i++) {
+            double share = total ? 100.0 * (double)pf_hot_value(&hot[i], o.by) / (double)total : 0;
+            printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 " %14" PRIu64 " %16" PRIu64 " %16" PRIu64
+                   "  %s\n", i + 1, share, hot[i].calls, hot[i].self_bytecodes, hot[i].bytecodes,
+                   hot[i].self_time, hot[i].time,
+                   pf_names_readable(names, hot[i].method, buf, sizeof buf));
+        }
+        printf("(%zu methods, ranked by %s%s)\n", count, o.by == PF_BY_CALLS ? "" : "exclusive ",
+               pf_metric_name(o.by));
+    }
+    g_free(hot);
+    pf_cct_free(t);
+    pf_names_free(names);
+    return partial ? 1 : 0;
+}
+
+/* ---- export -------------------------------------------------------------- */
+
+static void export_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode export TRACE.DIR --format FMT -o FILE [OPTIONS]\n"
+            "\n"
+            "Writes a profile of the trace (docs/PROFILES.md describes each format):\n"
+            "  cct-json      the calling context tree, for the ring chart and other tools\n"
+            "  folded        flame-graph stacks, 'a;b;c value' per line (--by picks the value)\n"
+            "  chrome-trace  per-thread method spans as Chrome trace events (chrome://tracing,\n"
+            "                Perfetto)\n"
+            "  hcct-json     the hot calling context tree (--phi, --epsilon) and its accuracy\n"
+            "                against the full tree\n"
+            "  ringchart     the calling context ring chart, one self-contained HTML page\n"
+            "\n"
+            "  -o, --output FILE  where to write ('-': standard output)\n"
+            "  --by METRIC        folded: bytecodes (default), time or calls\n"
+            "  --per-thread       folded: start each stack with its thread\n"
+            "  --title TEXT       cct-json, ringchart: the title (default: the trace directory)\n"
+            "  --phi X            hcct-json: hot threshold, a share of all calls (default 1e-3)\n"
+            "  --epsilon X        hcct-json: counter error bound, < phi (default 1e-4)\n"
+            "  --tsc-hz HZ        chrome-trace: TSC ticks per second (default: measured on this\n"
+            "                     machine, right for traces recorded on it)\n"
+            "%s"
+            "\n"
+            "examples:\n"
+            "  ptdecode export hello.trace --format folded --by calls -o hello.folded\n"
+            "  flamegraph.pl hello.folded > hello.svg\n"
+            "  ptdecode export hello.trace --format chrome-trace -o hello.json\n"
+            "  ptdecode export hello.trace --format ringchart -o hello.html\n",
+            shared_options);
+}
+
+typedef struct min_tsc {
+    uint64_t min;
+    bool any;
+} min_tsc;
+
+static int min_tsc_sink(const fl_event *ev, void *ctx)
+{
+    min_tsc *m = ctx;
+    if (!m->any || ev->tsc < m->min)
+        m->min = ev->tsc;
+    m->any = true;
+    return 0;
+}
+
+static int export_chrome(const char *dir, const prof_opts *o, const pf_names *names, FILE *out)
+{
+    /* Records of different threads are not in TSC order: find the first
+     * event's time in a pass of its own. */
+    min_tsc m = { 0 };
+    if (read_flow(dir, min_tsc_sink, &m) < 0)
+        return -1;
+    double hz = o->tsc_hz > 0 ? o->tsc_hz : pf_tsc_hz_measure();
+    pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
+    int rc = read_flow(dir, pf_chrome_sink, c);
+    long long spans = pf_chrome_finish(c);
+    if (rc < 0)
+        return -1;
+    if (spans < 0) {
+        jerr_error("write error");
+        return -1;
+    }
+    return 0;
+}
+
+static int export_hcct(const char *dir, const prof_opts *o, const pf_names *names, FILE *out)
+{
+    if (!(o->epsilon < o->phi && o->phi < 1)) {
+        jerr_error("hcct-json: need 0 < epsilon < phi < 1 (got phi %g, epsilon %g)", o->phi,
+                   o->epsilon);
+        return -2;
+    }
+    pf_hcct *h = pf_hcct_new(o->phi, o->epsilon, o->cct.include);
+    if (!h) {
+        jerr_error("hcct-json: epsilon %g needs too many counters", o->epsilon);
+        return -2;
+    }
+    if (read_flow(dir, pf_hcct_sink, h) < 0) {
+        pf_hcct_free(h);
+        return -1;
+    }
+    /* The exact tree, for the accuracy figures. */
+    bool partial;
+    pf_cct *exact = build_cct(dir, o, &partial);
+    pf_hcct_accuracy acc;
+    bool have_acc = exact && pf_hcct_accuracy_of(h, exact, &acc) == 0;
+    int rc = pf_hcct_export_json(out, h, names, have_acc ? &acc : NULL);
+    pf_cct_free(exact);
+    pf_hcct_free(h);
+    return rc;
+}
+
+int cmd_export(int argc, char **argv)
+{
+    prof_opts o;
+    int rc = parse_opts(argc, argv, &o, export_usage);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (optind + 1 != argc) {
+        jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
+        return 2;
+    }
+    static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
+                                     "ringchart" };
+    int format = -1;
+    for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
+        if (!strcmp(o.format, formats[i]))
+            format = i;
+    if (format < 0) {
+        jerr_error("export: --format must be cct-json, folded, chrome-trace, hcct-json or "
+                   "ringchart%s%s", o.format ? ", not " : "", o.format ? o.format : "");
+        return 2;
+    }
+    if (!o.output) {
+        jerr_error("export: -o FILE is required ('-' for standard output)");
+        return 2;
+    }
+    const char *dir = argv[optind];
+    pf_names *names = load_names(dir);
+    if (!names)
+        return 1;
+    bool to_stdout = !strcmp(o.output, "-");
+    FILE *out = to_stdout ? stdout : fopen(o.output, "w");
+    if (!out) {
+        jerr_error("%s: %s", o.output, strerror(errno));
+        pf_names_free(names);
+        return 1;
+    }
+    const char *title = o.title ? o.title : dir;
+    int result = 0;
+    if (format == 2) {
+        result = export_chrome(dir, &o, names, out);
+    } else if (format == 3) {
+        result = export_hcct(dir, &o, names, out);
+    } else {
+        bool partial;
+        pf_cct *t = build_cct(dir, &o, &partial);
+        if (!t) {
+            result = -1;
+        } else if (format == 0) {
+            result = pf_export_cct_json(out, t, names, title);
+        } else if (format == 1) {
+            result = pf_export_folded(out, t, names, o.by, o.per_thread);
+        } else {
+            char *json = NULL;
+            size_t len = 0;
+            FILE *mem = open_memstream(&json, &len);
+            result = mem ? pf_export_cct_json(mem, t, names, title) : -1;
+            if (mem)
+                fclose(mem);
+            char err[1024] = "";
+            if (result == 0 && pf_ringchart_write(out, json, len, title, err, sizeof err) != 0) {
+                jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
+                result = -1;
+            }
+            free(json);
+        }
+        pf_cct_free(t);
+        if (partial && result == 0)
+            result = -3;    /* written, but from part of the flow */
+    }
+    if (!to_stdout && fclose(out) != 0 && result == 0) {
+        jerr_error("%s: %s", o.output, strerror(errno));
+        result = -1;
+    } else if (to_stdout && fflush(stdout) != 0 && result == 0) {
+        result = -1;
+    }
+    /* Nothing half-written is left behind, except a profile of the part of
+     * a damaged flow that could be read (-3). */
+    if (!to_stdout && (result == -1 || result == -2))
+        unlink(o.output);
+    pf_names_free(names);
+    return result == -2 ? 2 : result < 0 ? 1 : 0;
+}
+
+/* ---- context ------------------------------------------------------------- */
+
+static void context_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode context TRACE.DIR ID\n"
+            "       ptdecode context TRACE.DIR --list [-n N]\n"
+            "\n"
+            "Decodes a calling-context id of the trace's profile to its stack (outermost frame\n"
+            "first). Ids number the contexts of all threads together (docs/PROFILES.md, context\n"
+            "encoding); --list prints the N most called contexts with their ids.\n"
+            "%s"
+            "\n"
+            "example:\n"
+            "  ptdecode context hello.trace --list -n 5\n"
+            "  ptdecode context hello.trace 42\n",
+            shared_options);
+}
+
+int cmd_context(int argc, char **argv)
+{
+    prof_opts o;
+    int rc = parse_opts(argc, argv, &o, context_usage);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (optind + (o.list ? 1 : 2) != argc) {
+        jerr_error("context: expected TRACE.DIR and an ID or --list (try 'ptdecode context --help')");
+        return 2;
+    }
+    int64_t id = -1;
+    if (!o.list) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(argv[optind + 1], &end, 0);
+        if (errno || *end || v < 0) {
+            jerr_error("context: '%s' is not a context id", argv[optind + 1]);
+            return 2;
+        }
+        id = v;
+    }
+    const char *dir = argv[optind];
+    pf_names *names = load_names(dir);
+    if (!names)
+        return 1;
+    bool partial;
+    pf_cct *t = build_cct(dir, &o, &partial);
+    pf_cct *e = t ? pf_ccenc_tree(t) : NULL;
+    pf_cct_free(t);
+    if (!e) {
+        pf_names_free(names);
+        return 1;
+    }
+    char buf[32];
+    int status = 0;
+    if (o.list) {
+        /* The most called contexts: a partial sort of node indices. */
+        uint32_t *order = g_new(uint32_t, e->count);
+        uint32_t n = 0;
+        for (uint32_t i = 1; i < e->count; i++)
+            order[n++] = i;
+        for (uint32_t i = 0; i < n && i < (uint32_t)o.top; i++) {
+            uint32_t best = i;
+            for (uint32_t k = i + 1; k < n; k++)
+                if (e->nodes[order[k]].calls > e->nodes[order[best]].calls)
+                    best = k;
+            uint32_t tmp = order[i];
+            order[i] = order[best];
+            order[best] = tmp;
+            const pf_node *node = &e->nodes[order[i]];
+            printf("%" PRIu32 " calls=%" PRIu64 " %s\n", order[i], node->calls,
+                   pf_names_readable(names, node->method, buf, sizeof buf));
+        }
+        g_free(order);
+    } else {
+        uint64_t stack[4096];
+        int64_t depth = pf_ccenc_decode(e, id, stack, 4096);
+        if (depth < 0) {
+            jerr_error("context: no context %" PRId64 " in this profile (ids 0..%" PRIu32 ")",
+                       id, e->count - 1);
+            status = 1;
+        } else {
+            if (depth == 0)
+                printf("(empty context)\n");
+            for (int64_t i = 0; i < depth && i < 4096; i++)
+                printf("%s\n", pf_names_readable(names, stack[i], buf, sizeof buf));
+        }
+    }
+    pf_cct_free(e);
+    pf_names_free(names);
+    return partial ? 1 : status;
+}

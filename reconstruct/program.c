@@ -1,0 +1,948 @@
+/* The program of a trace (program.h): class files and metadata records of
+ * jvm/meta.jpt turned into classes, methods, CFGs and call targets. */
+#include "reconstruct/program.h"
+
+#include <glib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jmeta.h"
+#include "common/jmrec.h"
+#include "reconstruct/cfg.h"
+#include "reconstruct/classfile.h"
+
+_Static_assert(sizeof(void *) == 8, "method ids are kept in pointer-sized hash keys");
+
+typedef struct rc_class rc_class;
+
+typedef struct rc_mx {
+    rc_method m;               /* first: rc_method pointers convert back */
+    rc_class *cls;
+    rc_cfg *cfg;               /* atomic; &failed_cfg when the build failed */
+} rc_mx;
+
+struct rc_class {
+    uint32_t index;
+    uint64_t class_id;
+    const char *name;
+    cf_class cf;               /* whole class file, or a bare pool (or nothing) */
+    bool from_file;            /* false: bare (hidden, or no class file captured) */
+    bool hidden;               /* CLASS_PREPARE flag 1 */
+    uint16_t access;
+    rc_class *super;
+    rc_class **ifaces;
+    uint16_t nifaces;
+    GPtrArray *children;       /* direct subclasses, implementors, subinterfaces */
+    uint32_t first_method, nmethods; /* in p->mx */
+    rc_class *next_same_name;
+};
+
+typedef struct meth_rec {
+    uint64_t id, class_id;
+    jm_slice class_sig, name, sig;
+    uint32_t modifiers;
+} meth_rec;
+
+typedef struct code_rec {
+    int32_t max_stack, max_locals;
+    jm_slice code;
+} code_rec;
+
+typedef struct site {
+    uint32_t n;
+    bool open;
+    const rc_method *t[];
+} site;
+
+struct rc_program {
+    jm_reader *r;
+    GPtrArray *classes;        /* rc_class * */
+    GHashTable *by_name;       /* name -> first rc_class of that name */
+    GHashTable *by_cid;        /* class id -> rc_class */
+    rc_mx *mx;
+    uint32_t nmethods;
+    GHashTable *by_id;         /* method id -> rc_mx */
+    GPtrArray *warnings;       /* char * */
+    GStringChunk *strs;
+    uint32_t ndamaged, nbare, nbare_plain;
+    rc_class *object;          /* java/lang/Object, if captured */
+    GHashTable *names;         /* interned method names and descriptors */
+    GPtrArray *bare_virtual;   /* rc_mx * of bare classes that may be interface targets */
+    GMutex lock;
+    GHashTable *sites;         /* (index << 32 | bci) -> site */
+    GHashTable *cha;           /* (class index << 32 | resolved method index) -> site */
+};
+
+static const rc_cfg failed_cfg;
+
+/* Hash of a 64-bit key kept in a pointer (g_direct_hash keeps only the low
+ * 32 bits: call-site keys differ in the high half). */
+static guint hash64(gconstpointer k)
+{
+    uint64_t x = (uint64_t)GPOINTER_TO_SIZE(k);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (guint)x;
+}
+
+static void warn(rc_program *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(rc_program *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_ptr_array_add(p->warnings, g_strdup_vprintf(fmt, ap));
+    va_end(ap);
+}
+
+static bool slice_eq(jm_slice s, const char *z)
+{
+    size_t n = strlen(z);
+    return n == s.len && memcmp(s.p, z, n) == 0;
+}
+
+/* "Ljava/lang/String;" -> "java/lang/String" (interned). */
+static const char *sig_to_name(rc_program *p, jm_slice s)
+{
+    if (s.len >= 2 && s.p[0] == 'L' && s.p[s.len - 1] == ';')
+        return g_string_chunk_insert_len(p->strs, (const char *)s.p + 1, (gssize)s.len - 2);
+    return g_string_chunk_insert_len(p->strs, (const char *)s.p, (gssize)s.len);
+}
+
+/* Method names and descriptors are interned so that lookups compare
+ * pointers; s must stay valid for the program's life. */
+static const char *intern(rc_program *p, const char *s)
+{
+    const char *have = g_hash_table_lookup(p->names, s);
+    if (have)
+        return have;
+    g_hash_table_add(p->names, (gpointer)s);
+    return s;
+}
+
+/* The interned copy of s, or NULL when no method has that name or descriptor. */
+static const char *interned(const rc_program *p, const char *s)
+{
+    return s ? g_hash_table_lookup(p->names, s) : NULL;
+}
+
+static void class_free(gpointer data)
+{
+    rc_class *c = data;
+    cf_free(&c->cf);
+    if (c->children)
+        g_ptr_array_free(c->children, TRUE);
+    g_free(c->ifaces);
+    g_free(c);
+}
+
+void rc_program_free(rc_program *p)
+{
+    if (!p)
+        return;
+    for (uint32_t i = 0; i < p->nmethods; i++) {
+        rc_cfg *g = p->mx[i].cfg;
+        if (g && g != &failed_cfg)
+            rc_cfg_free(g);
+    }
+    g_free(p->mx);
+    if (p->sites)
+        g_hash_table_destroy(p->sites);
+    if (p->cha)
+        g_hash_table_destroy(p->cha);
+    if (p->by_id)
+        g_hash_table_destroy(p->by_id);
+    if (p->by_name)
+        g_hash_table_destroy(p->by_name);
+    if (p->by_cid)
+        g_hash_table_destroy(p->by_cid);
+    if (p->classes)
+        g_ptr_array_free(p->classes, TRUE);
+    if (p->bare_virtual)
+        g_ptr_array_free(p->bare_virtual, TRUE);
+    if (p->warnings)
+        g_ptr_array_free(p->warnings, TRUE);
+    if (p->strs)
+        g_string_chunk_free(p->strs);
+    if (p->names)
+        g_hash_table_destroy(p->names);
+    g_mutex_clear(&p->lock);
+    if (p->r)
+        jm_reader_close(p->r);
+    g_free(p);
+}
+
+static rc_class *class_new(rc_program *p, uint64_t cid, const char *name)
+{
+    rc_class *c = g_new0(rc_class, 1);
+    c->index = p->classes->len;
+    c->class_id = cid;
+    c->name = name;
+    g_ptr_array_add(p->classes, c);
+    g_hash_table_insert(p->by_cid, GSIZE_TO_POINTER(cid), c);
+    rc_class *first = g_hash_table_lookup(p->by_name, name);
+    if (!first) {
+        g_hash_table_insert(p->by_name, (gpointer)name, c);
+    } else {
+        while (first->next_same_name)
+            first = first->next_same_name;
+        first->next_same_name = c;
+    }
+    return c;
+}
+
+static rc_class *class_find(const rc_program *p, const char *name)
+{
+    return name ? g_hash_table_lookup(p->by_name, name) : NULL;
+}
+
+static void link_child(rc_program *p, const char *parent, rc_class *child)
+{
+    for (rc_class *s = class_find(p, parent); s; s = s->next_same_name) {
+        if (s == child)
+            continue;
+        if (!s->children)
+            s->children = g_ptr_array_new();
+        g_ptr_array_add(s->children, child);
+    }
+}
+
+static gint cmp_u64(gconstpointer a, gconstpointer b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void mx_init(rc_mx *x, uint32_t index, rc_class *c)
+{
+    x->m.index = index;
+    x->m.klass = c->name;
+    x->m.source = c->cf.source;
+    x->cls = c;
+}
+
+rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
+{
+    char jdir[4096];
+    snprintf(jdir, sizeof jdir, "%s/jvm", trace_dir);
+    jm_reader *r = jm_reader_open(jdir, err, errlen);
+    if (!r)
+        return NULL;
+    rc_program *p = g_new0(rc_program, 1);
+    p->r = r;
+    g_mutex_init(&p->lock);
+    p->classes = g_ptr_array_new_with_free_func(class_free);
+    p->by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    p->by_cid = g_hash_table_new(hash64, g_direct_equal);
+    p->by_id = g_hash_table_new(hash64, g_direct_equal);
+    p->warnings = g_ptr_array_new_with_free_func(g_free);
+    p->strs = g_string_chunk_new(1 << 16);
+    p->bare_virtual = g_ptr_array_new();
+    p->names = g_hash_table_new(g_str_hash, g_str_equal);
+    p->sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
+    p->cha = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
+
+    /* 1. Collect the records. */
+    GArray *files = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    GArray *prepares = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    GArray *meths = g_array_new(FALSE, FALSE, sizeof(meth_rec));
+    GHashTable *codes = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
+    GHashTable *pools = g_hash_table_new(hash64, g_direct_equal); /* cid -> jm_rec* in pool_recs */
+    GArray *pool_recs = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    char e[512];
+    jm_record rec;
+    int rc;
+    while ((rc = jm_reader_next(r, &rec)) == 1) {
+        jm_rec m;
+        if (rec.type < JM_METHOD || rec.type > JM_CONSTANT_POOL)
+            continue;
+        if (jm_parse(&rec, &m, e, sizeof e) < 0) {
+            warn(p, "%s record: %s", jm_type_name(rec.type), e);
+            continue;
+        }
+        switch (m.type) {
+        case JM_METHOD: {
+            meth_rec x = { m.u.method.method_id, m.u.method.class_id, m.u.method.class_sig,
+                           m.u.method.name, m.u.method.sig, m.u.method.modifiers };
+            g_array_append_val(meths, x);
+            break;
+        }
+        case JM_CLASS_FILE:
+            g_array_append_val(files, m);
+            break;
+        case JM_CLASS_PREPARE:
+            g_array_append_val(prepares, m);
+            break;
+        case JM_METHOD_BYTECODE: {
+            code_rec *c = g_new(code_rec, 1);
+            c->max_stack = m.u.method_bytecode.max_stack;
+            c->max_locals = m.u.method_bytecode.max_locals;
+            c->code = m.u.method_bytecode.bytecode;
+            g_hash_table_insert(codes, GSIZE_TO_POINTER(m.u.method_bytecode.method_id), c);
+            break;
+        }
+        case JM_CONSTANT_POOL:
+            g_array_append_val(pool_recs, m);
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0)
+        warn(p, "%s: %s (records after it are not read)", jm_reader_path(r), jm_reader_error(r));
+    for (guint i = 0; i < pool_recs->len; i++) {
+        jm_rec *m = &g_array_index(pool_recs, jm_rec, i);
+        g_hash_table_insert(pools, GSIZE_TO_POINTER(m->u.constant_pool.class_id), m);
+    }
+
+    /* 2. Class files: the first that parses for each class id. */
+    for (guint i = 0; i < files->len; i++) {
+        jm_rec *m = &g_array_index(files, jm_rec, i);
+        uint64_t cid = m->u.class_file.class_id;
+        if (g_hash_table_contains(p->by_cid, GSIZE_TO_POINTER(cid)))
+            continue;
+        cf_class cf;
+        if (cf_parse(m->u.class_file.bytes.p, m->u.class_file.bytes.len, &cf, e, sizeof e) < 0) {
+            warn(p, "class %.*s (class id %llu): %s", (int)m->u.class_file.class_sig.len,
+                 (const char *)m->u.class_file.class_sig.p, (unsigned long long)cid, e);
+            p->ndamaged++;
+            continue;
+        }
+        rc_class *c = class_new(p, cid, g_string_chunk_insert_const(p->strs, cf.name));
+        c->cf = cf;
+        c->from_file = true;
+        c->access = cf.access;
+    }
+    /* 3. Bare classes: prepared without a class file (hidden ones with their
+     * constant pool). */
+    for (guint i = 0; i < prepares->len; i++) {
+        jm_rec *m = &g_array_index(prepares, jm_rec, i);
+        uint64_t cid = m->u.class_prepare.class_id;
+        rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(cid));
+        if (c) {
+            if (m->u.class_prepare.flags & JM_CLASS_HIDDEN)
+                c->hidden = true;
+            continue;
+        }
+        c = class_new(p, cid, sig_to_name(p, m->u.class_prepare.class_sig));
+        c->hidden = (m->u.class_prepare.flags & JM_CLASS_HIDDEN) != 0;
+        p->nbare++;
+        if (!c->hidden)
+            p->nbare_plain++;
+        if (!c->hidden)
+            warn(p, "class %s (class id %llu): prepared without a class file", c->name,
+                 (unsigned long long)cid);
+        jm_rec *pool = g_hash_table_lookup(pools, GSIZE_TO_POINTER(cid));
+        if (pool && cf_parse_pool(pool->u.constant_pool.bytes.p, pool->u.constant_pool.bytes.len,
+                                  pool->u.constant_pool.cp_count, &c->cf, e, sizeof e) < 0)
+            warn(p, "constant pool of %s (class id %llu): %s", c->name,
+                 (unsigned long long)cid, e);
+    }
+    /* 4. Method records. A class-file method is found by name and
+     * descriptor; bare classes, and methods missing from their class file
+     * (added by the JVM after the load hook, e.g. JFR's event methods),
+     * become extra methods of their class (in record order). */
+    GArray *extra = g_array_new(FALSE, FALSE, sizeof(uint64_t)); /* class index << 32 | meths index */
+    gint32 *match = g_new(gint32, meths->len ? meths->len : 1);
+    GHashTable *seen = g_hash_table_new(hash64, g_direct_equal);
+    uint32_t unmatched = 0;
+    for (guint i = 0; i < meths->len; i++) {
+        meth_rec *x = &g_array_index(meths, meth_rec, i);
+        match[i] = -1;
+        if (!g_hash_table_add(seen, GSIZE_TO_POINTER(x->id)))
+            continue; /* the same id twice */
+        rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(x->class_id));
+        if (!c) {
+            /* Only METHOD records name this class (damaged class file). */
+            c = class_new(p, x->class_id, sig_to_name(p, x->class_sig));
+            p->nbare++;
+            p->nbare_plain++;
+        }
+        if (c->from_file) {
+            for (uint32_t j = 0; j < c->cf.nmethods && match[i] < 0; j++)
+                if (slice_eq(x->name, c->cf.methods[j].name) &&
+                    slice_eq(x->sig, c->cf.methods[j].sig))
+                    match[i] = (gint32)j;
+            if (match[i] >= 0)
+                continue;
+            if (unmatched++ < 100)
+                warn(p, "method id %#llx %s.%.*s%.*s: not in the class file", (unsigned long long)x->id,
+                     c->name, (int)x->name.len, (const char *)x->name.p, (int)x->sig.len,
+                     (const char *)x->sig.p);
+        }
+        uint64_t key = (uint64_t)c->index << 32 | i;
+        g_array_append_val(extra, key);
+    }
+    if (unmatched > 100)
+        warn(p, "%u more method ids not in their class files", unmatched - 100);
+    g_array_sort(extra, cmp_u64);
+    /* 5. Methods, dense: per class, the class file's methods in file order,
+     * then the extra ones. */
+    uint32_t total = extra->len;
+    for (guint i = 0; i < p->classes->len; i++) {
+        rc_class *c = g_ptr_array_index(p->classes, i);
+        if (c->from_file)
+            total += c->cf.nmethods;
+    }
+    p->mx = g_new0(rc_mx, total ? total : 1);
+    uint32_t k = 0;
+    guint next_extra = 0;
+    for (guint i = 0; i < p->classes->len; i++) {
+        rc_class *c = g_ptr_array_index(p->classes, i);
+        c->first_method = k;
+        for (uint32_t j = 0; c->from_file && j < c->cf.nmethods; j++, k++) {
+            const cf_method *fm = &c->cf.methods[j];
+            rc_mx *x = &p->mx[k];
+            mx_init(x, k, c);
+            x->m.name = intern(p, fm->name);
+            x->m.sig = intern(p, fm->sig);
+            x->m.access = fm->access;
+            if (fm->code && rc_code_check(fm->code, fm->code_len, fm->handlers, fm->nhandlers, e,
+                                          sizeof e) < 0) {
+                warn(p, "%s.%s%s: %s (code dropped)", c->name, fm->name, fm->sig, e);
+                continue;
+            }
+            x->m.code = fm->code;
+            x->m.code_len = fm->code_len;
+            x->m.max_stack = fm->max_stack;
+            x->m.max_locals = fm->max_locals;
+            x->m.nhandlers = fm->nhandlers;
+            x->m.handlers = fm->handlers;
+            x->m.nlines = fm->nlines;
+            x->m.lines = fm->lines;
+        }
+        for (; next_extra < extra->len; next_extra++, k++) {
+            uint64_t key = g_array_index(extra, uint64_t, next_extra);
+            if ((key >> 32) != c->index)
+                break;
+            meth_rec *y = &g_array_index(meths, meth_rec, (guint)key);
+            rc_mx *x = &p->mx[k];
+            mx_init(x, k, c);
+            x->m.id = y->id;
+            x->m.name = intern(p, g_string_chunk_insert_len(p->strs, (const char *)y->name.p,
+                                                            y->name.len));
+            x->m.sig = intern(p, g_string_chunk_insert_len(p->strs, (const char *)y->sig.p,
+                                                           y->sig.len));
+            x->m.access = (uint16_t)y->modifiers;
+            code_rec *cr = g_hash_table_lookup(codes, GSIZE_TO_POINTER(y->id));
+            if (cr && rc_code_check(cr->code.p, cr->code.len, NULL, 0, e, sizeof e) < 0) {
+                warn(p, "%s.%s%s (bytecode record): %s (code dropped)", c->name, x->m.name,
+                     x->m.sig, e);
+            } else if (cr) {
+                x->m.code = cr->code.p;
+                x->m.code_len = cr->code.len;
+                x->m.max_stack = cr->max_stack < 0 ? 0 : (uint16_t)cr->max_stack;
+                x->m.max_locals = cr->max_locals < 0 ? 0 : (uint16_t)cr->max_locals;
+            }
+            g_hash_table_insert(p->by_id, GSIZE_TO_POINTER(y->id), x);
+            if (!c->from_file && !(x->m.access & (CF_ACC_STATIC | CF_ACC_PRIVATE)) &&
+                x->m.name[0] != '<')
+                g_ptr_array_add(p->bare_virtual, x);
+        }
+        c->nmethods = k - c->first_method;
+    }
+    p->nmethods = k;
+    /* 6. Ids of class-file methods. */
+    for (guint i = 0; i < meths->len; i++) {
+        if (match[i] < 0)
+            continue;
+        meth_rec *y = &g_array_index(meths, meth_rec, i);
+        rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(y->class_id));
+        rc_mx *x = &p->mx[c->first_method + (uint32_t)match[i]];
+        if (!x->m.id)
+            x->m.id = y->id;
+        g_hash_table_insert(p->by_id, GSIZE_TO_POINTER(y->id), x);
+    }
+    g_free(match);
+    /* 7. The hierarchy. */
+    for (guint i = 0; i < p->classes->len; i++) {
+        rc_class *c = g_ptr_array_index(p->classes, i);
+        if (!c->from_file)
+            continue;
+        if (c->cf.super_name) {
+            c->super = class_find(p, c->cf.super_name);
+            link_child(p, c->cf.super_name, c);
+        }
+        if (c->cf.ninterfaces) {
+            c->ifaces = g_new0(rc_class *, c->cf.ninterfaces);
+            for (uint16_t j = 0; j < c->cf.ninterfaces; j++) {
+                rc_class *s = class_find(p, c->cf.interfaces[j]);
+                if (s)
+                    c->ifaces[c->nifaces++] = s;
+                link_child(p, c->cf.interfaces[j], c);
+            }
+        }
+    }
+    p->object = class_find(p, "java/lang/Object");
+    g_hash_table_destroy(seen);
+    g_array_free(extra, TRUE);
+    g_array_free(files, TRUE);
+    g_array_free(prepares, TRUE);
+    g_array_free(meths, TRUE);
+    g_array_free(pool_recs, TRUE);
+    g_hash_table_destroy(codes);
+    g_hash_table_destroy(pools);
+    return p;
+}
+
+size_t rc_program_nmethods(const rc_program *p)
+{
+    return p->nmethods;
+}
+
+const rc_method *rc_method_at(const rc_program *p, uint32_t index)
+{
+    return index < p->nmethods ? &p->mx[index].m : NULL;
+}
+
+const rc_method *rc_method_by_id(const rc_program *p, uint64_t id)
+{
+    rc_mx *x = g_hash_table_lookup(p->by_id, GSIZE_TO_POINTER(id));
+    return x ? &x->m : NULL;
+}
+
+/* The method (name, sig) declared by c; name and sig are interned. */
+static rc_mx *declared(const rc_program *p, const rc_class *c, const char *name, const char *sig)
+{
+    for (uint32_t j = 0; j < c->nmethods; j++) {
+        rc_mx *x = &p->mx[c->first_method + j];
+        if (x->m.name == name && x->m.sig == sig)
+            return x;
+    }
+    return NULL;
+}
+
+const rc_method *rc_method_find(const rc_program *p, const char *klass, const char *name,
+                                const char *sig)
+{
+    name = interned(p, name);
+    sig = interned(p, sig);
+    if (!name || !sig)
+        return NULL;
+    for (rc_class *c = class_find(p, klass); c; c = c->next_same_name) {
+        rc_mx *x = declared(p, c, name, sig);
+        if (x)
+            return &x->m;
+    }
+    return NULL;
+}
+
+size_t rc_program_warnings(const rc_program *p, const char *const **lines)
+{
+    *lines = (const char *const *)p->warnings->pdata;
+    return p->warnings->len;
+}
+
+static rc_mx *mx_of(rc_program *p, const rc_method *m)
+{
+    if (!m || m->index >= p->nmethods || &p->mx[m->index].m != m)
+        return NULL;
+    return &p->mx[m->index];
+}
+
+const rc_cfg *rc_cfg_get(rc_program *p, const rc_method *m)
+{
+    rc_mx *x = mx_of(p, m);
+    if (!x || !m->code)
+        return NULL;
+    rc_cfg *g = g_atomic_pointer_get(&x->cfg);
+    if (!g) {
+        char e[256];
+        g = rc_cfg_build(m->code, m->code_len, m->handlers, m->nhandlers, e, sizeof e);
+        if (!g)
+            g = (rc_cfg *)&failed_cfg;
+        if (!g_atomic_pointer_compare_and_exchange(&x->cfg, NULL, g)) {
+            if (g != &failed_cfg)
+                rc_cfg_free(g);
+            g = g_atomic_pointer_get(&x->cfg);
+        }
+    }
+    return g == &failed_cfg ? NULL : g;
+}
+
+uint32_t rc_line_of(const rc_method *m, uint32_t bci)
+{
+    if (!m || !m->nlines)
+        return 0;
+    uint32_t lo = 0, hi = m->nlines; /* first entry with start_pc > bci */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (m->lines[mid].start_pc <= bci)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? m->lines[lo - 1].line : 0;
+}
+
+/* ---- call targets -------------------------------------------------------- */
+
+static bool same_package(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    size_t na = sa ? (size_t)(sa - a) : 0, nb = sb ? (size_t)(sb - b) : 0;
+    return na == nb && memcmp(a, b, na) == 0;
+}
+
+static bool is_interface(const rc_class *c)
+{
+    return c->from_file && (c->access & CF_ACC_INTERFACE);
+}
+
+/* A method of the superinterfaces of c (and of its superclasses): a default
+ * (non-abstract instance) method when there is one, else any match. */
+static rc_mx *iface_lookup(const rc_program *p, const rc_class *c, const char *name,
+                           const char *sig)
+{
+    rc_mx *any = NULL, *hit = NULL;
+    /* Breadth first; the sets are small, so duplicates are found by a scan. */
+    rc_class *local[64];
+    rc_class **queue = local;
+    size_t n = 0, cap = 64;
+#define ENQUEUE(k)                                                                          \
+    do {                                                                                    \
+        rc_class *k_ = (k);                                                                 \
+        bool dup_ = false;                                                                  \
+        for (size_t j_ = 0; j_ < n && !dup_; j_++)                                          \
+            dup_ = queue[j_] == k_;                                                         \
+        if (!dup_) {                                                                        \
+            if (n == cap) {                                                                 \
+                rc_class **q_ = g_new(rc_class *, cap * 2);                                 \
+                memcpy(q_, queue, n * sizeof *q_);                                          \
+                if (queue != local)                                                         \
+                    g_free(queue);                                                          \
+                queue = q_;                                                                 \
+                cap *= 2;                                                                   \
+            }                                                                               \
+            queue[n++] = k_;                                                                \
+        }                                                                                   \
+    } while (0)
+    for (const rc_class *k = c; k; k = k->super)
+        for (uint16_t i = 0; i < k->nifaces; i++)
+            ENQUEUE(k->ifaces[i]);
+    for (size_t q = 0; q < n && !hit; q++) {
+        rc_class *s = queue[q];
+        rc_mx *x = declared(p, s, name, sig);
+        if (x && !(x->m.access & (CF_ACC_STATIC | CF_ACC_PRIVATE))) {
+            if (!(x->m.access & CF_ACC_ABSTRACT))
+                hit = x;
+            else if (!any)
+                any = x;
+        }
+        for (uint16_t i = 0; i < s->nifaces; i++)
+            ENQUEUE(s->ifaces[i]);
+    }
+#undef ENQUEUE
+    if (queue != local)
+        g_free(queue);
+    return hit ? hit : any;
+}
+
+/* Method resolution (JVMS 5.4.3.3 / 5.4.3.4): c and its superclasses, then
+ * (interfaces: java/lang/Object's) superinterfaces. */
+static rc_mx *resolve(const rc_program *p, const rc_class *c, const char *name, const char *sig)
+{
+    if (is_interface(c)) {
+        rc_mx *x = declared(p, c, name, sig);
+        if (x)
+            return x;
+        const rc_class *o = p->object;
+        if (o && (x = declared(p, o, name, sig)) && (x->m.access & CF_ACC_PUBLIC) &&
+            !(x->m.access & CF_ACC_STATIC))
+            return x;
+        return iface_lookup(p, c, name, sig);
+    }
+    for (const rc_class *k = c; k; k = k->super) {
+        rc_mx *x = declared(p, k, name, sig);
+        if (x)
+            return x;
+    }
+    return iface_lookup(p, c, name, sig);
+}
+
+/* Whether x, declared in class k, can override r (JVMS 5.4.5, without the
+ * transitive case): public/protected r, or package-private r of k's package. */
+static bool overrides(const rc_class *k, const rc_mx *x, const rc_mx *r)
+{
+    if (x->m.access & (CF_ACC_STATIC | CF_ACC_PRIVATE))
+        return false;
+    if (x == r || (r->m.access & (CF_ACC_PUBLIC | CF_ACC_PROTECTED)))
+        return true;
+    return same_package(k->name, r->m.klass);
+}
+
+/* Selection in the superclass chain of d alone (JVMS 5.4.6 steps 1-2). */
+static rc_mx *select_chain(const rc_program *p, const rc_class *d, const rc_mx *r)
+{
+    for (const rc_class *k = d; k; k = k->super) {
+        rc_mx *x = declared(p, k, r->m.name, r->m.sig);
+        if (x && overrides(k, x, r))
+            return x;
+    }
+    return NULL;
+}
+
+typedef struct tset {
+    GPtrArray *t;
+    GHashTable *in;
+} tset;
+
+static void tset_add(tset *s, const rc_mx *x)
+{
+    if (x && g_hash_table_add(s->in, (gpointer)x))
+        g_ptr_array_add(s->t, (gpointer)&x->m);
+}
+
+/* Every selected non-abstract method over the captured subtypes of c. The
+ * walk is top-down: a class reached from its own superclass inherits that
+ * class's chain selection unless it declares an override itself. */
+typedef struct walk {
+    rc_class *c;
+    rc_mx *chain;              /* selection in the superclass chain; valid if known */
+    bool known;
+} walk;
+
+static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, bool *open)
+{
+    if ((r->m.access & (CF_ACC_PRIVATE | CF_ACC_FINAL)) && !(r->m.access & CF_ACC_ABSTRACT)) {
+        tset_add(out, r);
+        return;
+    }
+    guint8 *seen = g_new0(guint8, p->classes->len);
+    GArray *stack = g_array_new(FALSE, FALSE, sizeof(walk));
+    for (rc_class *s = c; s; s = s->next_same_name)
+        if (s->from_file) {
+            walk w = { s, NULL, false };
+            g_array_append_val(stack, w);
+            seen[s->index] = 1;
+        }
+    while (stack->len) {
+        walk w = g_array_index(stack, walk, stack->len - 1);
+        g_array_set_size(stack, stack->len - 1);
+        rc_class *d = w.c;
+        rc_mx *chain;
+        if (w.known) {
+            rc_mx *x = declared(p, d, r->m.name, r->m.sig);
+            chain = x && overrides(d, x, r) ? x : w.chain;
+        } else {
+            chain = is_interface(d) ? NULL : select_chain(p, d, r);
+        }
+        if (!is_interface(d) && !(d->access & CF_ACC_ABSTRACT)) {
+            rc_mx *x = chain ? chain : iface_lookup(p, d, r->m.name, r->m.sig);
+            if (x && !(x->m.access & CF_ACC_ABSTRACT))
+                tset_add(out, x);
+        }
+        if (d->children)
+            for (guint i = 0; i < d->children->len; i++) {
+                rc_class *k = g_ptr_array_index(d->children, i);
+                if (!seen[k->index]) {
+                    seen[k->index] = 1;
+                    walk kw = { k, chain, !is_interface(d) && k->super == d };
+                    g_array_append_val(stack, kw);
+                }
+            }
+    }
+    g_array_free(stack, TRUE);
+    g_free(seen);
+    /* Bare classes (hidden ones: lambda proxies and the like) have no known
+     * supertypes: through an interface or Object they may be the receiver. */
+    if (is_interface(c) || strcmp(c->name, "java/lang/Object") == 0) {
+        for (guint i = 0; i < p->bare_virtual->len; i++) {
+            const rc_mx *x = g_ptr_array_index(p->bare_virtual, i);
+            if (x->m.name == r->m.name && x->m.sig == r->m.sig &&
+                !(x->m.access & CF_ACC_ABSTRACT)) {
+                tset_add(out, x);
+                *open = true;
+            }
+        }
+        /* Classes prepared without a class file and not hidden may be
+         * ordinary classes with any supertypes. */
+        if (p->nbare_plain)
+            *open = true;
+    }
+    if (p->ndamaged)
+        *open = true;
+}
+
+enum { OP_INVOKEVIRTUAL = 182, OP_INVOKESPECIAL, OP_INVOKESTATIC, OP_INVOKEINTERFACE,
+       OP_INVOKEDYNAMIC };
+
+/* Targets of an invocation of (klass, name, sig) with the semantics of op. */
+static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, const char *klass,
+                           const char *name, const char *sig, tset *out, bool *open)
+{
+    rc_class *c = class_find(p, klass);
+    name = interned(p, name);
+    sig = interned(p, sig);
+    if (!c || !name || !sig) {
+        *open = true; /* the class (or any method of that name) was never captured */
+        return;
+    }
+    if (op == OP_INVOKESPECIAL) {
+        /* A call of a superclass's method (not <init>) starts at the
+         * caller's direct superclass (ACC_SUPER semantics). */
+        const rc_class *cur = caller->cls;
+        if (strcmp(name, "<init>") != 0 && !is_interface(c) && cur->from_file && c != cur) {
+            bool is_super = false;
+            for (const rc_class *k = cur->super; k && !is_super; k = k->super)
+                is_super = strcmp(k->name, c->name) == 0;
+            if (is_super && cur->super)
+                c = cur->super;
+        }
+    }
+    rc_mx *r = resolve(p, c, name, sig);
+    if (!r) {
+        *open = true; /* signature-polymorphic, or a class that was not captured */
+        return;
+    }
+    if (op == OP_INVOKESTATIC || op == OP_INVOKESPECIAL) {
+        if (op == OP_INVOKESPECIAL && (r->m.access & CF_ACC_ABSTRACT)) {
+            *open = true;
+            return;
+        }
+        tset_add(out, r);
+        return;
+    }
+    /* Many sites share a resolved method: the analysis is kept per (class, method). */
+    gpointer key = GSIZE_TO_POINTER((uint64_t)c->index << 32 | r->m.index);
+    g_mutex_lock((GMutex *)&p->lock);
+    site *st = g_hash_table_lookup(p->cha, key);
+    g_mutex_unlock((GMutex *)&p->lock);
+    if (!st) {
+        tset one = { g_ptr_array_new(), g_hash_table_new(g_direct_hash, g_direct_equal) };
+        bool o = false;
+        cha(p, c, r, &one, &o);
+        st = g_malloc(sizeof *st + one.t->len * sizeof st->t[0]);
+        st->n = one.t->len;
+        st->open = o;
+        if (one.t->len)
+            memcpy(st->t, one.t->pdata, one.t->len * sizeof st->t[0]);
+        g_ptr_array_free(one.t, TRUE);
+        g_hash_table_destroy(one.in);
+        g_mutex_lock((GMutex *)&p->lock);
+        site *have = g_hash_table_lookup(p->cha, key);
+        if (have) {
+            g_free(st);
+            st = have;
+        } else {
+            g_hash_table_insert(p->cha, key, st);
+        }
+        g_mutex_unlock((GMutex *)&p->lock);
+    }
+    for (uint32_t i = 0; i < st->n; i++)
+        tset_add(out, (const rc_mx *)st->t[i]);
+    if (st->open)
+        *open = true;
+}
+
+static bool lambda_bootstrap(const cf_class *cf, uint16_t bsm_idx, const cf_bsm **b)
+{
+    if (!cf->has_bsm || bsm_idx >= cf->nbsm)
+        return false;
+    *b = &cf->bsm[bsm_idx];
+    uint8_t kind, tag;
+    uint16_t ref;
+    const char *k, *n, *s;
+    if (cf_method_handle(cf, (*b)->method_handle, &kind, &ref) < 0 ||
+        cf_member_ref(cf, ref, &tag, &k, &n, &s) < 0)
+        return false;
+    return kind == CF_REF_INVOKE_STATIC && strcmp(k, "java/lang/invoke/LambdaMetafactory") == 0 &&
+           (strcmp(n, "metafactory") == 0 || strcmp(n, "altMetafactory") == 0);
+}
+
+static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
+{
+    tset out = { g_ptr_array_new(), g_hash_table_new(g_direct_hash, g_direct_equal) };
+    bool open = false;
+    const rc_method *m = &x->m;
+    const cf_class *cf = &x->cls->cf;
+    uint8_t op = m->code[bci];
+    uint16_t idx = (uint16_t)(m->code[bci + 1] << 8 | m->code[bci + 2]);
+    uint8_t tag;
+    const char *k, *n, *s;
+    if (op >= OP_INVOKEVIRTUAL && op <= OP_INVOKEINTERFACE) {
+        if (cf_member_ref(cf, idx, &tag, &k, &n, &s) < 0 || tag == CF_FIELDREF)
+            open = true;
+        else if (k[0] == '[')
+            /* a method of an array type: java/lang/Object's (clone is the array's own) */
+            invoke_targets(p, x, op, "java/lang/Object", n, s, &out, &open);
+        else
+            invoke_targets(p, x, op, k, n, s, &out, &open);
+    } else if (op == OP_INVOKEDYNAMIC) {
+        /* The site links once (bootstrap), then runs the call site's target;
+         * for LambdaMetafactory that makes the lambda object, whose interface
+         * method later calls the implementation method reported here. */
+        open = true;
+        uint16_t bsm;
+        const cf_bsm *b;
+        uint8_t kind;
+        uint16_t ref;
+        if (cf_dynamic(cf, idx, &bsm, &n, &s) == 0 && lambda_bootstrap(cf, bsm, &b) &&
+            cf_method_handle(cf, cf_bsm_arg(cf, b, 1), &kind, &ref) == 0 &&
+            cf_member_ref(cf, ref, &tag, &k, &n, &s) == 0) {
+            bool ignored = false;
+            int iop = kind == CF_REF_INVOKE_STATIC      ? OP_INVOKESTATIC
+                      : kind == CF_REF_INVOKE_INTERFACE ? OP_INVOKEINTERFACE
+                      : kind == CF_REF_INVOKE_VIRTUAL   ? OP_INVOKEVIRTUAL
+                                                        : OP_INVOKESPECIAL;
+            /* REF_invokeSpecial here names the method itself (private). */
+            if (kind == CF_REF_INVOKE_SPECIAL || kind == CF_REF_NEW_INVOKE_SPECIAL) {
+                rc_class *c = class_find(p, k);
+                n = interned(p, n);
+                s = interned(p, s);
+                rc_mx *r = c && n && s ? resolve(p, c, n, s) : NULL;
+                tset_add(&out, r);
+            } else {
+                invoke_targets(p, x, iop, k, n, s, &out, &ignored);
+            }
+        }
+    }
+    /* An empty set is never final: the site may run with a receiver (or
+     * call a method) that the captured classes do not show. */
+    if (!out.t->len)
+        open = true;
+    site *st = g_malloc(sizeof *st + out.t->len * sizeof st->t[0]);
+    st->n = out.t->len;
+    st->open = open;
+    if (out.t->len)
+        memcpy(st->t, out.t->pdata, out.t->len * sizeof st->t[0]);
+    g_ptr_array_free(out.t, TRUE);
+    g_hash_table_destroy(out.in);
+    return st;
+}
+
+size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
+                       const rc_method *const **targets, bool *open)
+{
+    static const rc_method *const none[1];
+    *targets = none;
+    *open = false;
+    rc_mx *x = mx_of(p, m);
+    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
+    if (!g || rc_cfg_index(g, bci) < 0)
+        return 0;
+    uint8_t op = m->code[bci];
+    if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
+        return 0;
+    gpointer key = GSIZE_TO_POINTER((uint64_t)m->index << 32 | bci);
+    g_mutex_lock(&p->lock);
+    site *st = g_hash_table_lookup(p->sites, key);
+    g_mutex_unlock(&p->lock);
+    if (!st) {
+        site *mine = compute_site(p, x, bci);
+        g_mutex_lock(&p->lock);
+        st = g_hash_table_lookup(p->sites, key);
+        if (!st) {
+            g_hash_table_insert(p->sites, key, mine);
+            st = mine;
+        } else {
+            g_free(mine);
+        }
+        g_mutex_unlock(&p->lock);
+    }
+    *targets = st->t;
+    *open = st->open;
+    return st->n;
+}

@@ -1,0 +1,104 @@
+/* The program of a trace: every class and method the agent captured, with
+ * bytecode, per-method control-flow graphs and resolved call targets.
+ *
+ * Loaded from jvm/meta.jpt: CLASS_FILE records (parsed class files),
+ * CLASS_PREPARE (which methods each class has, by the agent's method ids),
+ * METHOD (names), and for classes that never reached the load hook (hidden
+ * classes) METHOD_BYTECODE + CONSTANT_POOL. CFGs and call targets are built
+ * lazily, on first use, and cached; lookups may be called from several
+ * threads at once. */
+#ifndef JPT_RECONSTRUCT_PROGRAM_H
+#define JPT_RECONSTRUCT_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rc_program rc_program;
+
+typedef struct rc_handler {
+    uint32_t start_pc, end_pc, handler_pc;   /* [start_pc, end_pc) */
+    const char *catch_type;                  /* internal class name; NULL: any (finally) */
+} rc_handler;
+
+typedef struct rc_line {
+    uint32_t start_pc, line;
+} rc_line;
+
+typedef struct rc_method {
+    uint32_t index;            /* dense, 0 .. rc_program_nmethods() - 1 */
+    uint64_t id;               /* the agent's method id; 0 when the agent named none */
+    const char *klass;         /* internal form: java/lang/String */
+    const char *name;          /* hashCode */
+    const char *sig;           /* ()I */
+    const char *source;        /* SourceFile attribute, or NULL */
+    uint16_t access;           /* ACC_* of the method */
+    const uint8_t *code;       /* NULL when abstract or native */
+    uint32_t code_len;
+    uint16_t max_stack, max_locals;
+    uint32_t nhandlers;
+    const rc_handler *handlers;
+    uint32_t nlines;
+    const rc_line *lines;      /* sorted by start_pc */
+} rc_method;
+
+/* Edge kinds of the per-method CFG. */
+typedef enum rc_edge_kind {
+    RC_EDGE_NEXT = 1,          /* falls through (incl. the not-taken side of an if) */
+    RC_EDGE_TAKEN,             /* a conditional branch taken, goto, jsr, ret */
+    RC_EDGE_SWITCH,            /* a tableswitch / lookupswitch case or default */
+    RC_EDGE_EXCEPTION,         /* to an exception handler covering the instruction */
+} rc_edge_kind;
+
+typedef struct rc_edge {
+    uint32_t to;               /* instruction index */
+    uint8_t kind;              /* rc_edge_kind */
+} rc_edge;
+
+/* A method's instructions and their successors, at instruction granularity.
+ * Instruction i is at bci[i] with opcode op[i] (the standard opcode, from the
+ * class file); its successors are edge[first[i] .. first[i + 1]). Returns,
+ * athrow (unless a handler covers it) and calls have only their intraprocedural
+ * successors (a call's successor is the instruction after it). */
+typedef struct rc_cfg {
+    uint32_t ninsn;
+    const uint32_t *bci;
+    const uint8_t *op;
+    const uint32_t *first;     /* ninsn + 1 */
+    const rc_edge *edge;
+} rc_cfg;
+
+/* Loads the program of trace.dir. Returns NULL with a one-line message in
+ * err only when nothing can be read; damaged classes are skipped and
+ * counted (rc_program_warnings). */
+rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen);
+void rc_program_free(rc_program *p);
+
+size_t rc_program_nmethods(const rc_program *p);
+const rc_method *rc_method_at(const rc_program *p, uint32_t index);
+const rc_method *rc_method_by_id(const rc_program *p, uint64_t id);
+const rc_method *rc_method_find(const rc_program *p, const char *klass, const char *name,
+                                const char *sig);
+/* Problems met while loading (damaged class files, methods without code),
+ * one line each; valid until rc_program_free. */
+size_t rc_program_warnings(const rc_program *p, const char *const **lines);
+
+/* The CFG of a method with code (NULL for abstract/native). Built once. */
+const rc_cfg *rc_cfg_get(rc_program *p, const rc_method *m);
+/* Instruction index of bci in the CFG, or -1. */
+int64_t rc_cfg_index(const rc_cfg *g, uint32_t bci);
+
+/* The methods an invoke instruction at bci of m may call: invokestatic and
+ * invokespecial exactly; invokevirtual and invokeinterface by class-hierarchy
+ * analysis over the captured classes (every non-abstract override reachable
+ * from the resolved method's class); invokedynamic through the bootstrap's
+ * implementation method handle when the bootstrap is LambdaMetafactory.
+ * *open is set when the set may be incomplete (unknown classes, other
+ * bootstraps, method handles). Built once per call site. */
+size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
+                       const rc_method *const **targets, bool *open);
+
+/* The source line of bci, or 0. */
+uint32_t rc_line_of(const rc_method *m, uint32_t bci);
+
+#endif

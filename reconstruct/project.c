@@ -1,0 +1,1326 @@
+/* Projection of decoded events onto the program (see project.h). */
+#include "reconstruct/project.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+/* Live hypotheses at most; beyond, the first ones (deterministic order) are
+ * kept and the cut is counted. */
+#define MAX_HYP 16384
+/* Events kept for a hypothesis set that does not narrow down to one before a
+ * deterministic choice is made. */
+#define MAX_PENDING 200000
+/* Decoder events looked ahead (the opcodes that follow filter candidates). */
+#define LOOKAHEAD 64
+#define QUEUE (LOOKAHEAD + 1)
+/* Work bound of one lookahead walk through a CFG. */
+#define WALK_BUDGET 2048
+/* Frames a lookahead walk follows into callees. */
+#define WALK_DEPTH 24
+/* Frames and history live in an arena that is compacted when it outgrows
+ * this and a single hypothesis is left. */
+#define ARENA_BLOCK (1u << 20)
+#define ARENA_COMPACT (32u << 20)
+/* Memory a long ambiguity may take before the first hypothesis is chosen:
+ * memory stays bounded whatever the trace. */
+#define ARENA_CHOOSE ((size_t)256 << 20)
+
+#define NONE UINT32_MAX
+#define ANY (UINT32_MAX - 1)
+
+enum {
+    OP_IRETURN = 0xac, OP_RETURN = 0xb1, OP_ATHROW = 0xbf,
+    OP_INVOKEVIRTUAL = 0xb6, OP_INVOKEDYNAMIC = 0xba,
+};
+
+static bool is_return(int op) { return op >= OP_IRETURN && op <= OP_RETURN; }
+static bool is_invoke(int op) { return op >= OP_INVOKEVIRTUAL && op <= OP_INVOKEDYNAMIC; }
+
+enum frame_kind {
+    FR_INTERP = 1,   /* an interpreted method at a known instruction (or ANY of its) */
+    FR_UNKNOWN,      /* frames nobody has seen: the segment's unknown context */
+    FR_COMPILED,     /* a compiled method's frame (inline frames have inline_depth > 1) */
+    FR_OPAQUE,       /* a method that runs no bytecodes here: native or intrinsic */
+    FR_VMCALL,       /* the VM called Java through the call stub */
+};
+
+typedef struct frame {
+    const struct frame *caller;
+    uint32_t depth;
+    uint8_t kind;
+    bool calling;          /* FR_INTERP: the invoke at `last` is in progress;
+                            * FR_VMCALL: its callee has been entered */
+    bool throwing;         /* FR_INTERP: an exception is dispatched from `last` */
+    bool after_return;     /* FR_UNKNOWN: reached by returning from `returned` */
+    uint32_t method;       /* program index; NONE when unknown */
+    uint32_t insn;         /* FR_INTERP: next instruction, or ANY */
+    uint32_t last;         /* FR_INTERP: last instruction run here, or NONE */
+    uint32_t returned;     /* FR_UNKNOWN after_return: program index or NONE */
+    uint32_t inline_depth; /* FR_COMPILED */
+    int32_t bci;           /* FR_COMPILED: current bci of the innermost frame */
+    uint64_t method_id;    /* the agent's id (0: unknown) */
+    const void *code;      /* FR_COMPILED: the version */
+} frame;
+
+typedef struct hist {
+    const struct hist *prev;
+    uint8_t kind;          /* fl_kind */
+    uint32_t flags;
+    int32_t bci, opcode;
+    uint64_t method_id;
+    uint64_t tsc;
+} hist;
+
+typedef struct hyp {
+    const frame *top;
+    const hist *h;
+} hyp;
+
+typedef struct arena {
+    GPtrArray *blocks;
+    size_t used;           /* in the last block */
+    size_t total;
+} arena;
+
+/* Candidate positions by opcode, built once per program on first need. */
+typedef struct pos {
+    uint32_t method, insn;
+} pos;
+
+typedef struct pos_index {
+    GArray *any[256];          /* every instruction */
+    GArray *start[256];        /* instruction 0 of every method */
+    GArray *after_call[256];   /* instructions right after an invoke */
+} pos_index;
+
+typedef enum entry_kind_t {
+    EK_JAVA, EK_SYNC, EK_NATIVE, EK_NATIVE_SYNC, EK_ABSTRACT, EK_INTRINSIC, EK_NONE
+} entry_kind_t;
+
+struct rp_index {
+    rc_program *p;
+    GMutex lock;
+    pos_index *x;              /* built on first use */
+};
+
+struct rp_projector {
+    rc_program *p;
+    rp_index *shared;
+    uint32_t tid;
+    fl_sink sink;
+    void *ctx;
+    GArray *cur, *next;        /* hyp */
+    arena *a;
+    dc_event q[QUEUE];
+    size_t qhead, qlen;
+    rp_stats st;
+    GHashTable *entry_memo;    /* method index + 1 -> entry_score + 1, for this event */
+    bool seg_open, seg_chosen;
+    uint64_t seg_seq;
+    uint64_t pending;          /* events since the set last narrowed to one */
+    int stop;
+    /* the event being processed and where its lookahead starts */
+    const dc_event *ev;
+    size_t ev_slot;
+};
+
+/* ------------------------------------------------------------------------ */
+
+static arena *arena_new(void)
+{
+    arena *a = g_new0(arena, 1);
+    a->blocks = g_ptr_array_new_with_free_func(g_free);
+    a->used = ARENA_BLOCK;
+    return a;
+}
+
+static void arena_free(arena *a)
+{
+    if (!a)
+        return;
+    g_ptr_array_free(a->blocks, TRUE);
+    g_free(a);
+}
+
+static void *arena_alloc(arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (a->used + n > ARENA_BLOCK) {
+        g_ptr_array_add(a->blocks, g_malloc(ARENA_BLOCK));
+        a->used = 0;
+    }
+    void *p = (char *)g_ptr_array_index(a->blocks, a->blocks->len - 1) + a->used;
+    a->used += n;
+    a->total += n;
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static pos_index *index_build(rc_program *p)
+{
+    pos_index *x = g_new0(pos_index, 1);
+    for (int o = 0; o < 256; o++) {
+        x->any[o] = g_array_new(FALSE, FALSE, sizeof(pos));
+        x->start[o] = g_array_new(FALSE, FALSE, sizeof(pos));
+        x->after_call[o] = g_array_new(FALSE, FALSE, sizeof(pos));
+    }
+    size_t n = rc_program_nmethods(p);
+    for (uint32_t mi = 0; mi < n; mi++) {
+        const rc_method *m = rc_method_at(p, mi);
+        if (!m || !m->code)
+            continue;
+        const rc_cfg *g = rc_cfg_get(p, m);
+        if (!g)
+            continue;
+        for (uint32_t i = 0; i < g->ninsn; i++) {
+            pos ps = { mi, i };
+            g_array_append_val(x->any[g->op[i]], ps);
+            if (i == 0)
+                g_array_append_val(x->start[g->op[i]], ps);
+            else if (is_invoke(g->op[i - 1]))
+                g_array_append_val(x->after_call[g->op[i]], ps);
+        }
+    }
+    return x;
+}
+
+static void index_free(pos_index *x)
+{
+    if (!x)
+        return;
+    for (int o = 0; o < 256; o++) {
+        g_array_free(x->any[o], TRUE);
+        g_array_free(x->start[o], TRUE);
+        g_array_free(x->after_call[o], TRUE);
+    }
+    g_free(x);
+}
+
+rp_index *rp_index_new(rc_program *p)
+{
+    rp_index *x = g_new0(rp_index, 1);
+    x->p = p;
+    g_mutex_init(&x->lock);
+    return x;
+}
+
+void rp_index_free(rp_index *x)
+{
+    if (!x)
+        return;
+    index_free(x->x);
+    g_mutex_clear(&x->lock);
+    g_free(x);
+}
+
+/* The index is needed only where a context is unknown; most threads of a
+ * lossless trace start at the call stub, so build it on first use. */
+static pos_index *index_get(rp_projector *r);
+
+/* ------------------------------------------------------------------------ */
+
+static const dc_event *queued(const rp_projector *r, size_t k)
+{
+    return &r->q[(r->qhead + k) % QUEUE];
+}
+
+/* Lookahead symbols: the opcodes that follow, with the method entries and
+ * interpreter returns between them, up to the first event the walk cannot
+ * follow (compiled code, stubs, exceptions). */
+enum { SYM_ENTRY = 0x100, SYM_IRET = 0x200, SYM_STOP = 0x300 };
+
+static entry_kind_t entry_kind_of(const char *desc);
+
+static size_t lookahead(const rp_projector *r, size_t from, uint16_t *sym, size_t max)
+{
+    size_t n = 0;
+    for (size_t k = from; k < r->qlen && n < max; k++) {
+        const dc_event *e = queued(r, k);
+        switch (e->kind) {
+        case DC_BYTECODE:
+            if (e->opcode < 0)
+                return n;
+            sym[n++] = (uint16_t)e->opcode;
+            break;
+        case DC_SAFEPOINT:
+        case DC_NATIVE:
+            break;
+        case DC_INTERP_RETURN:
+            sym[n++] = SYM_IRET;
+            break;
+        case DC_METHOD_ENTRY:
+        case DC_INTERP_OTHER: {
+            entry_kind_t ek = entry_kind_of(e->desc);
+            if (ek == EK_NONE)
+                return n;
+            sym[n++] = (uint16_t)(SYM_ENTRY | ek);
+            break;
+        }
+        default:
+            return n;
+        }
+    }
+    return n;
+}
+
+static bool entry_fits(entry_kind_t k, const rc_method *m);
+
+typedef struct walker {
+    rp_projector *r;
+    const uint16_t *sym;
+    size_t n;
+    int budget;
+    struct { uint32_t method, insn; } stack[WALK_DEPTH];
+} walker;
+
+/* How well a walk explains the lookahead. */
+enum { W_NO = 0, W_MAYBE = 1, W_YES = 2 };
+
+static int best(int a, int b) { return a > b ? a : b; }
+
+/* Can the program produce sym[k..n) from the frames stack[0..depth)
+ * (stack[depth - 1] about to run its instruction)? W_YES when it does up to
+ * where the lookahead ends, leaves what the walk can follow, or the walk's
+ * budget or depth runs out; W_MAYBE when it cannot decide (a call site whose
+ * targets are open, an event the walk does not model); W_NO when it cannot. */
+static int walk(walker *w, size_t depth, size_t k)
+{
+    if (k >= w->n)
+        return W_YES;
+    if (--w->budget < 0)
+        return W_YES;           /* consistent as far as it was followed */
+    uint32_t mi = w->stack[depth - 1].method, i = w->stack[depth - 1].insn;
+    const rc_method *m = rc_method_at(w->r->p, mi);
+    const rc_cfg *g = m ? rc_cfg_get(w->r->p, m) : NULL;
+    uint16_t s = w->sym[k];
+    if (!g || s >= 0x100 || i >= g->ninsn || g->op[i] != s)
+        return W_NO;
+    if (s == OP_ATHROW)
+        return W_YES;
+    if (is_return(s)) {
+        if (depth == 1)
+            return W_YES;       /* returns past what the walk knows */
+        if (k + 1 < w->n && w->sym[k + 1] != SYM_IRET)
+            return W_NO;
+        return walk(w, depth - 1, k + 2);
+    }
+    if (is_invoke(s)) {
+        uint32_t next = NONE;
+        for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++)
+            if (g->edge[e].kind == RC_EDGE_NEXT)
+                next = g->edge[e].to;
+        if (k + 1 >= w->n)
+            return W_YES;
+        if (depth >= WALK_DEPTH)
+            return W_YES;       /* consistent as far as it was followed */
+        if ((w->sym[k + 1] & 0xff00) != SYM_ENTRY || next == NONE)
+            return W_MAYBE;
+        entry_kind_t ek = (entry_kind_t)(w->sym[k + 1] & 0xff);
+        const rc_method *const *t;
+        bool open = false;
+        size_t nt = rc_call_targets(w->r->p, m, g->bci[i], &t, &open);
+        int res = W_NO;
+        if (ek != EK_JAVA && ek != EK_SYNC) {
+            /* runs no bytecodes: continues in this frame after the interpreter's return */
+            bool fits = false;
+            for (size_t j = 0; j < nt && !fits; j++)
+                fits = entry_fits(ek, t[j]);
+            if (!fits)
+                return open ? W_MAYBE : W_NO;
+            size_t q = k + 2;
+            if (q < w->n && w->sym[q] == SYM_IRET)
+                q++;
+            else if (q < w->n && (w->sym[q] & 0xff00))
+                return W_MAYBE; /* a call back into Java */
+            w->stack[depth - 1].insn = next;
+            res = walk(w, depth, q);
+            w->stack[depth - 1].insn = i;
+            return res;
+        }
+        for (size_t j = 0; j < nt && res < W_YES; j++) {
+            if (!entry_fits(ek, t[j]) || !t[j]->code)
+                continue;
+            w->stack[depth - 1].insn = next;
+            w->stack[depth].method = t[j]->index;
+            w->stack[depth].insn = 0;
+            res = best(res, walk(w, depth + 1, k + 2));
+            w->stack[depth - 1].insn = i;
+        }
+        if (open && res == W_NO)
+            res = W_MAYBE;
+        return res;
+    }
+    int res = W_NO;
+    for (uint32_t e = g->first[i]; e < g->first[i + 1] && res < W_YES; e++) {
+        if (g->edge[e].kind == RC_EDGE_EXCEPTION)
+            continue;
+        w->stack[depth - 1].insn = g->edge[e].to;
+        res = best(res, walk(w, depth, k + 1));
+        w->stack[depth - 1].insn = i;
+    }
+    return res;
+}
+
+static int accepts(rp_projector *r, uint32_t method, uint32_t insn, const uint16_t *sym, size_t n)
+{
+    walker w = { .r = r, .sym = sym, .n = n, .budget = WALK_BUDGET };
+    w.stack[0].method = method;
+    w.stack[0].insn = insn;
+    return walk(&w, 1, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static frame *frame_copy(rp_projector *r, const frame *f)
+{
+    frame *n = arena_alloc(r->a, sizeof *n);
+    *n = *f;
+    return n;
+}
+
+static const frame *push(rp_projector *r, const frame *caller, frame f)
+{
+    f.caller = caller;
+    f.depth = caller ? caller->depth + 1 : 1;
+    return frame_copy(r, &f);
+}
+
+static frame interp_frame(uint32_t method, uint32_t insn, uint64_t id)
+{
+    return (frame){ .kind = FR_INTERP, .method = method, .insn = insn, .last = NONE,
+                    .returned = NONE, .method_id = id };
+}
+
+static frame unknown_frame(void)
+{
+    return (frame){ .kind = FR_UNKNOWN, .method = NONE, .insn = NONE, .last = NONE,
+                    .returned = NONE };
+}
+
+static const hist *record(rp_projector *r, const hist *prev, fl_kind kind, uint64_t method_id,
+                          int32_t bci, int32_t opcode, uint32_t flags)
+{
+    hist *h = arena_alloc(r->a, sizeof *h);
+    *h = (hist){ .prev = prev, .kind = (uint8_t)kind, .flags = flags, .bci = bci,
+                 .opcode = opcode, .method_id = method_id, .tsc = r->ev->tsc };
+    return h;
+}
+
+static uint64_t method_id_of(const rp_projector *r, uint32_t method)
+{
+    const rc_method *m = method == NONE ? NULL : rc_method_at(r->p, method);
+    return m ? m->id : 0;
+}
+
+static void add(rp_projector *r, const frame *top, const hist *h)
+{
+    hyp x = { top, h };
+    g_array_append_val(r->next, x);
+}
+
+/* Pops the top frame, recording the return of a method frame. */
+static const frame *pop(rp_projector *r, const frame *f, const hist **h, uint32_t flags)
+{
+    if (f->kind == FR_INTERP || f->kind == FR_COMPILED || f->kind == FR_OPAQUE) {
+        uint32_t fl = flags | (f->kind == FR_COMPILED ? FL_F_COMPILED : 0) |
+                      (f->kind == FR_COMPILED && f->inline_depth > 1 ? FL_F_INLINED : 0);
+        *h = record(r, *h, FL_RETURN, f->method_id, -1, -1, fl);
+    }
+    return f->caller;
+}
+
+/* After the frame of `method` returned: the new top learns it. */
+static const frame *returned_to(rp_projector *r, const frame *caller, uint32_t method)
+{
+    if (!caller) {
+        frame u = unknown_frame();
+        u.after_return = true;
+        u.returned = method;
+        return push(r, NULL, u);
+    }
+    if (caller->kind == FR_INTERP && caller->calling) {
+        frame c = *caller;
+        c.calling = false;
+        return frame_copy(r, &c);
+    }
+    if (caller->kind == FR_VMCALL && caller->calling)
+        return returned_to(r, caller->caller, NONE);
+    if (caller->kind == FR_UNKNOWN) {
+        frame u = *caller;
+        u.after_return = true;
+        u.returned = method;
+        return frame_copy(r, &u);
+    }
+    return caller;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bytecodes */
+
+static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int op,
+                           const dc_event *e)
+{
+    const rc_method *m = rc_method_at(r->p, f->method);
+    const rc_cfg *g = m ? rc_cfg_get(r->p, m) : NULL;
+    if (!g || f->insn >= g->ninsn || g->op[f->insn] != op)
+        return;
+    uint32_t i = f->insn;
+    h = record(r, h, FL_BYTECODE, m->id, (int32_t)g->bci[i], op, 0);
+    (void)e;
+    if (is_return(op)) {
+        const hist *hh = h;
+        const frame *c = pop(r, f, &hh, 0);
+        add(r, returned_to(r, c, f->method), hh);
+        return;
+    }
+    frame n = *f;
+    n.last = i;
+    n.throwing = false;
+    if (op == OP_ATHROW) {
+        n.throwing = true;
+        add(r, frame_copy(r, &n), h);
+        return;
+    }
+    if (is_invoke(op)) {
+        n.calling = true;
+        n.insn = NONE;
+        for (uint32_t k = g->first[i]; k < g->first[i + 1]; k++)
+            if (g->edge[k].kind == RC_EDGE_NEXT)
+                n.insn = g->edge[k].to;
+        add(r, frame_copy(r, &n), h);
+        return;
+    }
+    for (uint32_t k = g->first[i]; k < g->first[i + 1]; k++) {
+        if (g->edge[k].kind == RC_EDGE_EXCEPTION)
+            continue;
+        /* switch targets may repeat */
+        bool dup = false;
+        for (uint32_t j = g->first[i]; j < k; j++)
+            if (g->edge[j].kind != RC_EDGE_EXCEPTION && g->edge[j].to == g->edge[k].to)
+                dup = true;
+        if (dup)
+            continue;
+        n.insn = g->edge[k].to;
+        add(r, frame_copy(r, &n), h);
+    }
+}
+
+/* Candidates from an index, filtered by the lookahead; each becomes a frame
+ * on top of `below` (and is run through the current bytecode). */
+static void expand(rp_projector *r, const frame *below, const hist *h, GArray *cands,
+                   uint32_t only_method, uint32_t returned, int op, const dc_event *e,
+                   bool context_call)
+{
+    uint16_t ops[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot, ops, LOOKAHEAD);
+    if (n == 0 || ops[0] != op) {
+        ops[0] = (uint16_t)op;
+        n = 1;
+    }
+    /* Score every candidate first: where some explain the whole lookahead,
+     * the ones that only might (open call sites, budget) are dropped. */
+    GArray *fit = g_array_new(FALSE, FALSE, sizeof(pos));
+    int top = W_MAYBE;
+    for (guint k = 0; k < cands->len; k++) {
+        pos ps = g_array_index(cands, pos, k);
+        if (only_method != NONE && ps.method != only_method)
+            continue;
+        int score = accepts(r, ps.method, ps.insn, ops, n);
+        if (score < top)
+            continue;
+        if (returned != NONE && ps.insn > 0) {
+            /* the instruction before is the invoke that called `returned` */
+            const rc_method *cm = rc_method_at(r->p, ps.method);
+            const rc_cfg *g = rc_cfg_get(r->p, cm);
+            const rc_method *const *t;
+            bool open = false;
+            size_t nt = rc_call_targets(r->p, cm, g->bci[ps.insn - 1], &t, &open);
+            bool found = false;
+            for (size_t j = 0; j < nt && !found; j++)
+                found = t[j]->index == returned;
+            if (!found && !open)
+                continue;
+            if (!found && score == W_YES)
+                score = W_MAYBE;
+            if (score < top)
+                continue;
+        }
+        if (score > top) {
+            g_array_set_size(fit, 0);
+            top = score;
+        }
+        g_array_append_val(fit, ps);
+    }
+    for (guint k = 0; k < fit->len; k++) {
+        pos ps = g_array_index(fit, pos, k);
+        if (r->next->len >= MAX_HYP) {
+            r->st.capped++;
+            break;
+        }
+        uint64_t id = method_id_of(r, ps.method);
+        frame f = interp_frame(ps.method, ps.insn, id);
+        if (returned != NONE || context_call) {
+            /* a caller found after its callee returned: it was running all along */
+            f.last = ps.insn > 0 ? ps.insn - 1 : NONE;
+        }
+        const hist *hh = h;
+        if (context_call)
+            hh = record(r, hh, FL_CALL, id, -1, -1, FL_F_CONTEXT);
+        step_interp_bc(r, push(r, below, f), hh, op, e);
+    }
+    g_array_free(fit, TRUE);
+}
+
+/* The exception thrown at `f` is caught by a handler of f or of a caller. */
+static void step_throw(rp_projector *r, const frame *f, const hist *h, int op, const dc_event *e)
+{
+    for (int guard = 0; f && guard < 64; guard++) {
+        if (f->kind == FR_INTERP && f->insn != ANY && f->last != NONE) {
+            const rc_method *m = rc_method_at(r->p, f->method);
+            const rc_cfg *g = m ? rc_cfg_get(r->p, m) : NULL;
+            uint32_t bci = g && f->last < g->ninsn ? g->bci[f->last] : UINT32_MAX;
+            for (uint32_t k = 0; g && k < m->nhandlers; k++) {
+                const rc_handler *hd = &m->handlers[k];
+                if (bci < hd->start_pc || bci >= hd->end_pc)
+                    continue;
+                int64_t at = rc_cfg_index(g, hd->handler_pc);
+                if (at < 0)
+                    continue;
+                frame n = *f;
+                n.insn = (uint32_t)at;
+                n.calling = n.throwing = false;
+                step_interp_bc(r, frame_copy(r, &n), h, op, e);
+            }
+        }
+        if (f->kind == FR_UNKNOWN || f->kind == FR_VMCALL)
+            return;
+        uint32_t was = f->kind == FR_INTERP ? f->method : NONE;
+        f = pop(r, f, &h, FL_F_EXCEPTION);
+        if (!f) {
+            frame u = unknown_frame();
+            u.after_return = true;
+            u.returned = was;
+            f = push(r, NULL, u);
+            (void)f;
+            return;
+        }
+    }
+}
+
+/* The opcode of the instruction the frame ran last. */
+static int last_op(rp_projector *r, const frame *f)
+{
+    const rc_method *m = rc_method_at(r->p, f->method);
+    const rc_cfg *g = m ? rc_cfg_get(r->p, m) : NULL;
+    return g && f->last < g->ninsn ? g->op[f->last] : -1;
+}
+
+static void step_bc(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
+{
+    int op = e->opcode;
+    if (op < 0)
+        return;
+    for (;;) {
+        if (!f) {
+            f = push(r, NULL, unknown_frame());
+            continue;
+        }
+        switch (f->kind) {
+        case FR_OPAQUE:
+            /* a native method returned without the interpreter's return entry */
+            f = returned_to(r, pop(r, f, &h, 0), NONE);
+            continue;
+        case FR_VMCALL:
+            if (f->calling) {
+                f = f->caller;
+                continue;
+            }
+            return;
+        case FR_COMPILED:
+            return;             /* compiled code does not run templates */
+        case FR_UNKNOWN: {
+            pos_index *x = index_get(r);
+            if (f->after_return)
+                expand(r, f, h, x->after_call[op], NONE, f->returned, op, e, true);
+            else
+                expand(r, f, h, x->any[op], NONE, NONE, op, e, true);
+            return;
+        }
+        case FR_INTERP:
+            if (f->throwing) {
+                step_throw(r, f, h, op, e);
+                return;
+            }
+            if (f->insn == ANY) {
+                expand(r, f->caller, h, index_get(r)->any[op], f->method, NONE, op, e, false);
+                return;
+            }
+            if (f->calling)
+                return;         /* its callee has not been entered */
+            if ((e->flags & DC_F_RESUMED) && f->last != NONE && last_op(r, f) == op)
+                add(r, f, h);   /* the template resumes after a call into the VM */
+            step_interp_bc(r, f, h, op, e);
+            return;
+        default:
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Method entries */
+
+
+static entry_kind_t entry_kind_of(const char *desc)
+{
+    const char *k = desc ? strstr(desc, "entry point (kind = ") : NULL;
+    if (!k)
+        return EK_NONE;
+    k += strlen("entry point (kind = ");
+    size_t n = strcspn(k, ")");
+    if (n == 10 && !strncmp(k, "zerolocals", n))
+        return EK_JAVA;
+    if (!strncmp(k, "zerolocals_synchronized", n) && n == 23)
+        return EK_SYNC;
+    if (n == 6 && !strncmp(k, "native", n))
+        return EK_NATIVE;
+    if (!strncmp(k, "native_synchronized", n) && n == 19)
+        return EK_NATIVE_SYNC;
+    if (n == 8 && !strncmp(k, "abstract", n))
+        return EK_ABSTRACT;
+    return EK_INTRINSIC;
+}
+
+#define ACC_SYNCHRONIZED 0x0020
+#define ACC_NATIVE 0x0100
+#define ACC_ABSTRACT 0x0400
+
+static bool entry_fits(entry_kind_t k, const rc_method *m)
+{
+    bool sync = m->access & ACC_SYNCHRONIZED, native = m->access & ACC_NATIVE;
+    switch (k) {
+    case EK_JAVA: return m->code && !sync && !native;
+    case EK_SYNC: return m->code && sync && !native;
+    case EK_NATIVE: return native && !sync;
+    case EK_NATIVE_SYNC: return native && sync;
+    case EK_ABSTRACT: return (m->access & ACC_ABSTRACT) != 0;
+    default: return true;
+    }
+}
+
+/* Enters callee m above `caller`. */
+static void enter(rp_projector *r, const frame *caller, const hist *h, const rc_method *m,
+                  uint64_t id, entry_kind_t k, int32_t call_bci)
+{
+    bool runs_bytecode = (k == EK_JAVA || k == EK_SYNC) && m && m->code;
+    uint32_t flags = (k == EK_NATIVE || k == EK_NATIVE_SYNC) ? FL_F_NATIVE : 0;
+    h = record(r, h, FL_CALL, id, call_bci, -1, flags);
+    frame f = runs_bytecode ? interp_frame(m->index, 0, id)
+                            : (frame){ .kind = FR_OPAQUE, .method = m ? m->index : NONE,
+                                       .insn = NONE, .last = NONE, .returned = NONE,
+                                       .method_id = id };
+    add(r, push(r, caller, f), h);
+}
+
+/* A callee that nothing names: every method that fits the entry kind and
+ * the bytecodes that follow. */
+static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry_kind_t k,
+                      int32_t call_bci)
+{
+    if (k != EK_JAVA && k != EK_SYNC) {
+        enter(r, caller, h, NULL, 0, k, call_bci);
+        return;
+    }
+    uint16_t ops[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot + 1, ops, LOOKAHEAD);
+    if (n == 0 || ops[0] >= 0x100) {
+        enter(r, caller, h, NULL, 0, EK_INTRINSIC, call_bci);
+        return;
+    }
+    GArray *c = index_get(r)->start[ops[0]];
+    GPtrArray *fit = g_ptr_array_new();
+    int top = W_MAYBE;
+    for (guint j = 0; j < c->len; j++) {
+        pos ps = g_array_index(c, pos, j);
+        const rc_method *m = rc_method_at(r->p, ps.method);
+        if (!entry_fits(k, m))
+            continue;
+        int score = accepts(r, ps.method, 0, ops, n);
+        if (score < top)
+            continue;
+        if (score > top) {
+            g_ptr_array_set_size(fit, 0);
+            top = score;
+        }
+        g_ptr_array_add(fit, (gpointer)m);
+    }
+    for (guint j = 0; j < fit->len; j++) {
+        if (r->next->len >= MAX_HYP) {
+            r->st.capped++;
+            break;
+        }
+        const rc_method *m = g_ptr_array_index(fit, j);
+        enter(r, caller, h, m, m->id, k, call_bci);
+    }
+    g_ptr_array_free(fit, TRUE);
+}
+
+/* How well callee t explains the bytecodes after this entry (once per
+ * event and method: every hypothesis at this call asks the same). */
+static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
+{
+    if (!entry_fits(k, t))
+        return W_NO;
+    if (k != EK_JAVA && k != EK_SYNC)
+        return W_YES;
+    gpointer v;
+    if (g_hash_table_lookup_extended(r->entry_memo, GUINT_TO_POINTER(t->index + 1), NULL, &v))
+        return GPOINTER_TO_INT(v) - 1;
+    uint16_t ops[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot + 1, ops, LOOKAHEAD);
+    int score = n == 0 || ops[0] >= 0x100 ? W_MAYBE : accepts(r, t->index, 0, ops, n);
+    g_hash_table_insert(r->entry_memo, GUINT_TO_POINTER(t->index + 1), GINT_TO_POINTER(score + 1));
+    return score;
+}
+
+/* Enters the call targets that best explain what follows; with open
+ * targets, and none that explains it fully, any method may be the callee. */
+static void enter_targets(rp_projector *r, const frame *f, const hist *h,
+                          const rc_method *const *t, size_t nt, bool open, entry_kind_t k,
+                          int32_t bci)
+{
+    int top = W_NO;
+    for (size_t j = 0; j < nt; j++)
+        top = best(top, entry_score(r, t[j], k));
+    if (top > W_NO)
+        for (size_t j = 0; j < nt; j++)
+            if (entry_score(r, t[j], k) == top)
+                enter(r, f, h, t[j], t[j]->id, k, bci);
+    if (open && top < W_YES)
+        enter_any(r, f, h, k, bci);
+}
+
+static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
+{
+    entry_kind_t k = entry_kind_of(e->desc);
+    if (!f)
+        f = push(r, NULL, unknown_frame());
+    if (f->kind == FR_INTERP && f->calling && f->last != NONE) {
+        const rc_method *m = rc_method_at(r->p, f->method);
+        const rc_cfg *g = rc_cfg_get(r->p, m);
+        int32_t bci = (int32_t)g->bci[f->last];
+        const rc_method *const *t;
+        bool open = false;
+        size_t nt = rc_call_targets(r->p, m, (uint32_t)bci, &t, &open);
+        enter_targets(r, f, h, t, nt, open, k, bci);
+        return;
+    }
+    if (f->kind == FR_COMPILED && f->bci >= 0 && f->method != NONE) {
+        /* compiled code calling an interpreted method (c2i) */
+        const rc_method *m = rc_method_at(r->p, f->method);
+        const rc_method *const *t;
+        bool open = false;
+        size_t nt = m && m->code ? rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) : 0;
+        enter_targets(r, f, h, t, nt, open || nt == 0, k, f->bci);
+        return;
+    }
+    if (f->kind == FR_VMCALL && !f->calling) {
+        frame v = *f;
+        v.calling = true;
+        f = frame_copy(r, &v);
+    }
+    enter_any(r, f, h, k, -1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compiled code */
+
+static uint32_t index_of_id(const rp_projector *r, uint64_t id)
+{
+    const rc_method *m = id ? rc_method_by_id(r->p, id) : NULL;
+    return m ? m->index : NONE;
+}
+
+static frame compiled_frame(const rp_projector *r, const dc_event *e, uint64_t id, uint32_t depth)
+{
+    return (frame){ .kind = FR_COMPILED, .method = index_of_id(r, id), .insn = NONE,
+                    .last = NONE, .returned = NONE, .inline_depth = depth, .bci = -1,
+                    .method_id = id, .code = e->code };
+}
+
+static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
+{
+    bool by_return = e->flags & DC_F_BY_RETURN;
+    if (by_return) {
+        /* back in a compiled caller: pop to its frame */
+        const frame *g = f;
+        const hist *hh = h;
+        while (g && !(g->kind == FR_COMPILED && g->code == e->code)) {
+            if (g->kind == FR_UNKNOWN) {
+                g = NULL;
+                break;
+            }
+            g = pop(r, g, &hh, 0);
+        }
+        if (g) {
+            add(r, g, hh);
+            return;
+        }
+        /* its frame was never seen: it was running before the segment */
+        hh = record(r, h, FL_CALL, e->method_id, -1, -1, FL_F_CONTEXT | FL_F_COMPILED);
+        add(r, push(r, NULL, compiled_frame(r, e, e->method_id, 1)), hh);
+        return;
+    }
+    if (f && f->kind == FR_COMPILED && f->code == e->code)
+        return add(r, f, h);   /* a jump inside it */
+    int32_t call_bci = -1;
+    if (f && f->kind == FR_INTERP && f->calling && f->last != NONE) {
+        /* i2c: the compiled callee must be a target of the invoke */
+        const rc_method *m = rc_method_at(r->p, f->method);
+        const rc_cfg *g = rc_cfg_get(r->p, m);
+        call_bci = (int32_t)g->bci[f->last];
+        const rc_method *const *t;
+        bool open = false;
+        size_t nt = rc_call_targets(r->p, m, (uint32_t)call_bci, &t, &open);
+        uint32_t callee = index_of_id(r, e->method_id);
+        bool found = open || callee == NONE;
+        for (size_t j = 0; j < nt && !found; j++)
+            found = t[j]->index == callee;
+        if (!found)
+            return;
+    } else if (f && f->kind == FR_COMPILED) {
+        call_bci = f->bci;
+    } else if (f && f->kind == FR_VMCALL && !f->calling) {
+        frame v = *f;
+        v.calling = true;
+        f = frame_copy(r, &v);
+    }
+    h = record(r, h, FL_CALL, e->method_id, call_bci, -1, FL_F_COMPILED);
+    add(r, push(r, f, compiled_frame(r, e, e->method_id, 1)), h);
+}
+
+static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
+{
+    if (!f || f->kind != FR_COMPILED || f->code != e->code)
+        return add(r, f, h);
+    switch (e->kind) {
+    case DC_INLINE_CALL: {
+        h = record(r, h, FL_CALL, e->method_id, f->bci, -1, FL_F_COMPILED | FL_F_INLINED);
+        frame n = compiled_frame(r, e, e->method_id, e->depth);
+        n.bci = e->bci;
+        add(r, push(r, f, n), h);
+        return;
+    }
+    case DC_INLINE_RETURN:
+        if (f->inline_depth > 1)
+            f = pop(r, f, &h, 0);
+        add(r, f, h);
+        return;
+    default:
+        if (f->bci != e->bci && f->method_id == e->method_id) {
+            frame n = *f;
+            n.bci = e->bci;
+            f = frame_copy(r, &n);
+        }
+        add(r, f, h);
+        return;
+    }
+}
+
+/* A compiled frame (with its inlined frames) continues in the interpreter. */
+static void step_deopt(rp_projector *r, const frame *f, const hist *h)
+{
+    if (!f || f->kind != FR_COMPILED)
+        return add(r, f, h);
+    const void *code = f->code;
+    const frame *chain[64];
+    size_t n = 0;
+    while (f && f->kind == FR_COMPILED && f->code == code && n < 64) {
+        chain[n++] = f;
+        f = f->caller;
+    }
+    for (size_t k = n; k-- > 0;) {
+        uint32_t mi = chain[k]->method;
+        const rc_method *m = mi == NONE ? NULL : rc_method_at(r->p, mi);
+        frame x = m && m->code ? interp_frame(mi, ANY, m->id) : unknown_frame();
+        if (k > 0)
+            x.calling = true;   /* outer frames are mid-call to the inner ones */
+        f = push(r, f, x);
+    }
+    add(r, f, h);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void step(rp_projector *r, const hyp *x, const dc_event *e)
+{
+    const frame *f = x->top;
+    const hist *h = x->h;
+    switch (e->kind) {
+    case DC_BYTECODE:
+        step_bc(r, f, h, e);
+        return;
+    case DC_METHOD_ENTRY:
+        step_entry(r, f, h, e);
+        return;
+    case DC_INTERP_OTHER:
+        if (entry_kind_of(e->desc) != EK_NONE)
+            step_entry(r, f, h, e);
+        else
+            add(r, f, h);
+        return;
+    case DC_INTERP_RETURN:
+        /* back in an interpreted frame: compiled or native callees are done */
+        while (f && !f->throwing && (f->kind == FR_COMPILED || f->kind == FR_OPAQUE))
+            f = returned_to(r, pop(r, f, &h, 0), NONE);
+        add(r, f, h);
+        return;
+    case DC_THROW:
+    case DC_EXCEPTION: {
+        while (f && (f->kind == FR_COMPILED || f->kind == FR_OPAQUE))
+            f = pop(r, f, &h, FL_F_EXCEPTION);
+        if (f && f->kind == FR_INTERP && f->insn != ANY && !f->throwing) {
+            frame n = *f;
+            n.throwing = true;
+            n.calling = false;
+            f = frame_copy(r, &n);
+        }
+        add(r, f, h);
+        return;
+    }
+    case DC_STUB:
+        /* The VM calls Java through the call stub: the stub is entered from
+         * outside the traced code (or called); a jump or return into it is
+         * the Java method returning to it. */
+        if (e->desc && !strcmp(e->desc, "call_stub") &&
+            (e->flags & (DC_F_RESUMED | DC_F_BY_CALL)) &&
+            !(f && f->kind == FR_VMCALL && !f->calling)) {
+            frame v = { .kind = FR_VMCALL, .method = NONE, .insn = NONE, .last = NONE,
+                        .returned = NONE };
+            f = push(r, f, v);
+        }
+        add(r, f, h);
+        return;
+    case DC_JIT_ENTER:
+        step_jit_enter(r, f, h, e);
+        return;
+    case DC_JIT:
+    case DC_INLINE_CALL:
+    case DC_INLINE_RETURN:
+        step_jit(r, f, h, e);
+        return;
+    case DC_DEOPT:
+        step_deopt(r, f, h);
+        return;
+    default:
+        add(r, f, h);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output */
+
+static int emit(rp_projector *r, const fl_event *ev)
+{
+    if (r->stop)
+        return r->stop;
+    r->stop = r->sink(ev, r->ctx);
+    return r->stop;
+}
+
+static void emit_history(rp_projector *r, const hist *h)
+{
+    GPtrArray *v = g_ptr_array_new();
+    for (; h; h = h->prev)
+        g_ptr_array_add(v, (gpointer)h);
+    for (guint k = v->len; k-- > 0;) {
+        const hist *x = g_ptr_array_index(v, k);
+        fl_event ev = { .kind = x->kind, .origin = FL_DECODED, .flags = x->flags, .tid = r->tid,
+                        .tsc = x->tsc, .method_id = x->method_id, .bci = x->bci,
+                        .opcode = x->opcode, .count = x->kind == FL_BYTECODE ? 1 : 0 };
+        if (x->kind == FL_BYTECODE) {
+            if (x->method_id)
+                r->st.placed++;
+            else
+                r->st.unplaced++;
+        }
+        emit(r, &ev);
+    }
+    g_ptr_array_free(v, TRUE);
+    r->pending = 0;
+}
+
+static void segment_begin(rp_projector *r, uint64_t tsc)
+{
+    fl_event ev = { .kind = FL_SEGMENT, .origin = FL_DECODED, .tid = r->tid, .tsc = tsc,
+                    .seq = r->seg_seq++, .bci = -1, .opcode = -1 };
+    emit(r, &ev);
+    r->st.segments++;
+    r->seg_open = true;
+    r->seg_chosen = false;
+    g_array_set_size(r->cur, 0);
+    hyp x = { push(r, NULL, unknown_frame()), NULL };
+    g_array_append_val(r->cur, x);
+}
+
+/* Emits the first hypothesis's history; the set becomes that one. */
+static void choose(rp_projector *r)
+{
+    if (!r->cur->len)
+        return;
+    if (r->cur->len > 1) {
+        r->st.choices++;
+        r->seg_chosen = true;
+        g_array_set_size(r->cur, 1);
+    }
+    hyp *x = &g_array_index(r->cur, hyp, 0);
+    if (x->h)
+        emit_history(r, x->h);
+    x->h = NULL;
+}
+
+static void segment_end(rp_projector *r, bool unresolved)
+{
+    if (!r->seg_open)
+        return;
+    choose(r);
+    if (unresolved)
+        r->st.segments_unresolved++;
+    else if (r->seg_chosen)
+        r->st.segments_chosen++;
+    else
+        r->st.segments_unique++;
+    r->seg_open = false;
+}
+
+/* Copies the single live stack into a fresh arena. */
+static void compact(rp_projector *r)
+{
+    if (r->cur->len != 1 || r->a->total < ARENA_COMPACT)
+        return;
+    hyp *x = &g_array_index(r->cur, hyp, 0);
+    if (x->h)
+        return;
+    arena *old = r->a;
+    r->a = arena_new();
+    GPtrArray *chain = g_ptr_array_new();
+    for (const frame *f = x->top; f; f = f->caller)
+        g_ptr_array_add(chain, (gpointer)f);
+    const frame *below = NULL;
+    for (guint k = chain->len; k-- > 0;) {
+        frame *n = frame_copy(r, g_ptr_array_index(chain, k));
+        n->caller = below;
+        below = n;
+    }
+    x->top = below;
+    g_ptr_array_free(chain, TRUE);
+    arena_free(old);
+}
+
+static bool same_state(const frame *a, const frame *b)
+{
+    return a == b ||
+           (a && b && a->caller == b->caller && a->kind == b->kind && a->method == b->method &&
+            a->insn == b->insn && a->last == b->last && a->calling == b->calling &&
+            a->throwing == b->throwing && a->code == b->code && a->bci == b->bci &&
+            a->inline_depth == b->inline_depth && a->method_id == b->method_id &&
+            a->after_return == b->after_return && a->returned == b->returned);
+}
+
+static guint frame_hash(gconstpointer p)
+{
+    const frame *f = p;
+    uint64_t h = (uint64_t)(uintptr_t)f->caller * 0x9e3779b97f4a7c15ull;
+    h ^= ((uint64_t)f->kind << 56) ^ ((uint64_t)f->method << 24) ^ f->insn;
+    h ^= ((uint64_t)f->last << 32) ^ (uint64_t)(uint32_t)f->bci ^ f->method_id;
+    h ^= (uint64_t)(uintptr_t)f->code ^ ((uint64_t)f->calling << 1) ^ ((uint64_t)f->throwing << 2);
+    return (guint)(h ^ (h >> 32));
+}
+
+static gboolean frame_equal(gconstpointer a, gconstpointer b)
+{
+    return same_state(a, b);
+}
+
+/* Hypotheses with the same stack behave the same from now on: keep the
+ * first (deterministic order). Returns how many that got there by another
+ * path were dropped: each is a choice the trace could not make (e.g. switch
+ * arms with the same bytecodes that join again). */
+static size_t dedup(GArray *v)
+{
+    if (v->len < 2)
+        return 0;
+    guint out = 0;
+    size_t merged = 0;
+    if (v->len <= 16) {
+        for (guint i = 0; i < v->len; i++) {
+            hyp x = g_array_index(v, hyp, i);
+            bool seen = false;
+            for (guint j = 0; j < out && !seen; j++) {
+                seen = same_state(g_array_index(v, hyp, j).top, x.top);
+                if (seen && g_array_index(v, hyp, j).h != x.h)
+                    merged++;
+            }
+            if (!seen)
+                g_array_index(v, hyp, out++) = x;
+        }
+    } else {
+        GHashTable *seen = g_hash_table_new(frame_hash, frame_equal);
+        for (guint i = 0; i < v->len; i++) {
+            hyp x = g_array_index(v, hyp, i);
+            if (g_hash_table_contains(seen, x.top)) {
+                merged++;
+                continue;
+            }
+            g_hash_table_add(seen, (gpointer)x.top);
+            g_array_index(v, hyp, out++) = x;
+        }
+        g_hash_table_destroy(seen);
+    }
+    g_array_set_size(v, out);
+    return merged;
+}
+
+static void process(rp_projector *r, const dc_event *e)
+{
+    r->st.events++;
+    if (e->kind == DC_BYTECODE)
+        r->st.bytecodes++;
+    if (e->kind == DC_GAP) {
+        segment_end(r, false);
+        return;
+    }
+    if (!r->seg_open)
+        segment_begin(r, e->tsc);
+    r->ev = e;
+    g_hash_table_remove_all(r->entry_memo);
+    g_array_set_size(r->next, 0);
+    for (guint i = 0; i < r->cur->len; i++)
+        step(r, &g_array_index(r->cur, hyp, i), e);
+    size_t merged = dedup(r->next);
+    if (merged) {
+        r->st.choices += merged;
+        r->seg_chosen = true;
+    }
+    if (r->next->len > MAX_HYP) {
+        r->st.capped++;
+        g_array_set_size(r->next, MAX_HYP);
+    }
+    if (!r->next->len) {
+        /* nothing explains this event: end the segment where the trace was
+         * still understood and start afresh from this event */
+        segment_end(r, true);
+        segment_begin(r, e->tsc);
+        g_array_set_size(r->next, 0);
+        step(r, &g_array_index(r->cur, hyp, 0), e);
+        dedup(r->next);
+        if (r->next->len > MAX_HYP)
+            g_array_set_size(r->next, MAX_HYP);
+        if (!r->next->len) {
+            if (e->kind == DC_BYTECODE) {
+                fl_event ev = { .kind = FL_BYTECODE, .origin = FL_DECODED, .tid = r->tid,
+                                .tsc = e->tsc, .bci = -1, .opcode = e->opcode, .count = 1 };
+                r->st.unplaced++;
+                emit(r, &ev);
+            }
+            return;     /* the fresh unknown context stays */
+        }
+    }
+    GArray *t = r->cur;
+    r->cur = r->next;
+    r->next = t;
+    if (r->cur->len > r->st.max_hypotheses)
+        r->st.max_hypotheses = r->cur->len;
+    r->pending++;
+    if (r->cur->len == 1 || r->pending > MAX_PENDING || r->a->total > ARENA_CHOOSE)
+        choose(r);
+    compact(r);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static pos_index *index_get(rp_projector *r)
+{
+    rp_index *x = r->shared;
+    g_mutex_lock(&x->lock);
+    if (!x->x)
+        x->x = index_build(x->p);
+    g_mutex_unlock(&x->lock);
+    return x->x;
+}
+
+rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, void *ctx)
+{
+    rp_projector *r = g_new0(rp_projector, 1);
+    r->p = p;
+    r->shared = idx;
+    r->tid = tid;
+    r->sink = sink;
+    r->ctx = ctx;
+    r->cur = g_array_new(FALSE, FALSE, sizeof(hyp));
+    r->next = g_array_new(FALSE, FALSE, sizeof(hyp));
+    r->a = arena_new();
+    r->entry_memo = g_hash_table_new(g_direct_hash, g_direct_equal);
+    return r;
+}
+
+static void process_oldest(rp_projector *r)
+{
+    dc_event e = *queued(r, 0);
+    r->ev_slot = 0;
+    process(r, &e);
+    r->qhead = (r->qhead + 1) % QUEUE;
+    r->qlen--;
+}
+
+int rp_event(const dc_event *ev, void *vp)
+{
+    rp_projector *r = vp;
+    if (r->qlen == QUEUE)
+        process_oldest(r);
+    r->q[(r->qhead + r->qlen) % QUEUE] = *ev;
+    r->qlen++;
+    return r->stop;
+}
+
+int rp_finish(rp_projector *r, rp_stats *st)
+{
+    while (r->qlen && !r->stop)
+        process_oldest(r);
+    segment_end(r, false);
+    if (st)
+        *st = r->st;
+    return r->stop;
+}
+
+void rp_free(rp_projector *r)
+{
+    if (!r)
+        return;
+    g_array_free(r->cur, TRUE);
+    g_array_free(r->next, TRUE);
+    g_hash_table_destroy(r->entry_memo);
+    arena_free(r->a);
+    g_free(r);
+}
+
+void rp_stats_add(rp_stats *sum, const rp_stats *s)
+{
+    sum->events += s->events;
+    sum->bytecodes += s->bytecodes;
+    sum->placed += s->placed;
+    sum->unplaced += s->unplaced;
+    sum->segments += s->segments;
+    sum->segments_unique += s->segments_unique;
+    sum->segments_chosen += s->segments_chosen;
+    sum->segments_unresolved += s->segments_unresolved;
+    sum->choices += s->choices;
+    if (s->max_hypotheses > sum->max_hypotheses)
+        sum->max_hypotheses = s->max_hypotheses;
+    sum->capped += s->capped;
+}

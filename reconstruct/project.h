@@ -1,0 +1,72 @@
+/* Projection of a thread's decoded events onto the program: which method and
+ * bci every interpreted bytecode belongs to (JPortal, PLDI'21 section 4).
+ *
+ * HotSpot's interpreter runs every method through the same templates, so a
+ * decoded DC_BYTECODE names an opcode, not a place. The projector simulates
+ * the program's ICFG as a nondeterministic automaton over those opcodes,
+ * with a call stack: a hypothesis is one full shadow stack (persistent
+ * frames shared between hypotheses), and each decoded event maps the set of
+ * live hypotheses to its successors:
+ *   - a bytecode must be the opcode at the top frame's next instruction;
+ *     branches and switches fork, the following opcodes prune;
+ *   - an invoke's callee comes from its resolved call targets (class-
+ *     hierarchy analysis), checked against what the trace pins: the entry
+ *     kind (native, synchronized), the compiled method entered (i2c), the
+ *     method returned from;
+ *   - returns pop, exceptions go to the handlers covering the throwing
+ *     instruction in this frame or a caller;
+ *   - compiled code carries its own identity (the decoder's inline stacks).
+ * Where the context is unknown (thread start, after a gap or a call from the
+ * VM), start candidates come from an opcode index over all instructions and
+ * are filtered by the opcodes that follow (a lookahead of this frame's next
+ * bytecodes), so matching never enumerates the ICFG.
+ *
+ * While several hypotheses live, their histories are kept; once one is
+ * left its history is emitted as flow events (reconstruct/flow.h). When the
+ * ambiguity lasts too long or the set grows too big, the first hypothesis
+ * (deterministic order) is chosen and counted; when none survives, the
+ * segment ends as unresolved and a new one starts with unknown context. */
+#ifndef JPT_RECONSTRUCT_PROJECT_H
+#define JPT_RECONSTRUCT_PROJECT_H
+
+#include <stdint.h>
+
+#include "decoder/events.h"
+#include "reconstruct/flow.h"
+#include "reconstruct/program.h"
+
+typedef struct rp_stats {
+    uint64_t events;             /* decoder events seen */
+    uint64_t bytecodes;          /* interpreted bytecode events */
+    uint64_t placed;             /* ... given a (method, bci) */
+    uint64_t unplaced;           /* ... emitted without identity (unresolved stretches) */
+    uint64_t segments;           /* flow segments emitted */
+    uint64_t segments_unique;    /* every choice in it forced by the trace */
+    uint64_t segments_chosen;    /* some choice made deterministically among survivors */
+    uint64_t segments_unresolved;/* ended because no hypothesis survived */
+    uint64_t choices;            /* deterministic choices made */
+    uint64_t max_hypotheses;
+    uint64_t capped;             /* times the hypothesis set hit its cap */
+} rp_stats;
+
+typedef struct rp_projector rp_projector;
+
+/* The start-candidate index of a program, shared by the projectors of all
+ * threads (built on first use, thread-safe). */
+typedef struct rp_index rp_index;
+rp_index *rp_index_new(rc_program *p);
+void rp_index_free(rp_index *x);
+
+/* One projector per thread stream; program p and index idx are shared
+ * (read-only apart from their lazily built, thread-safe caches). */
+rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, void *ctx);
+/* Feeds one decoder event (signature of a dc_sink). Returns nonzero when
+ * the flow sink asked to stop. */
+int rp_event(const dc_event *ev, void *projector);
+/* Ends the stream: the last hypotheses are resolved and emitted. */
+int rp_finish(rp_projector *r, rp_stats *st);
+void rp_free(rp_projector *r);
+
+void rp_stats_add(rp_stats *sum, const rp_stats *s);
+
+#endif

@@ -1,0 +1,42 @@
+/* A trace opened for reconstruction: the decoder's code model and image
+ * cache, the program (classes, CFGs, call targets) and the projection index,
+ * loaded once and shared by every thread's stream. One call decodes a
+ * thread's PT stream and projects its events into the reconstructed flow. */
+#ifndef JPT_RECONSTRUCT_TRACE_H
+#define JPT_RECONSTRUCT_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decoder/decode.h"
+#include "reconstruct/flow.h"
+#include "reconstruct/program.h"
+#include "reconstruct/project.h"
+
+typedef struct rt_trace rt_trace;
+
+/* Opens trace.dir. Returns NULL with a one-line message when the JVM
+ * metadata cannot be read at all; lesser problems are warnings. */
+rt_trace *rt_open(const char *dir, char *err, size_t errlen);
+void rt_close(rt_trace *t);
+
+/* Warnings met while opening (metadata, program, info.json), one line each. */
+size_t rt_warnings(const rt_trace *t, const char *const **lines);
+
+const dm_model *rt_model(const rt_trace *t);
+rc_program *rt_program(const rt_trace *t);
+
+/* The per-thread streams, sorted by tid; *ncpu counts per-CPU streams. */
+size_t rt_threads(const rt_trace *t, const uint32_t **tids, size_t *ncpu);
+
+/* Decodes thread tid's stream and delivers its reconstructed flow to sink.
+ * Returns 0, 1 if the sink stopped it, -1 if the stream cannot be read
+ * (message in err). Safe to call for different threads concurrently. */
+int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
+                   dc_stats *dst, char *err, size_t errlen);
+
+/* "pkg/Cls.name(sig)" of a method id (from the program, else the
+ * metadata), into buf. */
+const char *rt_method_name(const rt_trace *t, uint64_t method_id, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Integration tests of the profile commands on real JVMs in the agent's
+reference mode.
+
+usage: profile_test.py CASE LIBJPT PTDECODE JAVA SAMPLES_DIR
+
+Compiles the samples with the javac next to JAVA, records CASE's sample with
+-agentpath:libjpt.so=mode=reference, then checks, against counts computed
+here from `ptdecode dump` (independently of profile/):
+  - the CCT (cct-json) has one call per METHOD_ENTRY, per method and per
+    thread, and (with -Xint) one bytecode per SINGLE_STEP;
+  - folded stacks are well formed and sum to the calls (and are accepted by
+    flamegraph.pl when it is installed);
+  - the Chrome trace parses, has one span per call, and spans nest per thread;
+  - `ptdecode hot` prints a top 10; hcct-json has no false negatives;
+    `ptdecode context` decodes the ids it lists.
+"""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CASES = {
+    # name: (main class, args, extra JVM options)
+    "hello": ("Hello", [], []),
+    "branchy": ("Branchy", ["300"], ["-Xint"]),
+    "threads": ("Threads", ["2"], []),
+    "jit": ("Jit", ["20"], []),
+    "signals": ("Signals", ["2000"], []),
+}
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+    print("ok:", what)
+
+
+def run(cmd, **kw):
+    kw.setdefault("timeout", 600)
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def ptd(ptdecode, *args):
+    p = run([ptdecode] + list(args))
+    if p.returncode != 0:
+        raise Fail(f"ptdecode {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p.stdout
+
+
+def recount(ptdecode, trace):
+    """Per-method and per-thread METHOD_ENTRY counts and SINGLE_STEP total,
+    from the dump's text lines."""
+    per_method = collections.Counter()
+    per_tid = collections.Counter()
+    steps = 0
+    p = subprocess.Popen([ptdecode, "dump", trace, "--type", "METHOD_ENTRY,SINGLE_STEP"],
+                         stdout=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if line.startswith("METHOD_ENTRY "):
+            m = re.search(r" tid=(\d+) method=(\S+)", line)
+            per_tid[int(m.group(1))] += 1
+            per_method[m.group(2)] += 1
+        elif line.startswith("SINGLE_STEP "):
+            steps += 1
+    if p.wait() != 0:
+        raise Fail("ptdecode dump failed")
+    return per_method, per_tid, steps
+
+
+def check_cct(doc, per_method, per_tid, steps, xint):
+    check(doc["format"] == "jpt-cct" and doc["version"] == 1, "cct-json format and version")
+    nodes = doc["nodes"]
+    n = len(nodes["parent"])
+    check(all(len(nodes[k]) == n for k in
+              ("method", "calls", "bytecodes", "self_bytecodes", "time", "self_time")),
+          f"cct-json arrays all have {n} nodes")
+    check(nodes["parent"][0] == -1 and all(0 <= nodes["parent"][i] < i for i in range(1, n)),
+          "nodes are in preorder (parent[i] < i)")
+    # Inclusive = self + children's inclusive.
+    incl_b = list(nodes["self_bytecodes"])
+    incl_t = list(nodes["self_time"])
+    for i in range(n - 1, 0, -1):
+        incl_b[nodes["parent"][i]] += incl_b[i]
+        incl_t[nodes["parent"][i]] += incl_t[i]
+    check(incl_b == nodes["bytecodes"] and incl_t == nodes["time"],
+          "inclusive bytecodes and time are self plus children")
+    methods = doc["methods"]
+    calls = collections.Counter()
+    for i in range(n):
+        m = nodes["method"][i]
+        if m >= 0:
+            meth = methods[m]
+            calls[meth["class"] + "." + meth["name"] + meth["sig"]] += nodes["calls"][i]
+    check(sum(calls.values()) == sum(per_method.values()),
+          f"CCT calls {sum(calls.values())} == METHOD_ENTRY records {sum(per_method.values())}")
+    diff = {k: (calls.get(k), per_method.get(k)) for k in set(calls) | set(per_method)
+            if calls.get(k, 0) != per_method.get(k, 0)}
+    check(not diff, f"calls per method equal the recount ({len(per_method)} methods)"
+          + ("" if not diff else f": {list(diff.items())[:5]}"))
+    thread_calls = collections.Counter()
+    labels = doc["labels"]
+    check(labels.get("0") == "all threads", "node 0 is labelled 'all threads'")
+    root_of = {}
+    for i in range(1, n):
+        if nodes["parent"][i] == 0:
+            check(nodes["method"][i] == -1 and str(i) in labels, f"thread root {i} is labelled")
+            tid = int(re.search(r"\(tid (\d+)\)", labels[str(i)]).group(1))
+            root_of[i] = tid
+    owner = [None] * n
+    for i in range(1, n):
+        owner[i] = root_of[i] if nodes["parent"][i] == 0 else owner[nodes["parent"][i]]
+        thread_calls[owner[i]] += nodes["calls"][i]
+    check(dict(thread_calls) == {t: c for t, c in per_tid.items()},
+          f"calls per thread equal the recount ({len(per_tid)} threads)")
+    if xint:
+        check(nodes["bytecodes"][0] == steps and steps > 0,
+              f"bytecodes {nodes['bytecodes'][0]} == SINGLE_STEP records {steps}")
+
+
+def check_folded(path, total_calls):
+    line_re = re.compile(r"^([^;\n]+(?:;[^;\n]+)*) ([1-9][0-9]*)$")
+    total = 0
+    lines = 0
+    with open(path) as f:
+        for line in f:
+            m = line_re.match(line.rstrip("\n"))
+            if not m or any(fr.strip() != fr or not fr for fr in m.group(1).split(";")):
+                raise Fail(f"malformed folded line: {line!r}")
+            total += int(m.group(2))
+            lines += 1
+    check(lines > 0 and total == total_calls,
+          f"folded by calls: {lines} well-formed stacks summing to {total_calls} calls")
+    fg = shutil.which("flamegraph.pl") or shutil.which("flamegraph")
+    if fg:
+        p = run([fg, path])
+        check(p.returncode == 0 and "<svg" in p.stdout, f"{os.path.basename(fg)} accepts it")
+    else:
+        print("note: no flamegraph.pl installed; the folded format was validated strictly")
+
+
+def check_chrome(path, total_calls):
+    with open(path) as f:
+        doc = json.load(f)
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    check(len(spans) == total_calls, f"chrome trace: {len(spans)} spans == {total_calls} calls")
+    check(all(e["dur"] >= 0 and isinstance(e["name"], str) for e in spans),
+          "spans have names and non-negative durations")
+    by_tid = collections.defaultdict(list)
+    for e in spans:
+        by_tid[e["tid"]].append(e)
+    eps = 1e-6
+    for tid, es in by_tid.items():
+        es.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in es:
+            while stack and stack[-1] <= e["ts"] + eps:
+                stack.pop()     # spans that ended before this one starts
+            if stack and e["ts"] + e["dur"] > stack[-1] + eps:
+                raise Fail(f"tid {tid}: span {e} overlaps its parent ending at {stack[-1]}")
+            stack.append(e["ts"] + e["dur"])
+    check(True, f"spans nest within each of {len(by_tid)} threads")
+
+
+def main():
+    case, libjpt, ptdecode, java, samples = sys.argv[1:6]
+    main_class, args, jvm = CASES[case]
+    tmp = tempfile.mkdtemp(prefix="jpt-profile-test-")
+    try:
+        classes = os.path.join(tmp, "classes")
+        javac = os.path.join(os.path.dirname(java), "javac")
+        srcs = [os.path.join(samples, f) for f in sorted(os.listdir(samples)) if f.endswith(".java")]
+        p = run([javac, "-d", classes] + srcs)
+        if p.returncode != 0:
+            raise Fail("javac failed: " + p.stderr)
+        trace = os.path.join(tmp, "t.trace")
+        p = run([java, f"-agentpath:{libjpt}=mode=reference,out={trace}"] + jvm +
+                ["-cp", classes, main_class] + args)
+        if p.returncode != 0:
+            raise Fail(f"java {main_class} failed: {p.stderr[-2000:]}")
+        per_method, per_tid, steps = recount(ptdecode, trace)
+        total = sum(per_method.values())
+        check(total > 0, f"{total} METHOD_ENTRY records, {steps} SINGLE_STEP records")
+
+        out = os.path.join(tmp, "cct.json")
+        ptd(ptdecode, "export", trace, "--format", "cct-json", "--threads", "2", "-o", out)
+        with open(out) as f:
+            check_cct(json.load(f), per_method, per_tid, steps, "-Xint" in jvm)
+        # The sequential builder gives the same document as the ParCCT pool.
+        out1 = os.path.join(tmp, "cct1.json")
+        ptd(ptdecode, "export", trace, "--format", "cct-json", "--threads", "1", "-o", out1)
+        with open(out) as a, open(out1) as b:
+            check(a.read() == b.read(), "parallel and sequential builders agree")
+
+        folded = os.path.join(tmp, "calls.folded")
+        ptd(ptdecode, "export", trace, "--format", "folded", "--by", "calls", "-o", folded)
+        check_folded(folded, total)
+
+        chrome = os.path.join(tmp, "trace.json")
+        ptd(ptdecode, "export", trace, "--format", "chrome-trace", "-o", chrome)
+        check_chrome(chrome, total)
+
+        hot = ptd(ptdecode, "hot", trace, "-n", "10", "--by", "calls")
+        print(hot, end="")
+        rows = [l for l in hot.splitlines() if re.match(r"^\s+\d+ ", l)]
+        check(len(rows) == min(10, len(per_method)), "hot prints a top 10")
+        top = json.loads(ptd(ptdecode, "hot", trace, "-n", "1", "--by", "calls", "--json"))
+        check(top[0]["calls"] == max(per_method.values()),
+              f"the most called method has {max(per_method.values())} calls")
+
+        hcct_path = os.path.join(tmp, "hcct.json")
+        ptd(ptdecode, "export", trace, "--format", "hcct-json", "--phi", "0.01",
+            "--epsilon", "0.001", "-o", hcct_path)
+        with open(hcct_path) as f:
+            hc = json.load(f)
+        check(hc["stream_length"] == total and hc["accuracy"]["false_negatives"] == 0,
+              f"hcct: {hc['accuracy']['reported_hot']} hot contexts, no false negatives, "
+              f"{hc['accuracy']['hcct_nodes']} of {hc['accuracy']['cct_nodes']} nodes")
+
+        listing = ptd(ptdecode, "context", trace, "--list", "-n", "3").splitlines()
+        check(len(listing) == 3, "context --list prints 3 contexts")
+        cid, leaf = listing[0].split(" ", 1)[0], listing[0].split(" ", 2)[2]
+        stack = ptd(ptdecode, "context", trace, cid).splitlines()
+        check(stack and stack[-1] == leaf, f"context {cid} decodes to a stack ending in {leaf}")
+        print("PASS")
+        return 0
+    except Fail as e:
+        print("FAIL:", e)
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,578 @@
+/* Units of reconstruct/: the class-file parser, bytecode decoding, CFGs
+ * (checked against javap -c of javac-compiled classes), and the program
+ * loader with call targets over a synthetic jvm/meta.jpt made from the same
+ * classes (with a hidden class, a damaged class file and one class loaded
+ * twice). RECON_CLASSES names the directory of the compiled classes. */
+#include <criterion/criterion.h>
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/jmeta.h"
+#include "reconstruct/cfg.h"
+#include "reconstruct/classfile.h"
+#include "reconstruct/program.h"
+
+static uint8_t *slurp(const char *name, size_t *len)
+{
+    const char *dir = getenv("RECON_CLASSES");
+    cr_assert(dir, "RECON_CLASSES is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.class", dir, name);
+    gchar *data = NULL;
+    gsize n = 0;
+    cr_assert(g_file_get_contents(path, &data, &n, NULL), "cannot read %s", path);
+    *len = n;
+    return (uint8_t *)data;
+}
+
+static const cf_method *method(const cf_class *c, const char *name)
+{
+    for (uint32_t i = 0; i < c->nmethods; i++)
+        if (strcmp(c->methods[i].name, name) == 0)
+            return &c->methods[i];
+    cr_assert_fail("no method %s in %s", name, c->name);
+    return NULL;
+}
+
+/* The successors of the instruction at bci as "kind:bci" words. */
+static char *succ(const rc_cfg *g, uint32_t bci)
+{
+    int64_t i = rc_cfg_index(g, bci);
+    cr_assert_geq(i, 0, "bci %u is not an instruction", bci);
+    GString *s = g_string_new("");
+    static const char *const kn[] = { "?", "N", "T", "S", "X" };
+    for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++)
+        g_string_append_printf(s, "%s%s:%u", s->len ? " " : "", kn[g->edge[e].kind],
+                               g->bci[g->edge[e].to]);
+    return g_string_free(s, FALSE);
+}
+
+static rc_cfg *cfg_of(const cf_method *m)
+{
+    char err[256] = "";
+    rc_cfg *g = rc_cfg_build(m->code, m->code_len, m->handlers, m->nhandlers, err, sizeof err);
+    cr_assert(g, "%s: %s", m->name, err);
+    return g;
+}
+
+#define EXPECT_SUCC(g, bci, want)                                                           \
+    do {                                                                                    \
+        char *s_ = succ(g, bci);                                                            \
+        cr_expect_str_eq(s_, want, "bci %u", (unsigned)(bci));                              \
+        g_free(s_);                                                                         \
+    } while (0)
+
+Test(classfile, parse_flow)
+{
+    size_t len;
+    uint8_t *b = slurp("Flow", &len);
+    cf_class c;
+    char err[256];
+    cr_assert_eq(cf_parse(b, len, &c, err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(c.name, "Flow");
+    cr_expect_str_eq(c.super_name, "java/lang/Object");
+    cr_expect_str_eq(c.source, "Flow.java");
+    cr_expect_eq(c.major, 61);
+    const cf_method *g = method(&c, "guarded");
+    cr_expect_str_eq(g->sig, "(Ljava/lang/String;)I");
+    cr_assert_eq(g->nhandlers, 3);
+    cr_expect_eq(g->handlers[0].start_pc, 0);
+    cr_expect_eq(g->handlers[0].end_pc, 5);
+    cr_expect_eq(g->handlers[0].handler_pc, 15);
+    cr_expect_str_eq(g->handlers[0].catch_type, "java/lang/NumberFormatException");
+    cr_expect_null(g->handlers[1].catch_type);
+    cr_expect_eq(g->handlers[1].handler_pc, 28);
+    cr_expect_gt(g->nlines, 3);
+    /* cf_parse_header agrees */
+    cf_header h;
+    cr_assert_eq(cf_parse_header(b, len, &h, err, sizeof err), 0);
+    cr_expect_str_eq(h.this_class, "Flow");
+    cf_free(&c);
+    g_free(b);
+}
+
+Test(cfg, switches)
+{
+    size_t len;
+    uint8_t *b = slurp("Flow", &len);
+    cf_class c;
+    char err[256];
+    cr_assert_eq(cf_parse(b, len, &c, err, sizeof err), 0, "%s", err);
+    rc_cfg *g = cfg_of(method(&c, "table"));
+    /* javap: 1: tableswitch 0:28 1:31 2:34 default:37 */
+    EXPECT_SUCC(g, 0, "N:1");
+    EXPECT_SUCC(g, 1, "S:37 S:28 S:31 S:34");
+    EXPECT_SUCC(g, 28, "N:30");
+    EXPECT_SUCC(g, 30, "");
+    cr_expect_eq(g->op[rc_cfg_index(g, 1)], 170);
+    cr_expect_eq(g->ninsn, 10);
+    rc_cfg_free(g);
+    /* javap: 1: lookupswitch -5:36 1:36 1000:38 default:40 -- 36 once */
+    g = cfg_of(method(&c, "lookup"));
+    EXPECT_SUCC(g, 1, "S:40 S:36 S:38");
+    rc_cfg_free(g);
+    cf_free(&c);
+    g_free(b);
+}
+
+Test(cfg, loop_and_handlers)
+{
+    size_t len;
+    uint8_t *b = slurp("Flow", &len);
+    cf_class c;
+    char err[256];
+    cr_assert_eq(cf_parse(b, len, &c, err, sizeof err), 0, "%s", err);
+    rc_cfg *g = cfg_of(method(&c, "loop"));
+    EXPECT_SUCC(g, 6, "N:9 T:19");  /* if_icmpge 19 */
+    EXPECT_SUCC(g, 16, "T:4");      /* goto 4: the back edge */
+    EXPECT_SUCC(g, 13, "N:16");     /* iinc */
+    rc_cfg_free(g);
+    /* handlers: [0,5)->15 NumberFormatException, [0,5)->28 any, [15,18)->28 any */
+    g = cfg_of(method(&c, "guarded"));
+    EXPECT_SUCC(g, 0, "N:1 X:15 X:28");
+    EXPECT_SUCC(g, 1, "N:4 X:15 X:28");
+    EXPECT_SUCC(g, 5, "N:8");
+    EXPECT_SUCC(g, 14, "");
+    EXPECT_SUCC(g, 15, "N:16 X:28");
+    EXPECT_SUCC(g, 17, "N:18 X:28");
+    EXPECT_SUCC(g, 38, "");
+    rc_cfg_free(g);
+    cf_free(&c);
+    g_free(b);
+}
+
+Test(cfg, jsr_ret_wide)
+{
+    /* 0: jsr 8 | 3: jsr 8 | 6: iconst_0 | 7: ireturn | 8: astore_1 | 9: wide ret 1 */
+    static const uint8_t code[] = { 0xa8, 0x00, 0x08, 0xa8, 0x00, 0x05, 0x03, 0xac,
+                                    0x4c, 0xc4, 0xa9, 0x00, 0x01 };
+    char err[256];
+    rc_cfg *g = rc_cfg_build(code, sizeof code, NULL, 0, err, sizeof err);
+    cr_assert(g, "%s", err);
+    EXPECT_SUCC(g, 0, "T:8");
+    EXPECT_SUCC(g, 3, "T:8");
+    EXPECT_SUCC(g, 9, "T:3 T:6");
+    cr_expect_eq(cf_insn_len(code, sizeof code, 9, err, sizeof err), 4);
+    rc_cfg_free(g);
+    /* wide iinc is 6 bytes; wide of a non-local opcode is invalid */
+    static const uint8_t w[] = { 0xc4, 0x84, 0x01, 0x00, 0x00, 0x05, 0xc4, 0x60 };
+    cr_expect_eq(cf_insn_len(w, sizeof w, 0, err, sizeof err), 6);
+    cr_expect_eq(cf_insn_len(w, sizeof w, 6, err, sizeof err), -1);
+    cr_expect(strstr(err, "bci 6"), "%s", err);
+    /* invalid opcode, named with its bci */
+    static const uint8_t bad[] = { 0x00, 0x00, 0xcb };
+    cr_expect_null(rc_cfg_build(bad, sizeof bad, NULL, 0, err, sizeof err));
+    cr_expect(strstr(err, "bci 2") && strstr(err, "invalid opcode 203"), "%s", err);
+    /* a branch into the middle of an instruction */
+    static const uint8_t mid[] = { 0xa7, 0x00, 0x04, 0x11, 0x00, 0x01, 0xb1 };
+    cr_expect_null(rc_cfg_build(mid, sizeof mid, NULL, 0, err, sizeof err));
+    cr_expect(strstr(err, "bci 0"), "%s", err);
+    cr_expect_eq(rc_code_check(mid, sizeof mid, NULL, 0, err, sizeof err), -1);
+}
+
+Test(cfg, switch_padding)
+{
+    /* tableswitch at bci 2: pad 1; at bci 3: pad 0 */
+    uint8_t a[] = { 0x00, 0x00, 0xaa, 0x00, 0, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 18,
+                    0xb1 };
+    char err[256];
+    cr_expect_eq(cf_insn_len(a, sizeof a, 2, err, sizeof err), 18, "%s", err);
+    rc_cfg *g = rc_cfg_build(a, sizeof a, NULL, 0, err, sizeof err);
+    cr_assert(g, "%s", err);
+    EXPECT_SUCC(g, 2, "S:20");
+    rc_cfg_free(g);
+    uint8_t b[] = { 0x00, 0x00, 0x00, 0xab, 0, 0, 0, 12, 0, 0, 0, 0, 0xb1 };
+    cr_expect_eq(cf_insn_len(b, sizeof b, 3, err, sizeof err), 9, "%s", err);
+    /* npairs < 0 and low > high are refused */
+    b[7] = 12;
+    b[8] = 0xff;
+    cr_expect_eq(cf_insn_len(b, sizeof b, 3, err, sizeof err), -1);
+}
+
+Test(classfile, hostile_headers)
+{
+    size_t len;
+    uint8_t *b = slurp("Cha", &len);
+    cf_class c;
+    char err[256];
+    for (size_t n = 0; n < len; n++) {
+        err[0] = 0;
+        cr_assert_eq(cf_parse(b, n, &c, err, sizeof err), -1, "truncated at %zu parsed", n);
+        cr_assert(strncmp(err, "offset ", 7) == 0, "n %zu: '%s'", n, err);
+    }
+    cr_assert_eq(cf_parse(b, len, &c, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(c.nbsm, 2);
+    cf_free(&c);
+    g_free(b);
+}
+
+/* ---- the program over a synthetic trace ------------------------------- */
+
+static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Square", "Ring",
+                                       "Cha", "Sample" };
+#define NCLASSES (sizeof classes / sizeof classes[0])
+
+static void put(jm_writer *w, uint16_t type, jm_buf *b)
+{
+    cr_assert_eq(jm_write(w, type, 1, b->data, (uint32_t)b->len, NULL, 0), 0);
+    b->len = 0;
+}
+
+static uint64_t id_of(uint64_t cid, uint32_t k)
+{
+    return cid << 16 | (k + 1);
+}
+
+/* class ids 1..8 in the order above; Square again as 20; a hidden class 30;
+ * a damaged class 40. Method ids: class id << 16 | method number + 1. */
+static char *make_trace(void)
+{
+    char *dir = g_dir_make_tmp("recon-XXXXXX", NULL);
+    cr_assert(dir);
+    char jvm[4096], err[256];
+    snprintf(jvm, sizeof jvm, "%s/jvm", dir);
+    mkdir(jvm, 0755);
+    jm_writer *w = jm_writer_open(jvm, 1, 1, err, sizeof err);
+    cr_assert(w, "%s", err);
+    jm_buf b;
+    jm_buf_init(&b);
+    for (uint32_t i = 0; i <= NCLASSES; i++) {
+        const char *name = i < NCLASSES ? classes[i] : "Square";
+        uint64_t cid = i < NCLASSES ? i + 1 : 20;
+        size_t len;
+        uint8_t *data = slurp(name, &len);
+        char sig[256];
+        snprintf(sig, sizeof sig, "L%s;", name);
+        jm_put_u64(&b, cid);
+        jm_put_str(&b, sig);
+        jm_put_u32(&b, 1);
+        jm_put_bytes(&b, data, (uint32_t)len);
+        put(w, JM_CLASS_FILE, &b);
+        cf_class c;
+        cr_assert_eq(cf_parse(data, len, &c, err, sizeof err), 0);
+        for (uint32_t k = 0; k < c.nmethods; k++) {
+            jm_put_u64(&b, id_of(cid, k));
+            jm_put_u64(&b, cid);
+            jm_put_str(&b, sig);
+            jm_put_str(&b, c.methods[k].name);
+            jm_put_str(&b, c.methods[k].sig);
+            jm_put_u32(&b, c.methods[k].access);
+            put(w, JM_METHOD, &b);
+        }
+        jm_put_u64(&b, cid);
+        jm_put_str(&b, sig);
+        jm_put_u32(&b, 0);
+        jm_put_u32(&b, c.nmethods);
+        for (uint32_t k = 0; k < c.nmethods; k++)
+            jm_put_u64(&b, id_of(cid, k));
+        put(w, JM_CLASS_PREPARE, &b);
+        cf_free(&c);
+        g_free(data);
+    }
+    /* Hidden: Cha$$Lambda.0x1 { public Object get() { return Cha.make(); } } */
+    static const uint8_t pool[] = {
+        7, 0, 2,                                         /* #1 Class #2 */
+        1, 0, 3, 'C', 'h', 'a',                          /* #2 */
+        12, 0, 4, 0, 5,                                  /* #3 NameAndType #4 #5 */
+        1, 0, 4, 'm', 'a', 'k', 'e',                     /* #4 */
+        1, 0, 10, '(', ')', 'L', 'C', 'i', 'r', 'c', 'l', 'e', ';', /* #5 */
+        10, 0, 1, 0, 3,                                  /* #6 Methodref #1.#3 */
+    };
+    static const uint8_t code[] = { 0xb8, 0x00, 0x06, 0xb0 };
+    const char *hsig = "LCha$$Lambda.0x0000000800c01000;";
+    jm_put_u64(&b, 30);
+    jm_put_str(&b, hsig);
+    jm_put_u32(&b, JM_CLASS_HIDDEN);
+    jm_put_u32(&b, 1);
+    jm_put_u64(&b, 0x777);
+    put(w, JM_CLASS_PREPARE, &b);
+    jm_put_u64(&b, 0x777);
+    jm_put_u64(&b, 30);
+    jm_put_str(&b, hsig);
+    jm_put_str(&b, "get");
+    jm_put_str(&b, "()Ljava/lang/Object;");
+    jm_put_u32(&b, 1);
+    put(w, JM_METHOD, &b);
+    jm_put_u64(&b, 30);
+    jm_put_u32(&b, 7);
+    jm_put_bytes(&b, pool, sizeof pool);
+    put(w, JM_CONSTANT_POOL, &b);
+    jm_put_u64(&b, 0x777);
+    jm_put_i32(&b, -1);
+    jm_put_i32(&b, 1);
+    jm_put_bytes(&b, code, sizeof code);
+    put(w, JM_METHOD_BYTECODE, &b);
+    /* A method the JVM added after the load hook (as JFR does to event
+     * classes): named by a METHOD record, absent from the class file. */
+    jm_put_u64(&b, 0x888);
+    jm_put_u64(&b, 1);
+    jm_put_str(&b, "LFlow;");
+    jm_put_str(&b, "phantom");
+    jm_put_str(&b, "()V");
+    jm_put_u32(&b, 1);
+    put(w, JM_METHOD, &b);
+    /* Damaged: a class file cut short. */
+    size_t len;
+    uint8_t *data = slurp("Circle", &len);
+    jm_put_u64(&b, 40);
+    jm_put_str(&b, "LBroken;");
+    jm_put_u32(&b, 1);
+    jm_put_bytes(&b, data, (uint32_t)(len / 2));
+    put(w, JM_CLASS_FILE, &b);
+    g_free(data);
+    jm_buf_free(&b);
+    cr_assert_eq(jm_writer_close(w), 0);
+    return dir;
+}
+
+static rc_program *prog;
+static char *trace_dir;
+
+static void setup_prog(void)
+{
+    trace_dir = make_trace();
+    char err[256];
+    prog = rc_program_load(trace_dir, err, sizeof err);
+    cr_assert(prog, "%s", err);
+}
+
+static void teardown_prog(void)
+{
+    rc_program_free(prog);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", trace_dir);
+    cr_expect_eq(system(cmd), 0);
+    g_free(trace_dir);
+}
+
+static const rc_method *find(const char *k, const char *n, const char *s)
+{
+    const rc_method *m = rc_method_find(prog, k, n, s);
+    cr_assert(m, "no %s.%s%s", k, n, s);
+    return m;
+}
+
+static gint cmp_word(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The call targets at the first invoke in m with opcode op, as sorted "C.n" words. */
+static char *targets(const rc_method *m, uint8_t op, bool *open)
+{
+    const rc_cfg *g = rc_cfg_get(prog, m);
+    cr_assert(g);
+    for (uint32_t i = 0; i < g->ninsn; i++) {
+        if (g->op[i] != op)
+            continue;
+        const rc_method *const *t;
+        size_t n = rc_call_targets(prog, m, g->bci[i], &t, open);
+        GPtrArray *words = g_ptr_array_new_with_free_func(g_free);
+        for (size_t k = 0; k < n; k++)
+            g_ptr_array_add(words, g_strdup_printf("%s.%s", t[k]->klass, t[k]->name));
+        g_ptr_array_sort(words, cmp_word);
+        g_ptr_array_add(words, NULL);
+        char *s = g_strjoinv(" ", (char **)words->pdata);
+        g_ptr_array_free(words, TRUE);
+        return s;
+    }
+    cr_assert_fail("no opcode %u in %s", op, m->name);
+    return NULL;
+}
+
+#define EXPECT_TARGETS(m, op, want, want_open)                                              \
+    do {                                                                                    \
+        bool o_;                                                                            \
+        char *s_ = targets(m, op, &o_);                                                     \
+        cr_expect_str_eq(s_, want, "%s.%s", (m)->klass, (m)->name);                         \
+        cr_expect_eq(o_, want_open, "%s.%s: open %d", (m)->klass, (m)->name, o_);           \
+        g_free(s_);                                                                         \
+    } while (0)
+
+TestSuite(program, .init = setup_prog, .fini = teardown_prog);
+
+Test(program, loads_and_maps_ids)
+{
+    const char *const *w;
+    size_t nw = rc_program_warnings(prog, &w);
+    bool broken = false;
+    for (size_t i = 0; i < nw; i++)
+        broken |= strstr(w[i], "Broken") != NULL && strstr(w[i], "offset ") != NULL;
+    cr_expect(broken, "no warning for the damaged class file (%zu warnings)", nw);
+    const rc_method *m = find("Flow", "guarded", "(Ljava/lang/String;)I");
+    cr_expect_eq(m->id >> 16, 1);
+    cr_expect_eq(rc_method_by_id(prog, m->id), m);
+    cr_expect_str_eq(m->source, "Flow.java");
+    cr_expect_eq(m->nhandlers, 3);
+    cr_expect_eq(rc_line_of(m, 0), 30);
+    cr_expect_eq(rc_line_of(m, 15), 31);
+    /* every id maps, with code unless abstract or native */
+    size_t n = rc_program_nmethods(prog), with_id = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const rc_method *x = rc_method_at(prog, i);
+        cr_assert_eq(x->index, i);
+        if (x->id) {
+            with_id++;
+            cr_expect_eq(rc_method_by_id(prog, x->id), x);
+        }
+        if (strcmp(x->name, "phantom") != 0)
+            cr_expect_eq(x->code == NULL, (x->access & (0x0400 | 0x0100)) != 0, "%s.%s",
+                         x->klass, x->name);
+    }
+    cr_expect_eq(with_id, n);
+    /* Square twice (two loaders): distinct methods, both ids resolve */
+    const rc_method *s1 = rc_method_by_id(prog, id_of(5, 1));
+    const rc_method *s2 = rc_method_by_id(prog, id_of(20, 1));
+    cr_assert(s1 && s2);
+    cr_expect_neq(s1, s2);
+    cr_expect_str_eq(s1->name, s2->name);
+    cr_expect_null(rc_method_by_id(prog, 12345));
+    /* the added method: found, in its class, without code, reported */
+    const rc_method *ph = rc_method_by_id(prog, 0x888);
+    cr_assert(ph);
+    cr_expect_str_eq(ph->klass, "Flow");
+    cr_expect_null(ph->code);
+    cr_expect_eq(rc_method_find(prog, "Flow", "phantom", "()V"), ph);
+    bool reported = false;
+    for (size_t i = 0; i < nw; i++)
+        reported |= strstr(w[i], "0x888") && strstr(w[i], "not in the class file");
+    cr_expect(reported);
+    cr_expect_null(rc_method_find(prog, "Broken", "x", "()V"));
+}
+
+Test(program, hidden_class)
+{
+    const rc_method *h = rc_method_by_id(prog, 0x777);
+    cr_assert(h);
+    cr_expect_str_eq(h->klass, "Cha$$Lambda.0x0000000800c01000");
+    cr_expect_str_eq(h->name, "get");
+    cr_assert_eq(h->code_len, 4);
+    cr_expect_eq(h->max_locals, 1);
+    EXPECT_TARGETS(h, 184, "Cha.make", false);
+}
+
+Test(program, cha)
+{
+    /* Shape.area through the interface: the three concrete overrides; open
+     * because hidden classes (unknown supertypes) are loaded */
+    EXPECT_TARGETS(find("Cha", "total", "([LShape;)D"), 185,
+                   "Circle.area Ring.area Square.area Square.area", true);
+    /* the default method for Square, Circle's override for Circle and Ring */
+    EXPECT_TARGETS(find("Cha", "names", "(LShape;)Ljava/lang/String;"), 185,
+                   "Circle.name Shape.name", true);
+    /* through the abstract class: its concrete subclasses only; open since a
+     * damaged class file (which might extend Base) was skipped */
+    EXPECT_TARGETS(find("Cha", "viaBase", "(LBase;)D"), 182, "Circle.area Ring.area", true);
+    /* super.area() and constructors: exact */
+    EXPECT_TARGETS(find("Ring", "area", "()D"), 183, "Circle.area", false);
+    EXPECT_TARGETS(find("Cha", "make", "()LCircle;"), 183, "Circle.<init>", false);
+    /* a JDK class that was not captured */
+    EXPECT_TARGETS(find("Flow", "guarded", "(Ljava/lang/String;)I"), 184, "", true);
+}
+
+Test(program, lambda)
+{
+    /* the implementation method of the LambdaMetafactory bootstrap */
+    EXPECT_TARGETS(find("Cha", "lambda", "(I)Ljava/lang/Runnable;"), 186,
+                   "Cha.lambda$lambda$0", true);
+    /* String::length: java/lang/String is not in this program */
+    EXPECT_TARGETS(find("Cha", "ref", "()Ljava/util/function/ToIntFunction;"), 186, "", true);
+    /* not an invoke: nothing */
+    const rc_method *m = find("Flow", "loop", "(I)I");
+    const rc_method *const *t;
+    bool open = true;
+    cr_expect_eq(rc_call_targets(prog, m, 0, &t, &open), 0);
+    cr_expect_not(open);
+}
+
+/* Several threads build CFGs and call targets of every method at once. */
+static gpointer hammer(gpointer data)
+{
+    (void)data;
+    size_t n = rc_program_nmethods(prog), sum = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const rc_method *m = rc_method_at(prog, i);
+        const rc_cfg *g = rc_cfg_get(prog, m);
+        if (!g)
+            continue;
+        for (uint32_t k = 0; k < g->ninsn; k++) {
+            const rc_method *const *t;
+            bool open;
+            sum += rc_call_targets(prog, m, g->bci[k], &t, &open);
+        }
+    }
+    return GSIZE_TO_POINTER(sum);
+}
+
+Test(program, threads)
+{
+    GThread *th[4];
+    for (int i = 0; i < 4; i++)
+        th[i] = g_thread_new("hammer", hammer, NULL);
+    gpointer first = g_thread_join(th[0]);
+    for (int i = 1; i < 4; i++)
+        cr_expect_eq(g_thread_join(th[i]), first);
+    cr_expect_gt(GPOINTER_TO_SIZE(first), 10);
+}
+
+/* Damaged traces: the synthetic meta.jpt with bytes changed, cut or grown;
+ * loading must not crash, and every method's CFG and call sites must work. */
+Test(program, damaged_traces)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/jvm/meta.jpt", trace_dir);
+    gchar *orig = NULL;
+    gsize len = 0;
+    cr_assert(g_file_get_contents(path, &orig, &len, NULL));
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (int it = 0; it < 300; it++) {
+        guint8 *b = g_memdup2(orig, len);
+        gsize n = len;
+        for (int e = 0; e < 1 + it % 4; e++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            size_t at = 32 + st % (len - 32);
+            switch (st >> 60) {
+            case 0: n = at; break;
+            case 1: b[at] = 0xff; break;
+            default: b[at] ^= (guint8)(1u << (st >> 56 & 7)); break;
+            }
+        }
+        cr_assert(g_file_set_contents(path, (const gchar *)b, (gssize)n, NULL));
+        g_free(b);
+        char err[256];
+        rc_program *p = rc_program_load(trace_dir, err, sizeof err);
+        if (!p) {
+            cr_expect(err[0], "load failed without a message");
+            continue;
+        }
+        const char *const *w;
+        size_t nw = rc_program_warnings(p, &w);
+        for (size_t i = 0; i < nw; i++)
+            cr_expect(w[i] && w[i][0]);
+        for (uint32_t i = 0; i < rc_program_nmethods(p); i++) {
+            const rc_method *m = rc_method_at(p, i);
+            const rc_cfg *g = rc_cfg_get(p, m);
+            (void)rc_line_of(m, 0);
+            if (m->id)
+                cr_expect_eq(rc_method_by_id(p, m->id), m);
+            for (uint32_t k = 0; g && k < g->ninsn; k++) {
+                const rc_method *const *t;
+                bool open;
+                (void)rc_call_targets(p, m, g->bci[k], &t, &open);
+            }
+        }
+        rc_program_free(p);
+    }
+    cr_assert(g_file_set_contents(path, orig, (gssize)len, NULL));
+    g_free(orig);
+}
+
+Test(program_load, missing_trace)
+{
+    char err[256] = "";
+    cr_expect_null(rc_program_load("/nonexistent/trace.dir", err, sizeof err));
+    cr_expect(err[0], "no message");
+}
