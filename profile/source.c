@@ -9,8 +9,11 @@
 #include "common/jmeta.h"
 #include "reconstruct/reference.h"
 #include "reconstruct/trace.h"
+#include "recover/recover.h"
 
-/* A traced run: every thread's stream decoded and projected. */
+/* A traced run: every thread's stream decoded and projected, and the holes
+ * its gaps left filled by recovery (events marked FL_RECOVERED, which the
+ * profiles count or leave out by origin). */
 static int traced_flow(const char *dir, fl_sink sink, void *ctx, char *err, size_t errlen)
 {
     rt_trace *t = rt_open(dir, err, errlen);
@@ -34,7 +37,11 @@ static int traced_flow(const char *dir, fl_sink sink, void *ctx, char *err, size
     for (size_t i = 0; i < n && rc == 0; i++) {
         rp_stats st = { 0 };
         char msg[1024];
-        int r = rt_thread_flow(t, tids[i], sink, ctx, &st, NULL, msg, sizeof msg);
+        rv_filter *rv = rv_new(NULL, sink, ctx);
+        int r = rt_thread_flow(t, tids[i], rv_event, rv, &st, NULL, msg, sizeof msg);
+        if (rv_finish(rv, NULL) && r == 0)
+            r = 1;
+        rv_free(rv);
         if (r < 0)
             jerr_warn("%s", msg);    /* one unreadable stream: the others still count */
         else if (r > 0)

@@ -10,5 +10,6 @@ int cmd_hot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_context(int argc, char **argv);
 int cmd_flow(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@
 #include "decoder/bytecodes.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
+#include "recover/recover.h"
 
 typedef struct flow_printer {
     rt_trace *t;
@@ -28,6 +29,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode flow TRACE.DIR [--thread TID] [--method GLOB] [--json] [--limit N]\n"
+            "                             [--recover]\n"
             "\n"
             "Decodes each thread's PT stream and projects its interpreted bytecodes onto the\n"
             "program's classes, then prints the flow: every call, return and bytecode with the\n"
@@ -42,6 +44,9 @@ static void usage(FILE *f)
             "                  (names are pkg/Cls.name(sig), * and ? match anything)\n"
             "  --json          one JSON object per line instead of text\n"
             "  --limit N       stop each thread after printing N lines\n"
+            "  --recover       fill the holes left by gaps from matching earlier flow of the\n"
+            "                  thread (recover/README.md); their lines are marked +\n"
+            "                  after the time (JSON: \"origin\":\"recovered\")\n"
             "\n"
             "example:\n"
             "  ptdecode flow hello.trace --method 'Hello.*'\n");
@@ -121,6 +126,10 @@ static int on_flow(const fl_event *ev, void *vp)
             fprintf(p->out, ",\"exception\":true");
         if (ev->flags & FL_F_CONTEXT)
             fprintf(p->out, ",\"context\":true");
+        if (ev->origin == FL_RECOVERED)
+            fprintf(p->out, ",\"origin\":\"recovered\"");
+        else if (ev->origin == FL_GUESSED)
+            fprintf(p->out, ",\"origin\":\"guessed\"");
         fprintf(p->out, "}\n");
         return 0;
     }
@@ -130,7 +139,8 @@ static int on_flow(const fl_event *ev, void *vp)
     }
     if (indent > 40)
         indent = 40;
-    fprintf(p->out, "%12" PRIu64 " %*s", t, indent * 2, "");
+    fprintf(p->out, "%12" PRIu64 "%c%*s", t, ev->origin == FL_RECOVERED ? '+' : ' ',
+            indent * 2, "");
     switch (ev->kind) {
     case FL_CALL:
         fprintf(p->out, "call %s%s%s%s\n", name,
@@ -169,13 +179,14 @@ int cmd_flow(int argc, char **argv)
         { "method", required_argument, NULL, 'm' },
         { "json", no_argument, NULL, 'j' },
         { "limit", required_argument, NULL, 'n' },
+        { "recover", no_argument, NULL, 'r' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     long long want_tid = -1;
     uint64_t limit = 0;
     const char *glob = NULL;
-    bool json = false;
+    bool json = false, recover = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:m:jn:h", opts, NULL)) != -1) {
@@ -202,6 +213,9 @@ int cmd_flow(int argc, char **argv)
             break;
         case 'j':
             json = true;
+            break;
+        case 'r':
+            recover = true;
             break;
         case 'h':
             usage(stdout);
@@ -249,7 +263,19 @@ int cmd_flow(int argc, char **argv)
         p.printed = 0;
         p.depth = 0;
         rp_stats st = { 0 };
-        int rc = rt_thread_flow(t, tids[i], on_flow, &p, &st, NULL, err, sizeof err);
+        rv_filter *rv = recover ? rv_new(NULL, on_flow, &p) : NULL;
+        int rc = rt_thread_flow(t, tids[i], rv ? rv_event : on_flow, rv ? (void *)rv : (void *)&p,
+                                &st, NULL, err, sizeof err);
+        if (rv) {
+            rv_stats rs;
+            rv_finish(rv, &rs);
+            rv_free(rv);
+            if (rc >= 0)
+                fprintf(json ? stderr : stdout, "# thread %u: recovery filled %" PRIu64 " of %"
+                        PRIu64 " segment boundaries (%" PRIu64 " rejoined the next segment) with %"
+                        PRIu64 " events, %" PRIu64 " bytecodes (lines marked +)\n", tids[i],
+                        rs.filled, rs.boundaries, rs.rejoined, rs.events, rs.bytecodes);
+        }
         if (rc < 0) {
             jerr_error("%s", err);
             status = 1;

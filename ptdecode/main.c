@@ -22,6 +22,7 @@ static const struct command {
     { "export", cmd_export, "write a profile: cct-json, folded, chrome-trace, hcct-json, ringchart" },
     { "context", cmd_context, "decode a calling-context id to its stack" },
     { "flow", cmd_flow, "reconstruct each thread's calls, returns and bytecodes (method, bci)" },
+    { "stats", cmd_stats, "data missing, captured, decoded, recovered; accuracy against eval/" },
 };
 
 static void usage(FILE *f)

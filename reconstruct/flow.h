@@ -56,6 +56,11 @@ typedef enum fl_origin {
  * only by what followed (reconstruction without a known starting context):
  * not a real call; the frame's caller is unknown. */
 #define FL_F_CONTEXT   0x10
+/* FL_SEGMENT: the trace has a gap before this segment (data lost, or code
+ * it could not follow), so some execution is missing between the previous
+ * segment and this one. Without it, a new segment only means the calling
+ * context had to be found again: nothing is missing. */
+#define FL_F_AFTER_GAP 0x20
 
 typedef struct fl_event {
     fl_kind kind;

@@ -119,6 +119,7 @@ struct rp_projector {
     rp_stats st;
     GHashTable *entry_memo;    /* method index + 1 -> entry_score + 1, for this event */
     bool seg_open, seg_chosen;
+    bool after_gap;            /* the next segment follows a gap in the trace */
     uint64_t seg_seq;
     uint64_t pending;          /* events since the set last narrowed to one */
     int stop;
@@ -1058,7 +1059,9 @@ static void emit_history(rp_projector *r, const hist *h)
 static void segment_begin(rp_projector *r, uint64_t tsc)
 {
     fl_event ev = { .kind = FL_SEGMENT, .origin = FL_DECODED, .tid = r->tid, .tsc = tsc,
-                    .seq = r->seg_seq++, .bci = -1, .opcode = -1 };
+                    .seq = r->seg_seq++, .bci = -1, .opcode = -1,
+                    .flags = r->after_gap ? FL_F_AFTER_GAP : 0 };
+    r->after_gap = false;
     emit(r, &ev);
     r->st.segments++;
     r->seg_open = true;
@@ -1193,6 +1196,7 @@ static void process(rp_projector *r, const dc_event *e)
         r->st.bytecodes++;
     if (e->kind == DC_GAP) {
         segment_end(r, false);
+        r->after_gap = true;
         return;
     }
     if (!r->seg_open)

@@ -90,23 +90,33 @@ size_t rt_threads(const rt_trace *t, const uint32_t **tids, size_t *ncpu)
     return t->ntids;
 }
 
+int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const char *idx_path,
+                        fl_sink sink, void *ctx, rp_stats *st, dc_stats *dst, char *err,
+                        size_t errlen)
+{
+    rp_projector *r = rp_new(t->p, t->idx, tid, sink, ctx);
+    dc_output out = { .sink = rp_event, .ctx = r };
+    dc_stats local;
+    int rc = dc_decode_stream(t->m, t->cache, &t->info, pt_path, idx_path, &out,
+                              dst ? dst : &local, err, errlen);
+    if (rc >= 0 && rp_finish(r, st))
+        rc = 1;
+    rp_free(r);
+    return rc;
+}
+
 int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
                    dc_stats *dst, char *err, size_t errlen)
 {
     char *pt = g_strdup_printf("%s/pt/tid-%u.pt", t->dir, tid);
     char *idx = g_strdup_printf("%s/pt/tid-%u.idx", t->dir, tid);
-    rp_projector *r = rp_new(t->p, t->idx, tid, sink, ctx);
-    dc_output out = { .sink = rp_event, .ctx = r };
-    dc_stats local;
-    int rc = dc_decode_stream(t->m, t->cache, &t->info, pt, idx, &out, dst ? dst : &local,
-                              err, errlen);
-    if (rc >= 0 && rp_finish(r, st))
-        rc = 1;
-    rp_free(r);
+    int rc = rt_thread_flow_path(t, tid, pt, idx, sink, ctx, st, dst, err, errlen);
     g_free(pt);
     g_free(idx);
     return rc;
 }
+
+const char *rt_dir(const rt_trace *t) { return t->dir; }
 
 const char *rt_method_name(const rt_trace *t, uint64_t method_id, char *buf, size_t len)
 {

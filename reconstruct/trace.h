@@ -35,6 +35,17 @@ size_t rt_threads(const rt_trace *t, const uint32_t **tids, size_t *ncpu);
 int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
                    dc_stats *dst, char *err, size_t errlen);
 
+/* The same for a stream stored elsewhere (e.g. the emulated backend's
+ * lossless copy eval/tid-<TID>.pt), decoded with this trace's metadata and
+ * program: pt_path is the stream, idx_path its AUX index (NULL: no losses
+ * known). */
+int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const char *idx_path,
+                        fl_sink sink, void *ctx, rp_stats *st, dc_stats *dst, char *err,
+                        size_t errlen);
+
+/* The trace directory rt_open was given. */
+const char *rt_dir(const rt_trace *t);
+
 /* "pkg/Cls.name(sig)" of a method id (from the program, else the
  * metadata), into buf. */
 const char *rt_method_name(const rt_trace *t, uint64_t method_id, char *buf, size_t len);

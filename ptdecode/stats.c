@@ -1,0 +1,586 @@
+/* `ptdecode stats`: how much of a trace was lost, captured, decoded and
+ * recovered, per thread and in total, and -- when the recording kept a
+ * lossless copy of each stream (eval/, the emulated backend's
+ * keep_lossless) -- how accurate the decoded and the recovered flow are
+ * (the quantities of JPortal's Table 3: PMD, PDC, PD, DA, PR, RA). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "common/jerr.h"
+#include "ptdecode/commands.h"
+#include "reconstruct/trace.h"
+#include "recover/recover.h"
+
+#define ALIGN_K 8            /* symbols of an alignment anchor */
+#define RA_LOOKAHEAD 16      /* truth symbols a recovered one may skip to find its match */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-eval]\n"
+            "\n"
+            "How much of each thread's trace was lost, captured, decoded and recovered, and\n"
+            "how accurate the result is when the recording kept a lossless copy of every\n"
+            "stream (ptrec --emulate --keep-lossless writes it to eval/tid-<TID>.pt).\n"
+            "Percentages:\n"
+            "  PMD  data missing: bytes the collector lost (per pt/<stream>.idx) over bytes\n"
+            "       recorded plus lost\n"
+            "  PDC  data captured: 100 - PMD\n"
+            "  PD   decoded: of the captured data, the share decoded into the flow: bytecode\n"
+            "       events given a (method, bci), over all bytecode events decoded, times the\n"
+            "       share of recorded bytes the decoder did not have to skip\n"
+            "  DA   decoding accuracy (lossless copy needed): the lossless stream is decoded\n"
+            "       and projected by the same pipeline into a reference sequence of\n"
+            "       (method, bci); each decoded segment is aligned to it in order: among the\n"
+            "       reference positions not before the previous match's end whose\n"
+            "       time (TSC) is the bytecode's own (the streams share their timing\n"
+            "       packets), the first place where the segment's next 8 (method, bci)\n"
+            "       occur (fewer than 8 left: the next one), then compared bytecode by\n"
+            "       bytecode, re-anchoring the same way after a mismatch. DA = decoded\n"
+            "       bytecodes equal to the reference at their aligned position over all\n"
+            "       decoded bytecodes with a (method, bci) (unaligned ones count as wrong)\n"
+            "  PR   recovered (lossless copy needed): bytecodes recovery filled in, over the\n"
+            "       bytecodes missing (the reference's bytecodes minus the decoded ones)\n"
+            "  RA   recovery accuracy (lossless copy needed): a fill that follows a segment\n"
+            "       is compared, in order, with the reference between that segment's aligned\n"
+            "       end and the next segment's aligned start (a recovered bytecode matches\n"
+            "       the next reference bytecode equal to it within 16); RA = matched over\n"
+            "       recovered bytecodes\n"
+            "\n"
+            "  --json         one JSON object: \"threads\" (one object each) and \"total\";\n"
+            "                 percentages not available are null\n"
+            "  --thread TID   only this thread\n"
+            "  --no-recover   do not run recovery (no PR, RA)\n"
+            "  --no-eval      do not decode the lossless copies (no DA, PR, RA)\n"
+            "\n"
+            "example:\n"
+            "  ptrec --emulate --aux-size 16K --drain-rate 2 --keep-lossless -o b.trace -- \\\n"
+            "      java -Xint -cp samples/classes Branchy 60\n"
+            "  ptdecode stats b.trace\n");
+}
+
+/* A bytecode of a flow. */
+typedef struct fsym {
+    uint64_t method_id;
+    uint64_t tsc;
+    int32_t bci;
+    uint32_t seg;
+    uint8_t origin;
+} fsym;
+
+typedef struct collector {
+    GArray *syms;      /* fsym, NULL: count only */
+    uint32_t seg;
+    uint64_t decoded_placed, recovered;
+} collector;
+
+static int collect(const fl_event *ev, void *vc)
+{
+    collector *c = vc;
+    if (ev->kind == FL_SEGMENT) {
+        c->seg++;
+        return 0;
+    }
+    if (ev->kind != FL_BYTECODE)
+        return 0;
+    if (ev->origin == FL_RECOVERED)
+        c->recovered++;
+    else if (ev->origin == FL_DECODED && ev->method_id && ev->bci >= 0)
+        c->decoded_placed++;
+    if (c->syms) {
+        fsym s = { .method_id = ev->method_id, .tsc = ev->tsc, .bci = ev->bci, .seg = c->seg,
+                   .origin = (uint8_t)ev->origin };
+        g_array_append_val(c->syms, s);
+    }
+    return 0;
+}
+
+typedef struct tstats {
+    uint32_t tid;
+    dc_stats dc;
+    rp_stats rp;
+    rv_stats rv;
+    bool eval, recover;
+    uint64_t decoded_placed, recovered;
+    uint64_t ref_bytecodes;          /* the lossless flow's bytecodes */
+    uint64_t da_match, ra_match;
+} tstats;
+
+static bool same(const fsym *a, const fsym *b)
+{
+    return a->method_id && a->method_id == b->method_id && a->bci == b->bci;
+}
+
+/* The reference's K-grams, sorted by (hash, position). */
+typedef struct kpos {
+    uint64_t h;
+    uint64_t pos;
+} kpos;
+
+static uint64_t kgram(const fsym *s)
+{
+    uint64_t x = 0xcbf29ce484222325ull;
+    for (unsigned i = 0; i < ALIGN_K; i++) {
+        if (!s[i].method_id)
+            return 0;
+        x = (x ^ s[i].method_id) * 0x100000001b3ull;
+        x = (x ^ (uint64_t)(uint32_t)s[i].bci) * 0x100000001b3ull;
+    }
+    return x | 1;
+}
+
+static int kpos_cmp(const void *pa, const void *pb)
+{
+    const kpos *a = pa, *b = pb;
+    if (a->h != b->h)
+        return a->h < b->h ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+/* The first reference position >= from where the K-gram h starts, or -1. */
+static int64_t find_from(const kpos *ix, size_t n, uint64_t h, uint64_t from)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix[mid].h < h || (ix[mid].h == h && ix[mid].pos < from))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ix[lo].h == h ? (int64_t)ix[lo].pos : -1;
+}
+
+/* The first reference position whose time is >= tsc (> tsc if after). */
+static uint64_t tsc_bound(const fsym *r, size_t nr, uint64_t tsc, bool after)
+{
+    size_t lo = 0, hi = nr;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r[mid].tsc < tsc || (after && r[mid].tsc == tsc))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* DA and RA of one thread: the decoded flow d against the reference r. */
+static void compare(tstats *ts, GArray *dflow, GArray *rflow)
+{
+    const fsym *r = (const fsym *)rflow->data;
+    size_t nr = rflow->len;
+    size_t nk = nr >= ALIGN_K ? nr - ALIGN_K + 1 : 0;
+    kpos *ix = g_new(kpos, nk ? nk : 1);
+    size_t n = 0;
+    for (size_t p = 0; p < nk; p++) {
+        uint64_t h = kgram(r + p);
+        if (h)
+            ix[n++] = (kpos){ h, p };
+    }
+    qsort(ix, n, sizeof *ix, kpos_cmp);
+
+    /* segments of the decoded flow: [first, end) of their decoded placed
+     * bytecodes, the fill after them, and where they aligned */
+    typedef struct dseg {
+        GArray *dec;          /* fsym */
+        GArray *fill;         /* fsym */
+        int64_t start, end;   /* aligned reference positions, -1 unknown */
+    } dseg;
+    GArray *segs = g_array_new(FALSE, TRUE, sizeof(dseg));
+    const fsym *d = (const fsym *)dflow->data;
+    uint32_t cur = UINT32_MAX;
+    for (size_t i = 0; i < dflow->len; i++) {
+        if (d[i].seg != cur || !segs->len) {
+            dseg s = { g_array_new(FALSE, FALSE, sizeof(fsym)),
+                       g_array_new(FALSE, FALSE, sizeof(fsym)), -1, -1 };
+            g_array_append_val(segs, s);
+            cur = d[i].seg;
+        }
+        dseg *s = &g_array_index(segs, dseg, segs->len - 1);
+        if (d[i].origin == FL_RECOVERED)
+            g_array_append_val(s->fill, d[i]);
+        else if (d[i].origin == FL_DECODED && d[i].method_id && d[i].bci >= 0)
+            g_array_append_val(s->dec, d[i]);
+    }
+
+    uint64_t cursor = 0;
+    for (guint si = 0; si < segs->len; si++) {
+        dseg *s = &g_array_index(segs, dseg, si);
+        const fsym *x = (const fsym *)s->dec->data;
+        size_t nx = s->dec->len;
+        if (!nx)
+            continue;
+        size_t i = 0;
+        while (i < nx) {
+            /* the reference's bytecodes of the same time (the streams share
+             * their timing packets), not before the previous match */
+            uint64_t lo = tsc_bound(r, nr, x[i].tsc, false);
+            uint64_t hi = tsc_bound(r, nr, x[i].tsc, true);
+            if (lo < cursor)
+                lo = cursor;
+            int64_t p = -1;
+            if (i + ALIGN_K <= nx) {
+                uint64_t h = kgram(x + i);
+                p = h && lo < hi ? find_from(ix, n, h, lo) : -1;
+                if (p >= 0 && (uint64_t)p >= hi)
+                    p = -1;
+            } else {
+                /* fewer than K left: the first equal bytecode of that time */
+                for (uint64_t j = lo; j < hi && j < lo + 4096; j++)
+                    if (same(&x[i], &r[j])) {
+                        p = (int64_t)j;
+                        break;
+                    }
+            }
+            if (p < 0) {
+                i++;
+                continue;
+            }
+            uint64_t q = (uint64_t)p;
+            if (s->start < 0)
+                s->start = p;
+            while (i < nx && q < nr && same(&x[i], &r[q])) {
+                ts->da_match++;
+                i++;
+                q++;
+            }
+            cursor = q;
+            s->end = (int64_t)q;
+            if (i < nx)
+                i++;   /* the mismatch */
+        }
+    }
+
+    /* the fills, between their segment's end and the next one's start */
+    for (guint si = 0; si < segs->len; si++) {
+        dseg *s = &g_array_index(segs, dseg, si);
+        if (!s->fill->len || s->end < 0)
+            continue;
+        uint64_t q = (uint64_t)s->end, qend = nr;
+        for (guint sj = si + 1; sj < segs->len; sj++) {
+            dseg *t = &g_array_index(segs, dseg, sj);
+            if (t->start >= 0) {
+                qend = (uint64_t)t->start;
+                break;
+            }
+        }
+        const fsym *x = (const fsym *)s->fill->data;
+        size_t nx = s->fill->len;
+        uint8_t *ok = g_new0(uint8_t, nx);
+        for (size_t i = 0; i < nx && q < qend; i++) {
+            for (uint64_t j = q; j < qend && j < q + RA_LOOKAHEAD; j++)
+                if (same(&x[i], &r[j])) {
+                    ok[i] = 1;
+                    q = j + 1;
+                    break;
+                }
+        }
+        for (size_t i = 0; i < nx; i++)
+            ts->ra_match += ok[i];
+        g_free(ok);
+    }
+    for (guint si = 0; si < segs->len; si++) {
+        dseg *s = &g_array_index(segs, dseg, si);
+        g_array_free(s->dec, TRUE);
+        g_array_free(s->fill, TRUE);
+    }
+    g_array_free(segs, TRUE);
+    g_free(ix);
+}
+
+static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 100.0; }
+
+typedef struct pcts {
+    double pmd, pdc, pd, da, pr, ra;
+    bool has_da, has_r;
+} pcts;
+
+static pcts percentages(const tstats *t)
+{
+    pcts p = { 0 };
+    p.pmd = pct(t->dc.lost_bytes, t->dc.pt_bytes + t->dc.lost_bytes);
+    if (!t->dc.pt_bytes && !t->dc.lost_bytes)
+        p.pmd = 0;
+    p.pdc = 100.0 - p.pmd;
+    uint64_t skipped = t->dc.skipped_bytes < t->dc.pt_bytes ? t->dc.skipped_bytes : t->dc.pt_bytes;
+    p.pd = pct(t->rp.placed, t->rp.bytecodes) * pct(t->dc.pt_bytes - skipped, t->dc.pt_bytes) /
+           100.0;
+    p.has_da = t->eval;
+    p.da = pct(t->da_match, t->decoded_placed);
+    p.has_r = t->eval && t->recover;
+    uint64_t missing = t->ref_bytecodes > t->rp.bytecodes ? t->ref_bytecodes - t->rp.bytecodes : 0;
+    p.pr = missing ? pct(t->recovered, missing) : 0;
+    if (p.pr > 100)
+        p.pr = 100;
+    p.ra = t->recovered ? pct(t->ra_match, t->recovered) : 0;
+    return p;
+}
+
+static void sum(tstats *a, const tstats *b)
+{
+    a->dc.pt_bytes += b->dc.pt_bytes;
+    a->dc.lost_bytes += b->dc.lost_bytes;
+    a->dc.skipped_bytes += b->dc.skipped_bytes;
+    a->dc.insns += b->dc.insns;
+    for (int i = 0; i < 5; i++)
+        a->dc.gaps[i] += b->dc.gaps[i];
+    rp_stats_add(&a->rp, &b->rp);
+    rv_stats_add(&a->rv, &b->rv);
+    a->eval = a->eval && b->eval;
+    a->recover = b->recover;
+    a->decoded_placed += b->decoded_placed;
+    a->recovered += b->recovered;
+    a->ref_bytecodes += b->ref_bytecodes;
+    a->da_match += b->da_match;
+    a->ra_match += b->ra_match;
+}
+
+static uint64_t gaps(const dc_stats *s)
+{
+    return s->gaps[1] + s->gaps[2] + s->gaps[3] + s->gaps[4];
+}
+
+static void json_pct(FILE *f, const char *name, bool have, double v)
+{
+    if (have)
+        fprintf(f, ",\"%s\":%.3f", name, v);
+    else
+        fprintf(f, ",\"%s\":null", name);
+}
+
+static void print_json(FILE *f, const tstats *t, bool total)
+{
+    pcts p = percentages(t);
+    if (total)
+        fprintf(f, "{");
+    else
+        fprintf(f, "{\"tid\":%u,", t->tid);
+    fprintf(f, "\"pt_bytes\":%" PRIu64 ",\"lost_bytes\":%" PRIu64 ",\"skipped_bytes\":%" PRIu64
+            ",\"insns\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"bytecodes\":%" PRIu64
+            ",\"placed\":%" PRIu64 ",\"segments\":%" PRIu64 ",\"eval\":%s",
+            t->dc.pt_bytes, t->dc.lost_bytes, t->dc.skipped_bytes, t->dc.insns, gaps(&t->dc),
+            t->rp.bytecodes, t->rp.placed, t->rp.segments, t->eval ? "true" : "false");
+    if (t->eval)
+        fprintf(f, ",\"reference_bytecodes\":%" PRIu64 ",\"da_matched\":%" PRIu64,
+                t->ref_bytecodes, t->da_match);
+    if (t->recover)
+        fprintf(f, ",\"recovery\":{\"boundaries\":%" PRIu64 ",\"filled\":%" PRIu64
+                ",\"rejoined\":%" PRIu64 ",\"no_anchor\":%" PRIu64 ",\"no_candidate\":%" PRIu64
+                ",\"events\":%" PRIu64 ",\"bytecodes\":%" PRIu64 "%s",
+                t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.no_anchor,
+                t->rv.no_candidate, t->rv.events, t->rv.bytecodes, t->eval ? "" : "}");
+    if (t->recover && t->eval)
+        fprintf(f, ",\"ra_matched\":%" PRIu64 "}", t->ra_match);
+    json_pct(f, "pmd", true, p.pmd);
+    json_pct(f, "pdc", true, p.pdc);
+    json_pct(f, "pd", true, p.pd);
+    json_pct(f, "da", p.has_da, p.da);
+    json_pct(f, "pr", p.has_r, p.pr);
+    json_pct(f, "ra", p.has_r, p.ra);
+    fprintf(f, "}");
+}
+
+static void text_pct(FILE *f, const char *name, bool have, double v)
+{
+    if (have)
+        fprintf(f, "  %s %6.2f%%", name, v);
+    else
+        fprintf(f, "  %s      -", name);
+}
+
+static void print_text(FILE *f, const tstats *t, const char *label)
+{
+    pcts p = percentages(t);
+    fprintf(f, "%-14s", label);
+    text_pct(f, "PMD", true, p.pmd);
+    text_pct(f, "PDC", true, p.pdc);
+    text_pct(f, "PD", true, p.pd);
+    text_pct(f, "DA", p.has_da, p.da);
+    text_pct(f, "PR", p.has_r, p.pr);
+    text_pct(f, "RA", p.has_r, p.ra);
+    fputc('\n', f);
+    fprintf(f, "%14s %" PRIu64 " bytes recorded, %" PRIu64 " lost, %" PRIu64 " gaps; %" PRIu64
+            " bytecodes, %" PRIu64 " placed, %" PRIu64 " segments", "", t->dc.pt_bytes,
+            t->dc.lost_bytes, gaps(&t->dc), t->rp.bytecodes, t->rp.placed, t->rp.segments);
+    if (t->eval)
+        fprintf(f, "; reference %" PRIu64 " bytecodes", t->ref_bytecodes);
+    if (t->recover)
+        fprintf(f, "; recovery filled %" PRIu64 " of %" PRIu64 " boundaries (%" PRIu64
+                " rejoined) with %" PRIu64 " bytecodes", t->rv.filled, t->rv.boundaries,
+                t->rv.rejoined, t->rv.bytecodes);
+    fputc('\n', f);
+}
+
+static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool eval, tstats *ts)
+{
+    char err[1024];
+    memset(ts, 0, sizeof *ts);
+    ts->tid = tid;
+    ts->recover = recover;
+    char *lossless = g_strdup_printf("%s/eval/tid-%u.pt", rt_dir(t), tid);
+    ts->eval = eval && access(lossless, R_OK) == 0;
+    collector c = { .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
+    rv_filter *rv = recover ? rv_new(NULL, collect, &c) : NULL;
+    int rc = rt_thread_flow(t, tid, recover ? rv_event : collect, recover ? (void *)rv
+                                                                           : (void *)&c,
+                            &ts->rp, &ts->dc, err, sizeof err);
+    if (rv) {
+        rv_finish(rv, &ts->rv);
+        rv_free(rv);
+    }
+    ts->decoded_placed = c.decoded_placed;
+    ts->recovered = c.recovered;
+    if (rc < 0) {
+        jerr_error("%s", err);
+        ts->eval = false;
+    }
+    if (ts->eval) {
+        collector rc2 = { .syms = g_array_new(FALSE, FALSE, sizeof(fsym)) };
+        rp_stats rst = { 0 };
+        dc_stats rdc;
+        int r = rt_thread_flow_path(t, tid, lossless, NULL, collect, &rc2, &rst, &rdc, err,
+                                    sizeof err);
+        if (r < 0) {
+            jerr_error("%s (lossless copy)", err);
+            ts->eval = false;
+        } else {
+            ts->ref_bytecodes = rst.bytecodes;
+            compare(ts, c.syms, rc2.syms);
+        }
+        g_array_free(rc2.syms, TRUE);
+    }
+    if (c.syms)
+        g_array_free(c.syms, TRUE);
+    g_free(lossless);
+    return rc < 0 ? -1 : 0;
+}
+
+int cmd_stats(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "thread", required_argument, NULL, 't' },
+        { "json", no_argument, NULL, 'j' },
+        { "no-recover", no_argument, NULL, 'R' },
+        { "no-eval", no_argument, NULL, 'E' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    long long want_tid = -1;
+    bool json = false, recover = true, eval = true;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:jh", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 't':
+            errno = 0;
+            want_tid = strtoll(optarg, &end, 10);
+            if (errno || *end || want_tid < 0 || want_tid > UINT32_MAX) {
+                jerr_error("stats: --thread wants a thread id, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'R':
+            recover = false;
+            break;
+        case 'E':
+            eval = false;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    const char *dir = argv[optind];
+    char err[1024];
+    rt_trace *t = rt_open(dir, err, sizeof err);
+    if (!t) {
+        jerr_error("%s", err);
+        return 1;
+    }
+    const char *const *warn;
+    size_t nw = rt_warnings(t, &warn);
+    for (size_t i = 0; i < nw; i++)
+        jerr_warn("%s", warn[i]);
+    int status = 0;
+    const uint32_t *tids;
+    size_t ncpu;
+    size_t n = rt_threads(t, &tids, &ncpu);
+    if (!n) {
+        jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
+                   ncpu ? "; per-CPU streams are not supported yet" : "");
+        rt_close(t);
+        return 1;
+    }
+    tstats total = { .eval = eval, .recover = recover };
+    bool found = false, first = true;
+    if (json)
+        printf("{\"trace\":\"");
+    if (json) {
+        for (const char *s = dir; *s; s++) {
+            unsigned char ch = (unsigned char)*s;
+            if (ch == '"' || ch == '\\')
+                printf("\\%c", ch);
+            else if (ch < 0x20)
+                printf("\\u%04x", ch);
+            else
+                putchar(ch);
+        }
+        printf("\",\"threads\":[");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
+            continue;
+        found = true;
+        tstats ts;
+        if (one_thread(t, tids[i], recover, eval, &ts) < 0)
+            status = 1;
+        sum(&total, &ts);
+        if (json) {
+            if (!first)
+                putchar(',');
+            print_json(stdout, &ts, false);
+        } else {
+            char label[32];
+            snprintf(label, sizeof label, "thread %u", tids[i]);
+            print_text(stdout, &ts, label);
+        }
+        first = false;
+        fflush(stdout);
+    }
+    if (!found) {
+        total.eval = false;
+        if (!json)
+            jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
+        status = 1;
+    }
+    if (json) {
+        printf("],\"total\":");
+        print_json(stdout, &total, true);
+        printf("}\n");
+        if (!found)
+            jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
+    } else {
+        print_text(stdout, &total, "all threads");
+    }
+    rt_close(t);
+    return status;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Recovery and the accuracy statistics end to end.
+
+usage: recover_test.py PTREC PLUGIN AGENT PTDECODE JAVA_BIN SAMPLES_DIR WORK
+
+Records `java -Xint Branchy 60` under emulation with the loss model (a 16 KiB
+buffer drained at 2 bytes per 1000 TSC ticks: most of the trace is cut) and
+--keep-lossless, then checks `ptdecode stats --json`:
+  - every percentage is present and within [0, 100], PMD + PDC = 100;
+  - the bytes lost agree with info.json, and some were lost (PMD > 0);
+  - what was decoded is right: DA >= 95 against the lossless copy;
+  - recovery filled something: recovered bytecodes > 0, PR and RA reported,
+    RA > 0;
+and that `ptdecode flow --recover --json` marks as many events recovered as
+stats counts, and that hostile arguments give one-line errors.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+    print('ok:', what)
+
+
+def run(cmd, **kw):
+    print('$ ' + ' '.join(cmd), flush=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+def main():
+    ptrec, plugin, agent, ptdecode, jbin, samples, work = sys.argv[1:8]
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
+    classes = os.path.join(work, 'classes')
+    subprocess.run([os.path.join(jbin, 'javac'), '--release', '17', '-d', classes,
+                    os.path.join(samples, 'Branchy.java')], check=True)
+    trace = os.path.join(work, 'lossy.trace')
+    rec = run([ptrec, '--emulate', '--plugin', plugin, '--agent', agent,
+               '--aux-size', '16K', '--drain-rate', '2', '--keep-lossless', '-o', trace,
+               '--', os.path.join(jbin, 'java'), '-Xint', '-cp', classes, 'Branchy', '60'])
+    sys.stderr.write(rec.stderr)
+    check(rec.returncode == 0 and 'Branchy 60' in rec.stdout, 'recording ran')
+
+    p = run([ptdecode, 'stats', trace, '--json'])
+    sys.stderr.write(p.stderr[-2000:])
+    check(p.returncode == 0, 'ptdecode stats --json succeeded')
+    st = json.loads(p.stdout)
+    tot = st['total']
+    print(json.dumps(tot, indent=1))
+    for t in st['threads'] + [tot]:
+        for k in ('pmd', 'pdc', 'pd', 'da', 'pr', 'ra'):
+            v = t[k]
+            if not isinstance(v, (int, float)) or not 0 <= v <= 100:
+                raise Fail('%s of %s is %r' % (k, t.get('tid', 'total'), v))
+        if abs(t['pmd'] + t['pdc'] - 100) > 0.01:
+            raise Fail('PMD + PDC != 100 for %s' % t.get('tid', 'total'))
+    check(True, 'all percentages present and in [0, 100], PMD + PDC = 100')
+    info = json.load(open(os.path.join(trace, 'info.json')))
+    check(tot['lost_bytes'] == info['totals']['lost_bytes'] and
+          tot['pt_bytes'] == info['totals']['pt_bytes'],
+          'bytes recorded and lost agree with info.json (%d, %d)' %
+          (tot['pt_bytes'], tot['lost_bytes']))
+    check(tot['pmd'] > 0, 'data was lost: PMD %.2f' % tot['pmd'])
+    check(tot['eval'] and tot['reference_bytecodes'] > tot['bytecodes'],
+          'the lossless copy decoded to more bytecodes (%d) than the lossy stream (%d)' %
+          (tot['reference_bytecodes'], tot['bytecodes']))
+    check(tot['pd'] >= 90, 'PD %.2f >= 90' % tot['pd'])
+    check(tot['da'] >= 95, 'DA %.2f >= 95 on what was decoded' % tot['da'])
+    rv = tot['recovery']
+    check(rv['filled'] > 0 and rv['bytecodes'] > 0,
+          'recovery filled %d gaps with %d bytecodes' % (rv['filled'], rv['bytecodes']))
+    check(tot['pr'] > 0 and tot['ra'] > 0, 'PR %.2f and RA %.2f reported' % (tot['pr'], tot['ra']))
+
+    p = run([ptdecode, 'stats', trace, '--json', '--no-recover'])
+    nr = json.loads(p.stdout)['total']
+    check(p.returncode == 0 and nr['pr'] is None and nr['ra'] is None and
+          abs(nr['da'] - tot['da']) < 1e-9,
+          '--no-recover: no PR/RA, the same DA')
+
+    p = run([ptdecode, 'flow', trace, '--recover', '--json'])
+    check(p.returncode == 0, 'ptdecode flow --recover --json succeeded')
+    n = 0
+    for line in p.stdout.splitlines():
+        if '"origin":"recovered"' in line:
+            n += 1
+    check(n == rv['events'], 'flow --recover marks %d events recovered (stats: %d)' %
+          (n, rv['events']))
+
+    for args, what in (([trace, '--thread', 'x'], 'a bad --thread'),
+                       ([os.path.join(work, 'none')], 'a missing trace'),
+                       ([trace, '--bogus'], 'an unknown option')):
+        p = run([ptdecode, 'stats'] + args)
+        err = p.stderr.strip().splitlines()
+        check(p.returncode in (1, 2) and err and p.stdout == '',
+              'stats with %s fails with a message (%s)' % (what, err[0] if err else ''))
+    return 0
+
+
+if __name__ == '__main__':
+    try:
+        sys.exit(main())
+    except Fail as e:
+        print('FAIL:', e)
+        sys.exit(1)
