@@ -7,12 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Build and test dependencies; rhino and libxalan2-java are the workloads the
-# integration tests run (the rest of ../shared/workloads install on demand).
+# integration tests run (the rest of ../shared/workloads install on demand);
+# chromium runs the ring chart's browser test.
 packages=(
     gcc meson ninja-build pkg-config python3
     libipt-dev libcapstone-dev libelf-dev libglib2.0-dev libcriterion-dev
     openjdk-17-jdk-headless qemu-user
     rhino libxalan2-java
+    chromium
 )
 
 if [ "${1:-}" != "--no-apt" ]; then
@@ -39,4 +41,12 @@ else
     meson setup build
 fi
 ninja -C build
+
+# The ring chart's browser test drives Chromium with playwright-core, pinned
+# in tests/profile/ringchart/package-lock.json (npm registry).
+if command -v npm >/dev/null; then
+    npm ci --prefix tests/profile/ringchart --no-audit --no-fund --loglevel=error
+else
+    echo "setup: npm not found: the ring chart's browser test cannot run"
+fi
 echo "setup: built into ./build (tools: build/collector/ptrec, build/ptdecode/ptdecode, agent: build/jvm-agent/libjpt.so)"
