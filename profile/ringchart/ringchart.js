@@ -801,8 +801,7 @@
     m.hidden = !text;
   }
 
-  function start(doc) {
-    const t0 = performance.now();
+  function start(doc, t0) {
     load(doc);
     const sel = el('metric');
     sel.textContent = '';
@@ -825,7 +824,7 @@
     st.tree = D.base;
     st.root = 0;
     message('');
-    api.loadMs = performance.now() - t0;
+    api.loadMs = performance.now() - (t0 === undefined ? performance.now() : t0);
     resize();
   }
 
@@ -912,7 +911,8 @@
       message('No calling context tree embedded: open a cct-json file (ptdecode export --format cct-json).');
       resize();
     } else {
-      start(JSON.parse(text));
+      const t0 = performance.now();
+      start(JSON.parse(text), t0);
     }
     api.ready = true;
   } catch (e) {

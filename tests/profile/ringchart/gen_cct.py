@@ -127,7 +127,7 @@ def generate(n, seed, threads, recursion):
             continue
         parts = split(rng, rest, len(chosen))
         for cm, sz in reversed(list(zip(chosen, parts))):
-            cc = max(1, min(10 ** 7, round(c * math.exp(rng.gauss(0.1, 1.0)))))
+            cc = max(1, min(10 ** 6, round(c * math.exp(rng.gauss(0.0, 0.6)))))
             stack.append((u, cm, sz, cc, tno))
     total = len(parent)
     self_bc = [0] * total
