@@ -117,7 +117,7 @@ struct rp_projector {
     dc_event q[QUEUE];
     size_t qhead, qlen;
     rp_stats st;
-    GHashTable *entry_memo;    /* method index + 1 -> entry_score + 1, for this event */
+    GHashTable *entry_memo;    /* method index + 1 -> event number << 2 | entry_score */
     bool seg_open, seg_chosen;
     bool after_gap;            /* the next segment follows a gap in the trace */
     uint64_t seg_seq;
@@ -778,13 +778,16 @@ static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
         return W_NO;
     if (k != EK_JAVA && k != EK_SYNC)
         return W_YES;
-    gpointer v;
-    if (g_hash_table_lookup_extended(r->entry_memo, GUINT_TO_POINTER(t->index + 1), NULL, &v))
-        return GPOINTER_TO_INT(v) - 1;
+    /* entries are stamped with the event they were computed for, so the memo
+     * never needs clearing on the per-event path */
+    gsize v = GPOINTER_TO_SIZE(g_hash_table_lookup(r->entry_memo, GUINT_TO_POINTER(t->index + 1)));
+    if (v && (v >> 2) == r->st.events)
+        return (int)(v & 3);
     uint16_t ops[LOOKAHEAD];
     size_t n = lookahead(r, r->ev_slot + 1, ops, LOOKAHEAD);
     int score = n == 0 || ops[0] >= 0x100 ? W_MAYBE : accepts(r, t->index, 0, ops, n);
-    g_hash_table_insert(r->entry_memo, GUINT_TO_POINTER(t->index + 1), GINT_TO_POINTER(score + 1));
+    g_hash_table_insert(r->entry_memo, GUINT_TO_POINTER(t->index + 1),
+                        GSIZE_TO_POINTER(((gsize)r->st.events << 2) | (gsize)score));
     return score;
 }
 
@@ -1202,7 +1205,6 @@ static void process(rp_projector *r, const dc_event *e)
     if (!r->seg_open)
         segment_begin(r, e->tsc);
     r->ev = e;
-    g_hash_table_remove_all(r->entry_memo);
     g_array_set_size(r->next, 0);
     for (guint i = 0; i < r->cur->len; i++)
         step(r, &g_array_index(r->cur, hyp, i), e);
