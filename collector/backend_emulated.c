@@ -3,9 +3,11 @@
  * DIR/pt/. The plugin starts with a filter from its arguments and takes a new
  * one on its control socket (`filter 0xLO 0xHI\n`, answered by `ok\n`). */
 #include "collector/ptrec.h"
+#include "collector/percpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +21,8 @@
 #include <unistd.h>
 
 #include <glib.h>
+
+#include "common/jerr.h"
 
 #ifndef JPT_LIBDIR
 #define JPT_LIBDIR "/usr/local/lib"
@@ -34,6 +38,7 @@ typedef struct emu {
     int ctl[2];            /* [0] ptrec's end, [1] the plugin's (inherited) */
     char linebuf[256];
     size_t linelen;
+    pr_perf_info hw;       /* --cpus: info.json describes a per-CPU recording */
 } emu;
 
 static bool is_exec_file(const char *p)
@@ -245,6 +250,25 @@ static int emu_prepare(pr_backend *b, const pr_opts *o, char ***exec_argv,
     if (!(e->plugin = find_plugin(o, err, errlen))) return PR_EXIT_USAGE;
     int rc = preflight(e, o, err, errlen);
     if (rc) return rc;
+    if (o->cpus) {
+        /* What the hardware backend records, as far as it applies: PT
+         * configured as the plugin encodes it, and a TSC <-> perf time
+         * conversion like the kernel's (percpu.h). */
+        pr_perf_info *hw = &e->hw;
+        perf_time_conv tc;
+        pc_host_time_conv(&tc);
+        hw->pt = hw->tsc = hw->noretcomp = hw->branch = true;
+        hw->psb_period = o->psb_period;
+        hw->time_valid = tc.valid;
+        hw->time_zero = tc.time_zero;
+        hw->time_mult = tc.time_mult;
+        hw->time_shift = tc.time_shift;
+        hw->ncpus = o->cpus;
+        hw->aux_size = o->aux_size;
+        hw->num_address_ranges = 1;
+        hw->ip_filter = o->filter == PR_FILTER_ALL ? "none" : "set";
+        b->perf = hw;
+    }
 
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, e->ctl) != 0) {
         snprintf(err, errlen, "socketpair: %s", strerror(errno));
@@ -336,8 +360,45 @@ static int emu_on_filter(pr_backend *b, uint64_t lo, uint64_t hi, char *err, siz
     }
 }
 
+/* The per-CPU conversion of a long recording takes a while: say how far. */
+static void percpu_progress(uint64_t done, uint64_t total, void *ctx)
+{
+    (void)ctx;
+    fprintf(stderr, "\rptrec: writing per-CPU streams: %3u%%",
+            total ? (unsigned)(100.0 * (double)done / (double)total) : 100u);
+    if (done >= total) fputc('\n', stderr);
+}
+
 static int emu_finish(pr_backend *b, pr_summary *sum)
 {
+    emu *e = b->priv;
+    if (b->opts->cpus) {
+        pc_params p = {
+            .ncpus = b->opts->cpus,
+            .keep_threads = b->opts->keep_lossless,
+            .time = { .valid = e->hw.time_valid, .time_zero = e->hw.time_zero,
+                      .time_mult = e->hw.time_mult, .time_shift = e->hw.time_shift },
+            .progress = !b->opts->quiet && isatty(STDERR_FILENO) ? percpu_progress : NULL,
+        };
+        pc_result r;
+        char err[1024];
+        if (pc_convert(b->opts->out_dir, &p, &r, err, sizeof err) != 0) {
+            jerr_error("per-CPU conversion failed, the trace stays per thread: %s", err);
+            /* The final info.json must describe what stays: per-thread
+             * streams whose sideband times are TSC values. pr_session.perf
+             * points at e->hw (copied after prepare), so clearing b->perf
+             * alone would not reach it: rewrite hw too. */
+            e->hw.ncpus = 0;
+            e->hw.time_valid = false;
+            e->hw.time_zero = 0;
+            e->hw.time_mult = 1;
+            e->hw.time_shift = 0;
+            b->perf = NULL;
+        } else if (r.delayed)
+            jerr_warn("%u CPUs: %" PRIu64 " of %" PRIu64 " stretches waited for a CPU (up to %"
+                      PRIu64 " TSC ticks); their thread's time is shifted by the wait",
+                      b->opts->cpus, r.delayed, r.stretches, r.max_delay);
+    }
     pr_scan_streams(b->opts->out_dir, sum);
     return 0;
 }

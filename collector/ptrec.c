@@ -72,6 +72,12 @@ static void usage(FILE *f)
 "      --keep-lossless  also keep the unabridged stream in DIR/eval/ (emulated;\n"
 "                       for measuring what the loss model removed)\n"
 "      --test-log       ask the plugin for its event log in DIR/eval/ (for tests)\n"
+"      --cpus N         with --emulate: write the trace as the hardware backend\n"
+"                       would for N CPUs (pt/cpu-K.pt, context switches in\n"
+"                       sideband/cpu-K.sb), threads scheduled onto N virtual\n"
+"                       CPUs; with --keep-lossless the per-thread streams stay\n"
+"                       in DIR/eval/per-thread/. Example:\n"
+"                         ptrec --emulate --cpus 2 -o t.trace -- java Threads\n"
 "      --qemu PATH      qemu-x86_64 to use (default: the one on PATH)\n"
 "      --plugin PATH    libptemu.so to use (default: $JPT_PTEMU, else next to\n"
 "                       ptrec, else the installed one)\n"
@@ -233,7 +239,7 @@ static char *find_agent(const char *given, char *err, size_t errlen)
 
 enum {
     OPT_EMULATE = 256, OPT_QEMU, OPT_PLUGIN, OPT_AGENT, OPT_FILTER, OPT_PSB, OPT_AUX,
-    OPT_DRAIN, OPT_LOSSLESS, OPT_TESTLOG, OPT_SIDEBAND_ONLY,
+    OPT_DRAIN, OPT_LOSSLESS, OPT_TESTLOG, OPT_SIDEBAND_ONLY, OPT_CPUS,
 };
 
 static const struct option long_opts[] = {
@@ -253,6 +259,7 @@ static const struct option long_opts[] = {
     { "keep-lossless", no_argument, NULL, OPT_LOSSLESS },
     { "test-log", no_argument, NULL, OPT_TESTLOG },
     { "sideband-only", no_argument, NULL, OPT_SIDEBAND_ONLY },
+    { "cpus", required_argument, NULL, OPT_CPUS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -302,6 +309,14 @@ static void parse_options(int argc, char **argv, pr_opts *o)
         case OPT_LOSSLESS: o->keep_lossless = true; break;
         case OPT_TESTLOG: o->test_log = true; break;
         case OPT_SIDEBAND_ONLY: o->sideband_only = true; break;
+        case OPT_CPUS: {
+            uint64_t n;
+            if (!pr_parse_u64(optarg, &n) || n < 1 || n > 256)
+                jerr_die(PR_EXIT_USAGE, "bad --cpus '%s' (expected a number of CPUs from 1 to "
+                         "256)", optarg);
+            o->cpus = (unsigned)n;
+            break;
+        }
         case ':':
             jerr_die(PR_EXIT_USAGE, "option '%s' needs a value (see ptrec --help)",
                      argv[optind - 1]);
@@ -322,6 +337,9 @@ static void parse_options(int argc, char **argv, pr_opts *o)
                  "buffer drains, in bytes per 1000 TSC ticks)");
     if (!o->emulate && (o->keep_lossless || o->test_log || o->drain_rate))
         jerr_die(PR_EXIT_USAGE, "--keep-lossless, --test-log and --drain-rate need --emulate");
+    if (o->cpus && !o->emulate)
+        jerr_die(PR_EXIT_USAGE, "--cpus needs --emulate (the hardware backend traces every "
+                 "online CPU)");
     if (o->emulate && o->sideband_only)
         jerr_die(PR_EXIT_USAGE, "--sideband-only is for the hardware backend, not --emulate");
 }

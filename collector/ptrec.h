@@ -40,6 +40,7 @@ typedef struct pr_opts {
     uint64_t range_lo, range_hi;          /* PR_FILTER_RANGE */
     uint64_t psb_period;
     uint64_t aux_size, drain_rate;        /* 0: not set (no loss model) */
+    unsigned cpus;                        /* --cpus: emulated per-CPU mode (0: per thread) */
     char **command;                       /* NULL-terminated, as given */
     char *resolved;                       /* command[0] found on PATH */
 } pr_opts;

@@ -1,8 +1,10 @@
 #include "decoder/decode.h"
+#include "decoder/percpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <glib.h>
 
 #include "common/auxidx.h"
+#include "common/jerr.h"
 #include "decoder/jitpath.h"
 #include "decoder/x86.h"
 
@@ -28,6 +31,7 @@ static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, c
 #define SHADOW_MAX 1024     /* call depth tracked; deeper calls drop the oldest */
 #define SHADOW_SEARCH 16    /* frames a return may skip (unwinding, lost returns) */
 #define MAX_INSN_LEN 15
+#define STUCK_BLOCKS 4      /* full blocks in a row without trace: decoding is stuck */
 #define PENDING_MAX 8
 
 static const char *const kind_names[DC_KIND_COUNT] = {
@@ -434,6 +438,8 @@ static void decode_chunk(wctx *w, chunk *k)
         status = pt_blk_sync_set(dec, k->begin - s->begin);
     }
     bool boundary = false;     /* the next chunk's PSB+ has been read */
+    unsigned stuck = 0;        /* full blocks in a row that read no trace (see below) */
+    uint64_t stuck_off = UINT64_MAX;
     while (!atomic_load_explicit(w->cancel, memory_order_relaxed)) {
         if (status < 0) {
             if (status == -pte_eos) {
@@ -545,6 +551,23 @@ static void decode_chunk(wctx *w, chunk *k)
                             w->m->code_path, w->tsc);
                 w->resolve_site = di_cache_call_site(w->cache, blk.end_ip) ? blk.end_ip : 0;
                 analyze_block(w, k, &blk);
+            }
+            /* libipt ends a block after 65535 instructions. Full blocks that
+             * read no packet (at most one TNT packet's branches) are a cycle
+             * that needs no trace, a jump to itself for one: code the thread
+             * cannot have been running, since its trace goes on (a wrong
+             * image, HotSpot's unfilled call stub jumping to itself). libipt
+             * would follow it forever; it is a decode error instead. */
+            if (status >= 0 && blk.ninsn == UINT16_MAX) {
+                uint64_t off = 0;
+                pt_blk_get_offset(dec, &off);
+                stuck = off == stuck_off ? stuck + 1 : 1;
+                stuck_off = off;
+                if (stuck >= STUCK_BLOCKS)
+                    status = -pte_bad_image;
+            } else {
+                stuck = 0;
+                stuck_off = UINT64_MAX;
             }
             if (status < 0)
                 break;
@@ -1235,6 +1258,49 @@ static void wctx_free(wctx *w)
     g_free(w);
 }
 
+/* libipt's block decoder follows its block cache recursively: one stack
+ * frame (about 200 bytes in libipt 2.0) per cached decision point until the
+ * block ends, and a block ends at the latest after 65535 instructions
+ * (pt_block.ninsn). A hot loop of compiled code decoded with a warm cache
+ * makes such blocks: a 958 MB trace of a JavaScript benchmark had one that
+ * went more than 40000 frames deep, past the 8 MiB stack a thread gets by
+ * default, and the decoder died of it. Chunks are therefore decoded on a
+ * thread of their own whose stack holds the deepest possible block several
+ * times over (address space only: the pages a decode touches are all that
+ * become memory, and they go with the thread). */
+#define DECODE_STACK ((size_t)64 << 20)
+
+typedef struct deep_call {
+    wctx *w;
+    chunk *k;
+} deep_call;
+
+static void *deep_decode(void *p)
+{
+    deep_call *c = p;
+    decode_chunk(c->w, c->k);
+    return NULL;
+}
+
+static void decode_chunk_deep(wctx *w, chunk *k)
+{
+    deep_call c = { w, k };
+    pthread_attr_t attr;
+    pthread_t t;
+    if (pthread_attr_init(&attr) == 0) {
+        bool ok = pthread_attr_setstacksize(&attr, DECODE_STACK) == 0 &&
+                  pthread_create(&t, &attr, deep_decode, &c) == 0;
+        pthread_attr_destroy(&attr);
+        if (ok) {
+            pthread_join(t, NULL);
+            return;
+        }
+    }
+    /* No thread to be had (the system is out of them): the caller's stack,
+     * enough for all but the longest blocks. */
+    decode_chunk(w, k);
+}
+
 static void run_chunk(job *j, wctx *w, chunk *k)
 {
     bufs *b = k->ops ? NULL : g_async_queue_try_pop(j->spare);
@@ -1255,7 +1321,7 @@ static void run_chunk(job *j, wctx *w, chunk *k)
         g_array_free(k->blocks, TRUE);
         k->blocks = NULL;
     }
-    decode_chunk(w, k);
+    decode_chunk_deep(w, k);
 }
 
 static void pool_func(gpointer data, gpointer user)
@@ -1614,5 +1680,16 @@ size_t dc_list_thread_streams(const char *dir, uint32_t **tids, size_t *ncpu)
         *ncpu = cpus;
     size_t n = out->len;
     *tids = (uint32_t *)(void *)g_array_free(out, FALSE);
+    if (n == 0 && cpus > 0) {
+        /* A per-CPU trace: its threads are those of the split (percpu.h). */
+        char err[512];
+        const char *sd = dc_thread_stream_dir(dir, err, sizeof err);
+        if (sd && strcmp(sd, dir) != 0) {
+            g_free(*tids);
+            n = dc_list_thread_streams(sd, tids, NULL);
+        } else if (!sd) {
+            jerr_warn("%s", err);
+        }
+    }
     return n;
 }

@@ -13,10 +13,12 @@
 #include "common/jerr.h"
 #include "decoder/bytecodes.h"
 #include "decoder/decode.h"
+#include "decoder/percpu.h"
 #include "ptdecode/commands.h"
 
 typedef struct printer {
     const dm_model *m;
+    const char *from;        /* a per-CPU trace: its streams (NULL: the thread's own) */
     FILE *out;
     uint64_t limit;          /* 0: no limit */
     uint64_t printed;
@@ -40,8 +42,11 @@ static void usage(FILE *f)
             "interp-return, deopt, exception, throw, safepoint, native, interp-other,\n"
             "jit-enter / jit / inline-call / inline-return (compiled code: method and bci),\n"
             "stub, code, gap (trace lost or undecodable).\n"
+            "A per-CPU trace (pt/cpu-N.pt) is first split into threads by the context\n"
+            "switches of sideband/cpu-N.sb; switches that cannot be placed are reported.\n"
             "\n"
-            "  --thread TID   only this thread (its stream pt/tid-TID.pt)\n"
+            "  --thread TID   only this thread (its stream pt/tid-TID.pt, or its part of\n"
+            "                 the per-CPU streams pt/cpu-N.pt)\n"
             "  --limit N      print at most N events per thread (decoding stops there)\n"
             "  --summary      print only each thread's counts\n"
             "  --jobs N       decode with N threads (default: the number of processors);\n"
@@ -150,8 +155,12 @@ static void on_started(void *vp)
 {
     const printer *p = vp;
     const dm_thread *th = dm_thread_get(p->m, p->tid);
-    printf("# thread %u%s%s%s: %s\n", p->tid, th ? " \"" : "", th ? th->name : "",
-           th ? "\"" : "", p->pt);
+    if (p->from)
+        printf("# thread %u%s%s%s: from %s (split by context switches into %s)\n", p->tid,
+               th ? " \"" : "", th ? th->name : "", th ? "\"" : "", p->from, p->pt);
+    else
+        printf("# thread %u%s%s%s: %s\n", p->tid, th ? " \"" : "", th ? th->name : "",
+               th ? "\"" : "", p->pt);
 }
 
 static void on_finished(const dc_stats *st, int rc, const char *err, void *vp)
@@ -275,11 +284,15 @@ int cmd_events(int argc, char **argv)
     }
     uint32_t *tids = NULL;
     size_t ncpu = 0;
+    /* A per-CPU trace is split by thread first (decoder/percpu.h). */
+    const char *sdir = dc_thread_stream_dir(dir, err, sizeof err);
+    if (!sdir)
+        sdir = dir;   /* dc_list_thread_streams reports why */
     size_t n = dc_list_thread_streams(dir, &tids, &ncpu);
     if (!n) {
         if (ncpu)
-            jerr_error("%s/pt: %zu per-CPU streams and no per-thread ones: per-CPU decoding "
-                       "is not supported yet", dir, ncpu);
+            jerr_error("%s/pt: %zu per-CPU streams and no thread's trace split from them", dir,
+                       ncpu);
         else
             jerr_error("%s/pt: no PT streams (tid-<TID>.pt)", dir);
         status = 1;
@@ -287,6 +300,7 @@ int cmd_events(int argc, char **argv)
     /* All streams in one call: their chunks share the thread pool, the
      * output stays stream after stream. */
     bool found = want_tid < 0;
+    char *cpu_label = g_strdup_printf("%s/pt/cpu-*.pt", dir);
     printer *ps = g_new0(printer, n ? n : 1);
     dc_stream *ss = g_new0(dc_stream, n ? n : 1);
     dc_stats *sts = g_new0(dc_stats, n ? n : 1);
@@ -299,17 +313,27 @@ int cmd_events(int argc, char **argv)
         snprintf(names[k], sizeof names[k], "tid-%u", tids[i]);
         ps[k] = (printer){ .m = m, .out = stdout, .limit = limit, .base_tsc = m->start_tsc,
                            .summary_only = summary, .stream = names[k], .tid = tids[i],
-                           .pt = g_strdup_printf("%s/pt/%s.pt", dir, names[k]),
+                           .from = strcmp(sdir, dir) ? cpu_label : NULL,
+                           .pt = g_strdup_printf("%s/pt/%s.pt", sdir, names[k]),
                            .status = &status,
                            .bar = isatty(STDERR_FILENO) && (summary || !isatty(STDOUT_FILENO)) };
         ss[k].pt_path = ps[k].pt;
-        ss[k].idx_path = g_strdup_printf("%s/pt/%s.idx", dir, names[k]);
+        ss[k].idx_path = g_strdup_printf("%s/pt/%s.idx", sdir, names[k]);
         ss[k].st = &sts[k];
         ss[k].out = (dc_output){ .sink = on_event, .progress = on_progress,
                                  .started = on_started, .finished = on_finished,
                                  .ctx = &ps[k] };
         k++;
     }
+    const dc_percpu_stats *pc = dc_percpu_stats_of(dir);
+    if (pc)
+        printf("# per-CPU trace: %" PRIu64 " CPUs, %" PRIu64 " stretches of %" PRIu64 " threads; "
+               "%" PRIu64 " context switches, %" PRIu64 " attached, %" PRIu64 " not attachable, %"
+               PRIu64 " inconsistent; %" PRIu64 " bytes with no thread\n", pc->cpus,
+               pc->stretches, pc->threads, pc->switches, pc->attached, pc->unattached,
+               pc->inconsistent, pc->orphan_bytes);
+    if (pc && (pc->unattached || pc->inconsistent || pc->orphan_bytes))
+        status = 1;
     dc_decode_streams(m, cache, &info, ss, k, &dopt);
     for (size_t i = 0; i < k; i++) {
         g_free(ps[i].pt);
@@ -319,6 +343,7 @@ int cmd_events(int argc, char **argv)
     g_free(ss);
     g_free(sts);
     g_free(names);
+    g_free(cpu_label);
     if (!found) {
         jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
         status = 1;

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1309,5 +1310,116 @@ Test(decode, several_streams_in_one_call)
     di_cache_free(cache);
     dm_free(m);
     remove_tree(dir);
+    g_free(dir);
+}
+
+/* Code the thread cannot have run: a compiled method patched into a jump
+ * to itself (as HotSpot's static call stub jumps to itself until the
+ * resolution that fills it), entered by the trace and followed by more
+ * trace. libipt follows such a cycle without reading trace, block after
+ * full block of 65535 instructions, forever. Decoding must end it with a
+ * decode-error gap and go on after the next PSB, also when called on a
+ * thread with a small stack (chunks are decoded on a thread with a stack
+ * of their own: libipt's block cache recursion, one frame per cache entry,
+ * went deeper than 8 MiB on a stub like this one in a 958 MB trace). */
+#define SPIN 0x90000ull
+#define SMALL_STACK ((size_t)192 << 10)
+
+typedef struct spin_run {
+    const char *dir;
+    evlog log;
+    dc_stats st;
+    int rc;
+    char err[512];
+} spin_run;
+
+static void *spin_decode(void *p)
+{
+    spin_run *r = p;
+    r->rc = -2;
+    dm_model *m = dm_load(r->dir, r->err, sizeof r->err);
+    di_cache *cache = m ? di_cache_new(m, r->err, sizeof r->err) : NULL;
+    if (cache) {
+        char *pt = g_build_filename(r->dir, "pt", "tid-4242.pt", NULL);
+        dc_trace_info info = { 0 };
+        dc_output out = { .sink = collect, .ctx = &r->log };
+        r->rc = dc_decode_stream(m, cache, &info, pt, NULL, &out, &r->st, r->err,
+                                 sizeof r->err);
+        g_free(pt);
+    }
+    di_cache_free(cache);
+    dm_free(m);
+    return NULL;
+}
+
+Test(decode, a_trace_free_loop_is_a_gap_not_a_crash_or_a_hang, .timeout = 60)
+{
+    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
+    cr_assert_not_null(dir);
+    char *jvm = g_build_filename(dir, "jvm", NULL);
+    char *ptd = g_build_filename(dir, "pt", NULL);
+    g_mkdir(jvm, 0755);
+    g_mkdir(ptd, 0755);
+    char err[512];
+    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
+    cr_assert_not_null(w, "%s", err);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    /* SPIN+0x10: nop; jmp *%rax. SPIN: nops, patched at t 500 into a jump
+     * to itself (a patch is a small section over the method's). */
+    uint8_t code[32];
+    memset(code, 0x90, sizeof code);
+    memcpy(code + 0x11, "\xff\xe0", 2);
+    jm_put_u64(&b, SPIN); jm_put_u64(&b, sizeof code); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 4); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 10, &b, code, sizeof code);
+    jm_put_u64(&b, SPIN); jm_put_u64(&b, 5); jm_put_u64(&b, 0);
+    emit(w, JM_CODE_PATCH, 500, &b, "\xe9\xfb\xff\xff\xff", 5);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, SPIN);
+    psb(&e, 2000, SPIN + 0x10);         /* read ahead by the stuck decoder */
+    tip(&e, ppt_tip, SPIN + 0x10);
+    psb(&e, 3000, SPIN + 0x10);         /* where decoding resumes */
+    tip(&e, ppt_tip, SPIN + 0x10);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    /* on a thread whose stack is smaller than libipt's recursion here */
+    spin_run *r = g_new0(spin_run, 1);
+    r->dir = dir;
+    pthread_attr_t attr;
+    pthread_t t;
+    cr_assert_eq(pthread_attr_init(&attr), 0);
+    cr_assert_eq(pthread_attr_setstacksize(&attr, SMALL_STACK), 0);
+    cr_assert_eq(pthread_create(&t, &attr, spin_decode, r), 0);
+    pthread_join(t, NULL);
+    pthread_attr_destroy(&attr);
+    cr_assert_eq(r->rc, 0, "%s", r->err);
+    const evlog *log = &r->log;
+    size_t gap = log->n, after = 0;
+    for (size_t i = 0; i < log->n; i++) {
+        if (log->ev[i].kind == DC_GAP && gap == log->n)
+            gap = i;
+        else if (gap < log->n && log->ev[i].code && log->ev[i].ip >= SPIN + 0x10)
+            after++;        /* (after a resync the position, not an entry) */
+    }
+    cr_assert_lt(gap, log->n, "no gap in %zu events", log->n);
+    cr_expect_eq(log->ev[gap].reason, DC_GAP_DECODE);
+    cr_expect_eq(log->ev[gap].error, -pte_bad_image);
+    cr_expect_eq(r->st.gaps[DC_GAP_DECODE], 1);
+    cr_expect_geq(after, 1, "decoding goes on after the next PSB");
+    /* a few full blocks at most before it gives up */
+    cr_expect_leq(r->st.insns, 8 * 65535ull, "%" PRIu64 " instructions", r->st.insns);
+    g_free(r);
+    remove_tree(dir);
+    g_free(jvm);
+    g_free(ptd);
     g_free(dir);
 }
