@@ -72,6 +72,8 @@ struct rc_program {
     GPtrArray *bare_virtual;   /* rc_mx * of bare classes that may be interface targets */
     GMutex lock;
     GHashTable *sites;         /* (index << 32 | bci) -> site */
+    GHashTable *vm_sites;      /* the same for rc_vm_call_targets */
+    GPtrArray *load_class;     /* loadClass(String) of every class loader; NULL: not yet */
     GHashTable *cha;           /* (class index << 32 | resolved method index) -> site */
 };
 
@@ -150,6 +152,10 @@ void rc_program_free(rc_program *p)
     g_free(p->mx);
     if (p->sites)
         g_hash_table_destroy(p->sites);
+    if (p->vm_sites)
+        g_hash_table_destroy(p->vm_sites);
+    if (p->load_class)
+        g_ptr_array_free(p->load_class, TRUE);
     if (p->cha)
         g_hash_table_destroy(p->cha);
     if (p->by_id)
@@ -242,6 +248,7 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     p->bare_virtual = g_ptr_array_new();
     p->names = g_hash_table_new(g_str_hash, g_str_equal);
     p->sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
+    p->vm_sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
     p->cha = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
 
     /* 1. Collect the records. */
@@ -944,5 +951,168 @@ size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
     }
     *targets = st->t;
     *open = st->open;
+    return st->n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Calls the VM makes itself */
+
+enum { OP_LDC = 18, OP_LDC_W, OP_LDC2_W, OP_GETSTATIC = 178, OP_PUTSTATIC, OP_GETFIELD,
+       OP_PUTFIELD, OP_NEW = 187, OP_NEWARRAY, OP_ANEWARRAY, OP_CHECKCAST = 192,
+       OP_INSTANCEOF, OP_MULTIANEWARRAY = 197 };
+
+/* c's class initializer, then those of its superclasses and superinterfaces
+ * (initializing c starts with them). Each class is visited once: interfaces
+ * shared along the hierarchy (or a damaged, cyclic one) would otherwise make
+ * the walk exponential. */
+static void add_initializers(const rc_program *p, const rc_class *c, tset *out, GHashTable *seen,
+                             int depth)
+{
+    const char *clinit = interned(p, "<clinit>"), *v = interned(p, "()V");
+    for (; c && depth < 64; c = c->super, depth++) {
+        if (!g_hash_table_add(seen, (gpointer)c))
+            return;
+        rc_mx *x = clinit && v ? declared(p, c, clinit, v) : NULL;
+        if (x)
+            tset_add(out, x);
+        for (uint16_t i = 0; i < c->nifaces; i++)
+            add_initializers(p, c->ifaces[i], out, seen, depth + 1);
+    }
+}
+
+static void add_named(const rc_program *p, const char *klass, const char *const *names,
+                      const char *sig, tset *out)
+{
+    for (rc_class *c = class_find(p, klass); c; c = c->next_same_name)
+        for (uint32_t j = 0; j < c->nmethods; j++) {
+            rc_mx *x = &p->mx[c->first_method + j];
+            for (const char *const *n = names; *n; n++)
+                if (!strcmp(x->m.name, *n) && (!sig || !strcmp(x->m.sig, sig)))
+                    tset_add(out, x);
+        }
+}
+
+/* The loadClass(String) that each class loader class declares (the VM calls
+ * it virtually on the loader that resolves a class). */
+static GPtrArray *class_loader_entries(const rc_program *p)
+{
+    GPtrArray *v = g_ptr_array_new();
+    const char *name = interned(p, "loadClass");
+    const char *sig = interned(p, "(Ljava/lang/String;)Ljava/lang/Class;");
+    if (!name || !sig)
+        return v;
+    for (guint i = 0; i < p->classes->len; i++) {
+        const rc_class *c = g_ptr_array_index(p->classes, i);
+        bool loader = false;
+        int depth = 0;     /* a damaged hierarchy may loop */
+        for (const rc_class *s = c; s && !loader && depth < 64; s = s->super, depth++)
+            loader = !strcmp(s->name, "java/lang/ClassLoader");
+        rc_mx *x = loader ? declared(p, c, name, sig) : NULL;
+        if (x)
+            g_ptr_array_add(v, x);
+    }
+    return v;
+}
+
+static site *compute_vm_site(rc_program *p, const rc_mx *x, uint32_t bci)
+{
+    tset out = { g_ptr_array_new(), g_hash_table_new(g_direct_hash, g_direct_equal) };
+    const rc_method *m = &x->m;
+    const cf_class *cf = &x->cls->cf;
+    uint8_t op = m->code[bci];
+    uint16_t idx = bci + 2 < m->code_len ? (uint16_t)(m->code[bci + 1] << 8 | m->code[bci + 2]) : 0;
+    const char *k = NULL, *n, *s;
+    uint8_t tag;
+    bool loads = false;     /* may load a class through a Java class loader */
+    switch (op) {
+    case OP_NEW:
+        k = cf_class_name(cf, idx);
+        loads = true;
+        break;
+    case OP_GETSTATIC:
+    case OP_PUTSTATIC:
+    case OP_INVOKESTATIC:
+        if (cf_member_ref(cf, idx, &tag, &k, &n, &s) < 0)
+            k = NULL;
+        loads = true;
+        break;
+    case OP_GETFIELD:
+    case OP_PUTFIELD:
+    case OP_INVOKEVIRTUAL:
+    case OP_INVOKESPECIAL:
+    case OP_INVOKEINTERFACE:
+    case OP_ANEWARRAY:
+    case OP_CHECKCAST:
+    case OP_INSTANCEOF:
+    case OP_MULTIANEWARRAY:
+    case OP_LDC:
+    case OP_LDC_W:
+        loads = true;
+        break;
+    default:
+        break;
+    }
+    /* 1. Class initialization (new, getstatic, putstatic, invokestatic of a
+     *    class not initialized yet). */
+    if (k && k[0] != '[') {
+        GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+        for (rc_class *c = class_find(p, k); c; c = c->next_same_name)
+            add_initializers(p, c, &out, seen, 0);
+        g_hash_table_destroy(seen);
+    }
+    /* 2. Resolving a class that a Java class loader defines: the VM calls
+     *    the loader's loadClass(String). */
+    if (loads)
+        for (guint i = 0; i < p->load_class->len; i++)
+            tset_add(&out, g_ptr_array_index(p->load_class, i));
+    /* 3. Linking invokedynamic, method handle invocations and constants:
+     *    MethodHandleNatives' up-calls. */
+    if (op == OP_INVOKEDYNAMIC || op == OP_INVOKEVIRTUAL || op == OP_LDC || op == OP_LDC_W ||
+        op == OP_LDC2_W) {
+        static const char *const link[] = { "linkCallSite", "linkMethod",
+                                            "linkMethodHandleConstant", "findMethodHandleType",
+                                            "linkDynamicConstant", NULL };
+        add_named(p, "java/lang/invoke/MethodHandleNatives", link, NULL, &out);
+    }
+    site *st = g_malloc(sizeof *st + out.t->len * sizeof st->t[0]);
+    st->n = out.t->len;
+    st->open = true;      /* the VM calls other methods too (and JNI code anything) */
+    if (out.t->len)
+        memcpy(st->t, out.t->pdata, out.t->len * sizeof st->t[0]);
+    g_ptr_array_free(out.t, TRUE);
+    g_hash_table_destroy(out.in);
+    return st;
+}
+
+size_t rc_vm_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
+                          const rc_method *const **targets)
+{
+    static const rc_method *const none[1];
+    *targets = none;
+    rc_mx *x = mx_of(p, m);
+    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
+    if (!g || rc_cfg_index(g, bci) < 0)
+        return 0;
+    gpointer key = GSIZE_TO_POINTER((uint64_t)m->index << 32 | bci);
+    g_mutex_lock(&p->lock);
+    site *st = g_hash_table_lookup(p->vm_sites, key);
+    g_mutex_unlock(&p->lock);
+    if (!st) {
+        g_mutex_lock(&p->lock);
+        if (!p->load_class)
+            p->load_class = class_loader_entries(p);
+        g_mutex_unlock(&p->lock);
+        site *mine = compute_vm_site(p, x, bci);
+        g_mutex_lock(&p->lock);
+        st = g_hash_table_lookup(p->vm_sites, key);
+        if (!st) {
+            g_hash_table_insert(p->vm_sites, key, mine);
+            st = mine;
+        } else {
+            g_free(mine);
+        }
+        g_mutex_unlock(&p->lock);
+    }
+    *targets = st->t;
     return st->n;
 }

@@ -98,6 +98,16 @@ int64_t rc_cfg_index(const rc_cfg *g, uint32_t bci);
 size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
                        const rc_method *const **targets, bool *open);
 
+/* Methods the VM itself may call, through the call stub, while the
+ * instruction at bci of m runs: the class initializers it may trigger (new,
+ * getstatic, putstatic, invokestatic: the class named and its supertypes),
+ * a class loader's loadClass(String) where it resolves a class, and
+ * MethodHandleNatives' linking up-calls for invokedynamic, method handle
+ * calls and constants. Never complete (the VM makes other calls, JNI code
+ * any): a ranking hint, not a limit. Built once per instruction. */
+size_t rc_vm_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
+                          const rc_method *const **targets);
+
 /* The source line of bci, or 0. */
 uint32_t rc_line_of(const rc_method *m, uint32_t bci);
 

@@ -90,10 +90,24 @@ typedef struct pos {
     uint32_t method, insn;
 } pos;
 
+/* The same positions keyed by their first two opcodes. A lookahead walk
+ * (walk) explains two opcodes from an instruction other than an invoke, a
+ * return or athrow only if one of its successors (exception edges aside)
+ * has the second: keyed by that pair, the candidates for a lookahead are a
+ * few where all instructions of its first opcode would be all of the
+ * program's (their number grows with the program, the work per unknown
+ * context with it). Invokes, returns and athrow are kept by opcode alone. */
+typedef struct pos_pairs {
+    uint32_t *off;             /* 65536 + 1: positions of pair (a << 8 | b) in v */
+    pos *v;
+    GArray *special[256];      /* invokes, returns, athrow */
+} pos_pairs;
+
 typedef struct pos_index {
     GArray *any[256];          /* every instruction */
     GArray *start[256];        /* instruction 0 of every method */
     GArray *after_call[256];   /* instructions right after an invoke */
+    pos_pairs any2, start2, after_call2;
 } pos_index;
 
 typedef enum entry_kind_t {
@@ -161,9 +175,105 @@ static void *arena_alloc(arena *a, size_t n)
 
 /* ------------------------------------------------------------------------ */
 
+typedef struct pair_ent {
+    uint32_t key;
+    pos ps;
+} pair_ent;
+
+static int cmp_pair_ent(const void *a, const void *b)
+{
+    const pair_ent *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    if (x->ps.method != y->ps.method)
+        return x->ps.method < y->ps.method ? -1 : 1;
+    return x->ps.insn < y->ps.insn ? -1 : x->ps.insn > y->ps.insn;
+}
+
+static bool is_special(int op) { return is_invoke(op) || is_return(op) || op == OP_ATHROW; }
+
+/* Adds instruction i of method mi (cfg g) to pp: by opcode if special, else
+ * under each distinct opcode among its successors. */
+static void pairs_add(pos_pairs *pp, GArray *ents, const rc_cfg *g, uint32_t mi, uint32_t i)
+{
+    pos ps = { mi, i };
+    int op = g->op[i];
+    if (is_special(op)) {
+        g_array_append_val(pp->special[op], ps);
+        return;
+    }
+    bool seen[256] = { false };
+    for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++) {
+        uint32_t to = g->edge[e].to;
+        if (g->edge[e].kind == RC_EDGE_EXCEPTION || to >= g->ninsn || seen[g->op[to]])
+            continue;
+        seen[g->op[to]] = true;
+        pair_ent pe = { (uint32_t)op << 8 | g->op[to], ps };
+        g_array_append_val(ents, pe);
+    }
+}
+
+static void pairs_finish(pos_pairs *pp, GArray *ents)
+{
+    if (ents->len > 1)
+        qsort(ents->data, ents->len, sizeof(pair_ent), cmp_pair_ent);
+    pp->off = g_new0(uint32_t, 65536 + 1);
+    pp->v = g_new(pos, ents->len ? ents->len : 1);
+    for (guint k = 0; k < ents->len; k++) {
+        const pair_ent *pe = &g_array_index(ents, pair_ent, k);
+        pp->v[k] = pe->ps;
+        pp->off[pe->key + 1]++;
+    }
+    for (uint32_t key = 0; key < 65536; key++)
+        pp->off[key + 1] += pp->off[key];
+}
+
+static void pairs_free(pos_pairs *pp)
+{
+    g_free(pp->off);
+    g_free(pp->v);
+    for (int o = 0; o < 256; o++)
+        if (pp->special[o])
+            g_array_free(pp->special[o], TRUE);
+}
+
+/* The candidates of pp for a lookahead of n opcodes sym (sym[0] an opcode),
+ * in (method, insn) order as in the unkeyed lists; NULL when the lookahead
+ * is too short to narrow them (the caller uses all of sym[0]'s). */
+static GArray *pairs_narrow(const pos_pairs *pp, const uint16_t *sym, size_t n)
+{
+    if (!pp || n < 2 || sym[0] >= 0x100)
+        return NULL;
+    const GArray *sp = pp->special[sym[0]];
+    const pos *a = NULL, *b = (const pos *)(const void *)sp->data;
+    size_t na = 0, nb = sp->len;
+    if (sym[1] < 0x100) {      /* (else no other instruction explains it) */
+        uint32_t key = (uint32_t)sym[0] << 8 | sym[1];
+        a = pp->v + pp->off[key];
+        na = pp->off[key + 1] - pp->off[key];
+    }
+    GArray *out = g_array_sized_new(FALSE, FALSE, sizeof(pos), (guint)(na + nb));
+    size_t i = 0, j = 0;
+    while (i < na || j < nb) {
+        bool take_a = j >= nb || (i < na && (a[i].method < b[j].method ||
+                                             (a[i].method == b[j].method &&
+                                              a[i].insn < b[j].insn)));
+        pos v = take_a ? a[i++] : b[j++];
+        g_array_append_val(out, v);
+    }
+    return out;
+}
+
 static pos_index *index_build(rc_program *p)
 {
     pos_index *x = g_new0(pos_index, 1);
+    GArray *ents[3];
+    pos_pairs *pps[3] = { &x->any2, &x->start2, &x->after_call2 };
+    for (int l = 0; l < 3; l++) {
+        ents[l] = g_array_new(FALSE, FALSE, sizeof(pair_ent));
+        for (int o = 0; o < 256; o++)
+            pps[l]->special[o] = g_array_new(FALSE, FALSE, sizeof(pos));
+    }
     for (int o = 0; o < 256; o++) {
         x->any[o] = g_array_new(FALSE, FALSE, sizeof(pos));
         x->start[o] = g_array_new(FALSE, FALSE, sizeof(pos));
@@ -180,11 +290,19 @@ static pos_index *index_build(rc_program *p)
         for (uint32_t i = 0; i < g->ninsn; i++) {
             pos ps = { mi, i };
             g_array_append_val(x->any[g->op[i]], ps);
-            if (i == 0)
+            pairs_add(&x->any2, ents[0], g, mi, i);
+            if (i == 0) {
                 g_array_append_val(x->start[g->op[i]], ps);
-            else if (is_invoke(g->op[i - 1]))
+                pairs_add(&x->start2, ents[1], g, mi, i);
+            } else if (is_invoke(g->op[i - 1])) {
                 g_array_append_val(x->after_call[g->op[i]], ps);
+                pairs_add(&x->after_call2, ents[2], g, mi, i);
+            }
         }
+    }
+    for (int l = 0; l < 3; l++) {
+        pairs_finish(pps[l], ents[l]);
+        g_array_free(ents[l], TRUE);
     }
     return x;
 }
@@ -198,6 +316,9 @@ static void index_free(pos_index *x)
         g_array_free(x->start[o], TRUE);
         g_array_free(x->after_call[o], TRUE);
     }
+    pairs_free(&x->any2);
+    pairs_free(&x->start2);
+    pairs_free(&x->after_call2);
     g_free(x);
 }
 
@@ -448,8 +569,11 @@ static const frame *returned_to(rp_projector *r, const frame *caller, uint32_t m
         c.calling = false;
         return frame_copy(r, &c);
     }
+    /* The VM's call returns to the VM, inside the instruction that made it
+     * call: that frame is as it was (an invoke in progress stays so). */
     if (caller->kind == FR_VMCALL && caller->calling)
-        return returned_to(r, caller->caller, NONE);
+        return caller->caller && caller->caller->kind == FR_INTERP
+                   ? caller->caller : returned_to(r, caller->caller, NONE);
     if (caller->kind == FR_UNKNOWN) {
         frame u = *caller;
         u.after_return = true;
@@ -513,8 +637,8 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
 /* Candidates from an index, filtered by the lookahead; each becomes a frame
  * on top of `below` (and is run through the current bytecode). */
 static void expand(rp_projector *r, const frame *below, const hist *h, GArray *cands,
-                   uint32_t only_method, uint32_t returned, int op, const dc_event *e,
-                   bool context_call)
+                   const pos_pairs *pp, uint32_t only_method, uint32_t returned, int op,
+                   const dc_event *e, bool context_call)
 {
     uint16_t ops[LOOKAHEAD];
     size_t n = lookahead(r, r->ev_slot, ops, LOOKAHEAD);
@@ -522,6 +646,24 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
         ops[0] = (uint16_t)op;
         n = 1;
     }
+    /* the positions that can explain more than the first opcode (the
+     * others score W_NO: see pos_pairs) */
+    GArray *narrowed = only_method == NONE ? pairs_narrow(pp, ops, n) : NULL;
+    if (only_method != NONE) {
+        /* the method's own instructions of that opcode (in the order of the
+         * program-wide list, without going through it) */
+        const rc_method *om = rc_method_at(r->p, only_method);
+        const rc_cfg *og = om ? rc_cfg_get(r->p, om) : NULL;
+        narrowed = g_array_new(FALSE, FALSE, sizeof(pos));
+        for (uint32_t i = 0; og && i < og->ninsn; i++) {
+            if (og->op[i] != op)
+                continue;
+            pos ps = { only_method, i };
+            g_array_append_val(narrowed, ps);
+        }
+    }
+    if (narrowed)
+        cands = narrowed;
     /* Score every candidate first: where some explain the whole lookahead,
      * the ones that only might (open call sites, budget) are dropped. */
     GArray *fit = g_array_new(FALSE, FALSE, sizeof(pos));
@@ -574,6 +716,8 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
         step_interp_bc(r, push(r, below, f), hh, op, e);
     }
     g_array_free(fit, TRUE);
+    if (narrowed)
+        g_array_free(narrowed, TRUE);
 }
 
 /* The exception thrown at `f` is caught by a handler of f or of a caller. */
@@ -646,9 +790,10 @@ static void step_bc(rp_projector *r, const frame *f, const hist *h, const dc_eve
         case FR_UNKNOWN: {
             pos_index *x = index_get(r);
             if (f->after_return)
-                expand(r, f, h, x->after_call[op], NONE, f->returned, op, e, true);
+                expand(r, f, h, x->after_call[op], &x->after_call2, NONE, f->returned, op, e,
+                       true);
             else
-                expand(r, f, h, x->any[op], NONE, NONE, op, e, true);
+                expand(r, f, h, x->any[op], &x->any2, NONE, NONE, op, e, true);
             return;
         }
         case FR_INTERP:
@@ -657,7 +802,8 @@ static void step_bc(rp_projector *r, const frame *f, const hist *h, const dc_eve
                 return;
             }
             if (f->insn == ANY) {
-                expand(r, f->caller, h, index_get(r)->any[op], f->method, NONE, op, e, false);
+                expand(r, f->caller, h, index_get(r)->any[op], NULL, f->method, NONE, op, e,
+                       false);
                 return;
             }
             if (f->calling)
@@ -742,7 +888,9 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         enter(r, caller, h, NULL, 0, EK_INTRINSIC, call_bci);
         return;
     }
-    GArray *c = index_get(r)->start[ops[0]];
+    pos_index *x = index_get(r);
+    GArray *narrowed = pairs_narrow(&x->start2, ops, n);
+    GArray *c = narrowed ? narrowed : x->start[ops[0]];
     GPtrArray *fit = g_ptr_array_new();
     int top = W_MAYBE;
     for (guint j = 0; j < c->len; j++) {
@@ -768,6 +916,8 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         enter(r, caller, h, m, m->id, k, call_bci);
     }
     g_ptr_array_free(fit, TRUE);
+    if (narrowed)
+        g_array_free(narrowed, TRUE);
 }
 
 /* How well callee t explains the bytecodes after this entry (once per
@@ -836,6 +986,19 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
         frame v = *f;
         v.calling = true;
         f = frame_copy(r, &v);
+        /* The VM calls Java in the middle of an interpreted instruction:
+         * mostly the class initializers, class loading and linking that
+         * instruction needs. Those rank first; any other method can still
+         * be the one (open). */
+        const frame *c = f->caller;
+        if (c && c->kind == FR_INTERP && c->last != NONE) {
+            const rc_method *m = rc_method_at(r->p, c->method);
+            const rc_cfg *g = rc_cfg_get(r->p, m);
+            const rc_method *const *t;
+            size_t nt = g ? rc_vm_call_targets(r->p, m, g->bci[c->last], &t) : 0;
+            enter_targets(r, f, h, t, nt, true, k, -1);
+            return;
+        }
     }
     enter_any(r, f, h, k, -1);
 }

@@ -1,5 +1,6 @@
 /* Opening a trace for reconstruction, and one thread's decoded flow. */
 #include "reconstruct/trace.h"
+#include "decoder/percpu.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -108,8 +109,12 @@ int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const ch
 int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
                    dc_stats *dst, char *err, size_t errlen)
 {
-    char *pt = g_strdup_printf("%s/pt/tid-%u.pt", t->dir, tid);
-    char *idx = g_strdup_printf("%s/pt/tid-%u.idx", t->dir, tid);
+    /* A per-CPU trace's threads are in its split (decoder/percpu.h). */
+    const char *sdir = dc_thread_stream_dir(t->dir, err, errlen);
+    if (!sdir)
+        return -1;
+    char *pt = g_strdup_printf("%s/pt/tid-%u.pt", sdir, tid);
+    char *idx = g_strdup_printf("%s/pt/tid-%u.idx", sdir, tid);
     int rc = rt_thread_flow_path(t, tid, pt, idx, sink, ctx, st, dst, err, errlen);
     g_free(pt);
     g_free(idx);

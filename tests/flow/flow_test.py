@@ -1,28 +1,32 @@
 #!/usr/bin/env python3
 """Reconstruction of interpreted code, checked against the JVM's own account.
 
-usage: flow_test.py PTREC PLUGIN AGENT PTDECODE JAVA_BIN_DIR SAMPLES_DIR WORKDIR SAMPLE [ARGS...]
+usage: flow_test.py PTREC PLUGIN AGENT PTDECODE FLOWCMP JAVA_BIN_DIR SAMPLES_DIR WORKDIR SAMPLE [ARGS...]
+       flow_test.py PTREC PLUGIN AGENT PTDECODE FLOWCMP JAVA_BIN_DIR SAMPLES_DIR WORKDIR
+                    --workload SCRIPT [VAR=VALUE...]
 
 1. Compiles SAMPLE (samples/java/SAMPLE.java) and records `java -Xint SAMPLE ARGS` twice:
    under emulation with PT (`ptrec --emulate`), and natively with the agent in reference
    mode, where JVMTI single-stepping reports the (method, bci) of every bytecode (with
    HotSpot's bytecode rewriting off: single-stepping reports a fused pair as one step).
-2. `ptdecode flow --json` reconstructs the traced run.
-3. For the sample's own methods (class SAMPLE and its nested classes): the per-(method,
-   bci) execution counts of the two runs must agree within 1% (sum of absolute
-   differences over the reference total), and the aligned sequence agreement of the
-   thread that runs them must be at least 99% (matching blocks of the two sequences over
-   the longer one).
-4. For Dispatch, the calls inside the first `round` must be the hand-known sequence.
+   With --workload, the program is a workload script (../shared/workloads/NAME.sh, with
+   the VAR=VALUE settings in its environment), run the same two ways through its JAVA
+   and JAVA_OPTS variables.
+2. flowcmp (tests/flow/flowcmp.c) reconstructs the traced run through the profiles' flow
+   source and compares it with the reference, over the sample's own methods (class
+   SAMPLE and its nested classes) or, for a workload, every method outside the JDK: the
+   per-(method, bci) execution counts of the two runs must agree within 1% (sum of
+   absolute differences over the reference total), and the aligned sequence agreement
+   of the thread that runs most of them must be at least 99% (printed, not required,
+   for workloads).
+3. For Dispatch, the calls inside the first `round` must be the hand-known sequence.
 """
-import difflib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 
 MAX_COUNT_DIFF = 0.01
 MIN_SEQ_AGREEMENT = 0.99
@@ -61,94 +65,102 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, **kw)
 
 
-def main():
-    ptrec, plugin, agent, ptdecode, jbin, samples, work, sample = sys.argv[1:9]
-    args = sys.argv[9:]
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
-    classes = os.path.join(work, 'classes')
-    subprocess.run([os.path.join(jbin, 'javac'), '-d', classes,
-                    os.path.join(samples, sample + '.java')], check=True)
+def record_pair(ptrec, plugin, agent, jbin, work, program, env_extra):
+    """The traced (emulated) and the reference run of program (a java command line
+    after `java`, or ('--workload', script)). Returns (trace, ref) or None."""
     java = os.path.join(jbin, 'java')
-
     trace = os.path.join(work, 'pt.trace')
-    rec = run([ptrec, '--emulate', '--plugin', plugin, '--agent', agent, '-o', trace, '--',
-               java, '-Xint', '-cp', classes, sample, *args])
-    sys.stderr.write(rec.stderr)
-    if rec.returncode != 0:
-        print('FAIL: recording failed (status %d)' % rec.returncode)
-        return 1
     ref = os.path.join(work, 'ref.trace')
-    env = dict(os.environ)
+    env = dict(os.environ, **env_extra)
     env.pop('JAVA_TOOL_OPTIONS', None)
+    rec_cmd = [ptrec, '--emulate', '--plugin', plugin, '--agent', agent, '-o', trace, '--',
+               java]
     # JVMTI single-stepping reports one step for HotSpot's fused bytecode pairs
     # (aload_0 + getfield run as one template): without the rewriting, every
     # bytecode is its own step. The traced run keeps the rewriting.
-    r = run([java, '-Xint', '-XX:-RewriteBytecodes', '-XX:-RewriteFrequentPairs',
-             '-agentpath:%s=mode=reference,out=%s' % (agent, ref), '-cp', classes,
-             sample, *args], env=env)
-    if r.returncode != 0 or rec.stdout != r.stdout:
-        print('FAIL: reference run failed or printed something else:\n%s\n%s' % (rec.stdout, r.stdout))
-        return 1
+    ref_cmd = [java, '-XX:-RewriteBytecodes', '-XX:-RewriteFrequentPairs',
+               '-agentpath:%s=mode=reference,out=%s' % (agent, ref)]
+    if program[0] == '--workload':
+        script = program[1]
+        runs = []
+        for n, cmd in (('traced', rec_cmd), ('reference', ref_cmd)):
+            e = dict(env, JAVA=' '.join(cmd), JAVA_OPTS='-Xint', WL_QUIET='1')
+            runs.append(run(['bash', script, os.path.join(work, 'wl-' + n)], env=e))
+        rec, r = runs
+    else:
+        rec = run(rec_cmd + ['-Xint'] + program, env=env)
+        r = run(ref_cmd[:1] + ['-Xint'] + ref_cmd[1:] + program, env=env)
+    sys.stderr.write(rec.stderr[-3000:])
+    if rec.returncode != 0:
+        print('FAIL: recording failed (status %d)' % rec.returncode)
+        return None
+    # A workload may print its timing: digits do not have to agree.
+    same_output = (re.sub(r'\d+', '#', rec.stdout) == re.sub(r'\d+', '#', r.stdout)
+                   if program[0] == '--workload' else rec.stdout == r.stdout)
+    if r.returncode != 0 or not same_output:
+        sys.stderr.write(r.stderr[-3000:])
+        print('FAIL: reference run failed or printed something else:\n%s\n%s' %
+              (rec.stdout[-2000:], r.stdout[-2000:]))
+        return None
+    return trace, ref
 
-    # the reference: SINGLE_STEP records, per thread
-    dump = run([ptdecode, 'dump', ref, '--type', 'SINGLE_STEP'])
-    ref_seq = {}
-    pat = re.compile(r'^SINGLE_STEP tsc=\d+ tid=(\d+) bci=(-?\d+) method=(.*)$')
-    for line in dump.stdout.splitlines():
-        m = pat.match(line)
-        if m and mine(sample, m.group(3)):
-            ref_seq.setdefault(int(m.group(1)), []).append((norm(m.group(3)), int(m.group(2))))
-    if not ref_seq:
-        print('FAIL: the reference recorded no bytecodes of %s' % sample)
-        return 1
 
-    flow = run([ptdecode, 'flow', trace, '--json'])
-    if flow.returncode != 0:
-        sys.stderr.write(flow.stderr[-3000:])
-        print('FAIL: ptdecode flow exited with %d' % flow.returncode)
+def main():
+    ptrec, plugin, agent, ptdecode, flowcmp, jbin, samples, work = sys.argv[1:9]
+    rest = sys.argv[9:]
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
+    workload = rest[0] == '--workload'
+    if workload:
+        script = rest[1]
+        name = os.path.basename(script).rsplit('.', 1)[0]
+        env_extra = dict(kv.split('=', 1) for kv in rest[2:])
+        pair = record_pair(ptrec, plugin, agent, jbin, work, ['--workload', script], env_extra)
+        select = []
+    else:
+        name, args = rest[0], rest[1:]
+        classes = os.path.join(work, 'classes')
+        subprocess.run([os.path.join(jbin, 'javac'), '-d', classes,
+                        os.path.join(samples, name + '.java')], check=True)
+        pair = record_pair(ptrec, plugin, agent, jbin, work, ['-cp', classes, name] + args, {})
+        select = ['--class', name]
+    if not pair:
         return 1
-    got_seq, calls = {}, {}
-    for line in flow.stdout.splitlines():
-        ev = json.loads(line)
-        if ev['kind'] == 'bytecode' and mine(sample, ev['method']):
-            got_seq.setdefault(ev['tid'], []).append((norm(ev['method']), ev['bci']))
-        elif ev['kind'] == 'call' and mine(sample, ev['method']) and not ev.get('context'):
-            calls.setdefault(ev['tid'], []).append(norm(ev['method']))
-    for l in flow.stderr.splitlines():
-        if l.startswith('# '):
-            print(l)
-    if not got_seq:
-        print('FAIL: the reconstruction placed no bytecodes in %s' % sample)
-        return 1
+    trace, ref = pair
 
-    ref_tid = max(ref_seq, key=lambda t: len(ref_seq[t]))
-    got_tid = max(got_seq, key=lambda t: len(got_seq[t]))
-    a, b = ref_seq[ref_tid], got_seq[got_tid]
-    ca, cb = Counter(a), Counter(b)
-    diff = sum(abs(ca[k] - cb[k]) for k in set(ca) | set(cb))
-    print('%s: %d bytecodes in the reference, %d reconstructed; per-(method, bci) count '
-          'difference %d (%.3f%%)' % (sample, len(a), len(b), diff, 100.0 * diff / len(a)))
-    ids = {}
-    ia = [ids.setdefault(x, len(ids)) for x in a]
-    ib = [ids.setdefault(x, len(ids)) for x in b]
-    sm = difflib.SequenceMatcher(None, ia, ib, autojunk=False)
-    same = sum(blk.size for blk in sm.get_matching_blocks())
-    agree = same / max(len(a), len(b))
-    print('%s: aligned sequence agreement %.3f%% (%d of %d)' % (sample, 100 * agree, same,
-                                                                 max(len(a), len(b))))
+    cmp = run([flowcmp, trace, ref] + select)
+    sys.stderr.write(cmp.stderr[-3000:])
+    print(cmp.stdout, end='')
+    if cmp.returncode != 0:
+        print('FAIL: flowcmp exited with %d' % cmp.returncode)
+        return 1
+    res = dict(kv.split('=', 1) for line in cmp.stdout.splitlines()
+               if not line.startswith('worst ') for kv in line.split())
     ok = True
-    if diff > MAX_COUNT_DIFF * len(a):
+    if int(res['selected_reference']) == 0 or int(res['selected_traced']) == 0:
+        print('FAIL: no bytecodes of %s in %s' % (name, 'the reference' if
+              int(res['selected_reference']) == 0 else 'the reconstruction'))
+        return 1
+    diff = float(res['count_difference_pct'])
+    agree = float(res['sequence_agreement_pct'])
+    print('%s: %s bytecodes in the reference, %s reconstructed; per-(method, bci) count '
+          'difference %.3f%%; aligned sequence agreement %.3f%%' %
+          (name, res['selected_reference'], res['selected_traced'], diff, agree))
+    if diff > 100 * MAX_COUNT_DIFF:
         print('FAIL: counts differ by more than %.0f%%' % (100 * MAX_COUNT_DIFF))
-        worst = sorted(set(ca) | set(cb), key=lambda k: -abs(ca[k] - cb[k]))[:10]
-        for k in worst:
-            print('  %s bci %d: reference %d, reconstructed %d' % (k[0], k[1], ca[k], cb[k]))
         ok = False
-    if agree < MIN_SEQ_AGREEMENT:
+    if not workload and not agree >= 100 * MIN_SEQ_AGREEMENT:
         print('FAIL: sequence agreement under %.0f%%' % (100 * MIN_SEQ_AGREEMENT))
         ok = False
-    if sample == 'Dispatch':
+    if name == 'Dispatch':
+        flow = run([ptdecode, 'flow', trace, '--json'])
+        calls = {}
+        for line in flow.stdout.splitlines():
+            ev = json.loads(line)
+            if ev['kind'] == 'call' and mine(name, ev['method']) and not ev.get('context'):
+                calls.setdefault(ev['tid'], []).append(norm(ev['method']))
+        got_tid = max(calls, key=lambda t: len(calls[t])) if calls else None
         seq = calls.get(got_tid, [])
         if seq and seq[0].startswith('Dispatch.main'):
             seq = seq[1:]
