@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <glib.h>
 
 #include "common/jerr.h"
+#include "profile/source.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
 #include "recover/recover.h"
@@ -24,7 +26,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-eval]\n"
+            "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-guess]\n"
+            "                      [--no-eval]\n"
             "\n"
             "How much of each thread's trace was lost, captured, decoded and recovered, and\n"
             "how accurate the result is when the recording kept a lossless copy of every\n"
@@ -53,11 +56,22 @@ static void usage(FILE *f)
             "       end and the next segment's aligned start (a recovered bytecode matches\n"
             "       the next reference bytecode equal to it within 16); RA = matched over\n"
             "       recovered bytecodes\n"
+            "  GA   the same for the bytecodes guessed along an ICFG path where no recovered\n"
+            "       fill reached the next segment\n"
+            "  overall (lossless copy needed): decoded bytecodes right at their place plus\n"
+            "       recovered and guessed ones right in their hole, over the reference's\n"
+            "       bytecodes\n"
+            "Also printed: the shares of the flow's placed bytecodes that were decoded,\n"
+            "recovered and guessed, and the CPU time recovery took (matching and filling)\n"
+            "next to that of the whole flow (decoding, projection and recovery).\n"
             "\n"
             "  --json         one JSON object: \"threads\" (one object each) and \"total\";\n"
             "                 percentages not available are null\n"
             "  --thread TID   only this thread\n"
             "  --no-recover   do not run recovery (no PR, RA)\n"
+            "  --no-guess     recover, but without the ICFG paths (no GA)\n"
+            "  --keep-disputed  keep fills that never rejoin beyond the point where the\n"
+            "                 candidates stop agreeing (more recovered, less accurate)\n"
             "  --no-eval      do not decode the lossless copies (no DA, PR, RA)\n"
             "\n"
             "example:\n"
@@ -78,7 +92,7 @@ typedef struct fsym {
 typedef struct collector {
     GArray *syms;      /* fsym, NULL: count only */
     uint32_t seg;
-    uint64_t decoded_placed, recovered;
+    uint64_t decoded_placed, recovered, guessed;
 } collector;
 
 static int collect(const fl_event *ev, void *vc)
@@ -92,6 +106,8 @@ static int collect(const fl_event *ev, void *vc)
         return 0;
     if (ev->origin == FL_RECOVERED)
         c->recovered++;
+    else if (ev->origin == FL_GUESSED)
+        c->guessed++;
     else if (ev->origin == FL_DECODED && ev->method_id && ev->bci >= 0)
         c->decoded_placed++;
     if (c->syms) {
@@ -108,9 +124,10 @@ typedef struct tstats {
     rp_stats rp;
     rv_stats rv;
     bool eval, recover;
-    uint64_t decoded_placed, recovered;
+    uint64_t decoded_placed, recovered, guessed;
     uint64_t ref_bytecodes;          /* the lossless flow's bytecodes */
-    uint64_t da_match, ra_match;
+    uint64_t da_match, ra_match, ga_match;
+    uint64_t flow_ns;                /* decoding, projection and recovery of the thread */
 } tstats;
 
 static bool same(const fsym *a, const fsym *b)
@@ -205,7 +222,7 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
             cur = d[i].seg;
         }
         dseg *s = &g_array_index(segs, dseg, segs->len - 1);
-        if (d[i].origin == FL_RECOVERED)
+        if (d[i].origin == FL_RECOVERED || d[i].origin == FL_GUESSED)
             g_array_append_val(s->fill, d[i]);
         else if (d[i].origin == FL_DECODED && d[i].method_id && d[i].bci >= 0)
             g_array_append_val(s->dec, d[i]);
@@ -283,8 +300,12 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
                     break;
                 }
         }
-        for (size_t i = 0; i < nx; i++)
-            ts->ra_match += ok[i];
+        for (size_t i = 0; i < nx; i++) {
+            if (x[i].origin == FL_GUESSED)
+                ts->ga_match += ok[i];
+            else
+                ts->ra_match += ok[i];
+        }
         g_free(ok);
     }
     for (guint si = 0; si < segs->len; si++) {
@@ -299,20 +320,18 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 100.0; }
 
 typedef struct pcts {
-    double pmd, pdc, pd, da, pr, ra;
+    double pmd, pdc, pd, da, pr, ra, ga, overall;
+    double sh_rec, sh_guess;         /* shares of the flow's placed bytecodes */
     bool has_da, has_r;
 } pcts;
 
 static pcts percentages(const tstats *t)
 {
     pcts p = { 0 };
-    p.pmd = pct(t->dc.lost_bytes, t->dc.pt_bytes + t->dc.lost_bytes);
-    if (!t->dc.pt_bytes && !t->dc.lost_bytes)
-        p.pmd = 0;
+    /* shared with the summary (profile/source.h) */
+    p.pmd = pf_share_missing(&t->dc);
     p.pdc = 100.0 - p.pmd;
-    uint64_t skipped = t->dc.skipped_bytes < t->dc.pt_bytes ? t->dc.skipped_bytes : t->dc.pt_bytes;
-    p.pd = pct(t->rp.placed, t->rp.bytecodes) * pct(t->dc.pt_bytes - skipped, t->dc.pt_bytes) /
-           100.0;
+    p.pd = pf_share_decoded(&t->dc, &t->rp);
     p.has_da = t->eval;
     p.da = pct(t->da_match, t->decoded_placed);
     p.has_r = t->eval && t->recover;
@@ -321,6 +340,14 @@ static pcts percentages(const tstats *t)
     if (p.pr > 100)
         p.pr = 100;
     p.ra = t->recovered ? pct(t->ra_match, t->recovered) : 0;
+    p.ga = t->guessed ? pct(t->ga_match, t->guessed) : 0;
+    uint64_t right = t->da_match + t->ra_match + t->ga_match;
+    p.overall = t->ref_bytecodes ? pct(right, t->ref_bytecodes) : 0;
+    if (p.overall > 100)
+        p.overall = 100;
+    uint64_t all = t->decoded_placed + t->recovered + t->guessed;
+    p.sh_rec = all ? pct(t->recovered, all) : 0;
+    p.sh_guess = all ? pct(t->guessed, all) : 0;
     return p;
 }
 
@@ -338,14 +365,17 @@ static void sum(tstats *a, const tstats *b)
     a->recover = b->recover;
     a->decoded_placed += b->decoded_placed;
     a->recovered += b->recovered;
+    a->guessed += b->guessed;
     a->ref_bytecodes += b->ref_bytecodes;
     a->da_match += b->da_match;
     a->ra_match += b->ra_match;
+    a->ga_match += b->ga_match;
+    a->flow_ns += b->flow_ns;
 }
 
 static uint64_t gaps(const dc_stats *s)
 {
-    return s->gaps[1] + s->gaps[2] + s->gaps[3] + s->gaps[4];
+    return pf_dc_gaps(s);
 }
 
 static void json_pct(FILE *f, const char *name, bool have, double v)
@@ -374,17 +404,30 @@ static void print_json(FILE *f, const tstats *t, bool total)
     if (t->recover)
         fprintf(f, ",\"recovery\":{\"boundaries\":%" PRIu64 ",\"filled\":%" PRIu64
                 ",\"rejoined\":%" PRIu64 ",\"no_anchor\":%" PRIu64 ",\"no_candidate\":%" PRIu64
-                ",\"events\":%" PRIu64 ",\"bytecodes\":%" PRIu64 "%s",
+                ",\"events\":%" PRIu64 ",\"bytecodes\":%" PRIu64 ",\"guessed_gaps\":%" PRIu64
+                ",\"guessed_events\":%" PRIu64 ",\"guessed_bytecodes\":%" PRIu64
+                ",\"links\":%" PRIu64 ",\"candidates\":%" PRIu64 ",\"pruned_tier1\":%" PRIu64
+                ",\"pruned_tier2\":%" PRIu64 ",\"ranked_tier3\":%" PRIu64
+                ",\"inconsistent\":%" PRIu64 ",\"seconds\":%.3f%s",
                 t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.no_anchor,
-                t->rv.no_candidate, t->rv.events, t->rv.bytecodes, t->eval ? "" : "}");
+                t->rv.no_candidate, t->rv.events, t->rv.bytecodes, t->rv.guessed_gaps,
+                t->rv.guessed_events, t->rv.guessed_bytecodes, t->rv.links, t->rv.candidates,
+                t->rv.pruned_t1, t->rv.pruned_t2, t->rv.ranked_t3, t->rv.inconsistent,
+                (double)t->rv.ns / 1e9, t->eval ? "" : "}");
     if (t->recover && t->eval)
-        fprintf(f, ",\"ra_matched\":%" PRIu64 "}", t->ra_match);
+        fprintf(f, ",\"ra_matched\":%" PRIu64 ",\"ga_matched\":%" PRIu64 "}", t->ra_match,
+                t->ga_match);
+    fprintf(f, ",\"flow_seconds\":%.3f", (double)t->flow_ns / 1e9);
+    json_pct(f, "recovered_share", t->recover, p.sh_rec);
+    json_pct(f, "guessed_share", t->recover, p.sh_guess);
     json_pct(f, "pmd", true, p.pmd);
     json_pct(f, "pdc", true, p.pdc);
     json_pct(f, "pd", true, p.pd);
     json_pct(f, "da", p.has_da, p.da);
     json_pct(f, "pr", p.has_r, p.pr);
     json_pct(f, "ra", p.has_r, p.ra);
+    json_pct(f, "ga", p.has_r && t->guessed, p.ga);
+    json_pct(f, "overall", p.has_da, p.overall);
     fprintf(f, "}");
 }
 
@@ -406,6 +449,8 @@ static void print_text(FILE *f, const tstats *t, const char *label)
     text_pct(f, "DA", p.has_da, p.da);
     text_pct(f, "PR", p.has_r, p.pr);
     text_pct(f, "RA", p.has_r, p.ra);
+    text_pct(f, "GA", p.has_r && t->guessed, p.ga);
+    text_pct(f, "overall", p.has_da, p.overall);
     fputc('\n', f);
     fprintf(f, "%14s %" PRIu64 " bytes recorded, %" PRIu64 " lost, %" PRIu64 " gaps; %" PRIu64
             " bytecodes, %" PRIu64 " placed, %" PRIu64 " segments", "", t->dc.pt_bytes,
@@ -417,9 +462,25 @@ static void print_text(FILE *f, const tstats *t, const char *label)
                 " rejoined) with %" PRIu64 " bytecodes", t->rv.filled, t->rv.boundaries,
                 t->rv.rejoined, t->rv.bytecodes);
     fputc('\n', f);
+    if (t->recover)
+        fprintf(f, "%14s of the flow's bytecodes %.2f%% recovered, %.2f%% guessed (ICFG paths in "
+                "%" PRIu64 " gaps); recovery %.2f s of %.2f s CPU for the flow\n", "", p.sh_rec,
+                p.sh_guess, t->rv.guessed_gaps, (double)t->rv.ns / 1e9, (double)t->flow_ns / 1e9);
 }
 
-static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool eval, tstats *ts)
+/* The process's CPU time: the flow may decode on several threads, and wall
+ * time on a shared machine says little. */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool keep_disputed;
+
+static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool eval,
+                      tstats *ts)
 {
     char err[1024];
     memset(ts, 0, sizeof *ts);
@@ -428,7 +489,10 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool eval, tstats
     char *lossless = g_strdup_printf("%s/eval/tid-%u.pt", rt_dir(t), tid);
     ts->eval = eval && access(lossless, R_OK) == 0;
     collector c = { .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
-    rv_filter *rv = recover ? rv_new(NULL, collect, &c) : NULL;
+    rv_icfg ic = rv_program_icfg(rt_program(t));
+    rv_options ro = { .icfg = guess ? &ic : NULL, .keep_disputed = keep_disputed };
+    rv_filter *rv = recover ? rv_new(&ro, collect, &c) : NULL;
+    uint64_t t0 = cpu_ns();
     int rc = rt_thread_flow(t, tid, recover ? rv_event : collect, recover ? (void *)rv
                                                                            : (void *)&c,
                             &ts->rp, &ts->dc, err, sizeof err);
@@ -436,8 +500,10 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool eval, tstats
         rv_finish(rv, &ts->rv);
         rv_free(rv);
     }
+    ts->flow_ns = cpu_ns() - t0;
     ts->decoded_placed = c.decoded_placed;
     ts->recovered = c.recovered;
+    ts->guessed = c.guessed;
     if (rc < 0) {
         jerr_error("%s", err);
         ts->eval = false;
@@ -470,13 +536,16 @@ int cmd_stats(int argc, char **argv)
         { "json", no_argument, NULL, 'j' },
         { "no-recover", no_argument, NULL, 'R' },
         { "no-eval", no_argument, NULL, 'E' },
+        { "no-guess", no_argument, NULL, 'G' },
+        { "keep-disputed", no_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     long long want_tid = -1;
-    bool json = false, recover = true, eval = true;
+    bool json = false, recover = true, eval = true, guess = true;
     int c;
     optind = 1;
+    keep_disputed = false;
     while ((c = getopt_long(argc, argv, "t:jh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -496,6 +565,12 @@ int cmd_stats(int argc, char **argv)
             break;
         case 'E':
             eval = false;
+            break;
+        case 'G':
+            guess = false;
+            break;
+        case 'K':
+            keep_disputed = true;
             break;
         case 'h':
             usage(stdout);
@@ -526,7 +601,7 @@ int cmd_stats(int argc, char **argv)
     size_t n = rt_threads(t, &tids, &ncpu);
     if (!n) {
         jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
-                   ncpu ? "; per-CPU streams are not supported yet" : "");
+                   ncpu ? "; the per-CPU streams hold no thread's trace" : "");
         rt_close(t);
         return 1;
     }
@@ -551,7 +626,7 @@ int cmd_stats(int argc, char **argv)
             continue;
         found = true;
         tstats ts;
-        if (one_thread(t, tids[i], recover, eval, &ts) < 0)
+        if (one_thread(t, tids[i], recover, guess, eval, &ts) < 0)
             status = 1;
         sum(&total, &ts);
         if (json) {

@@ -1,21 +1,28 @@
-/* Flow recovery, first version (see recover.h). */
+/* Flow recovery: three-tier suffix matching, chaining and the ICFG fallback
+ * (see recover.h and README.md). */
 #include "recover/recover.h"
 
 #include <string.h>
+#include <time.h>
 
 #include <glib.h>
+
+#define NONE UINT32_MAX
 
 /* One event of the history window (FL_SEGMENT markers are not stored: the
  * segment number says where a segment changes). */
 typedef struct hev {
-    fl_kind kind;
-    uint32_t flags;
     uint64_t tsc;
     uint64_t method_id;
-    int32_t bci, opcode;
     uint64_t count;
-    uint64_t segno;
+    uint64_t key;             /* identity for suffix comparison; 0: a wall (unplaced bytecode) */
     int64_t sym;              /* absolute index in syms, -1: not a placed bytecode */
+    uint32_t segno;
+    uint32_t d1, d2;          /* distance back to the nearest tier-1 / tier-<=2 event at or
+                               * before this one (NONE: none known) */
+    int32_t bci;
+    int16_t opcode;
+    uint8_t kind, flags, tier;
 } hev;
 
 /* One placed bytecode of the history. */
@@ -33,9 +40,21 @@ typedef struct pev {
     uint64_t *stack;
 } pev;
 
+/* A frame of a call stack: the method and the call site in its caller. */
+typedef struct frame {
+    uint64_t method_id;
+    int32_t bci;
+} frame;
+
+/* A symbol of a tier projection of the segment's past: position and key. */
+typedef struct tsym {
+    uint32_t pos;
+    uint64_t key;
+} tsym;
+
 typedef struct cand {
-    uint64_t j;               /* absolute symbol index of the candidate's anchor end */
-    uint32_t suffix;
+    uint64_t p;               /* history event aligned with the past's newest event */
+    uint32_t l1, l2, l3;
 } cand;
 
 struct rv_filter {
@@ -48,13 +67,18 @@ struct rv_filter {
     GArray *syms;             /* hsym */
     uint64_t sbase;
     GHashTable *head;         /* K-gram hash (| 1) -> absolute symbol index + 1 */
-    uint64_t segno;
+    GArray *segfirst;         /* uint64: absolute index of each segment's first event,
+                               * from segment segbase on (older ones left the window) */
+    uint32_t segbase;
+    uint32_t segno;
     uint32_t run;
+    uint64_t last1, last2;    /* absolute index + 1 of the newest tier-1 / tier-<=2 event */
     uint32_t tid;
     int seen_segment;
     int holding;
     uint64_t seg_first_tsc, seg_last_tsc, seg_bytecodes;
     uint64_t rate_ticks, rate_bytecodes;   /* decoded segments' time and bytecodes */
+    GArray *stk;              /* frame: the current segment's call stack as far as known */
     GArray *pending;          /* pev */
     unsigned pending_syms;
     rv_stats st;
@@ -75,6 +99,47 @@ static uint64_t sym_of(uint64_t method_id, int32_t bci)
     return mix64(method_id * 0x9e3779b97f4a7c15ull + (uint64_t)(uint32_t)bci);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The control structure of a method (tier 2): branches, jumps, switches,
+ * invokes, returns, throws. */
+static int control_op(int op)
+{
+    return (op >= 0x99 && op <= 0xb1) || (op >= 0xb6 && op <= 0xba) || op == 0xbf ||
+           (op >= 0xc6 && op <= 0xc9);
+}
+
+static int placed(const fl_event *ev)
+{
+    return ev->method_id && ev->bci >= 0;
+}
+
+/* The coarsest tier an event belongs to: 1 calls and returns, 2 control
+ * bytecodes (and unplaced ones, which stop every comparison), 3 the rest. */
+static uint8_t tier_of(const fl_event *ev)
+{
+    if (ev->kind == FL_CALL || ev->kind == FL_RETURN)
+        return 1;
+    if (ev->kind == FL_BYTECODE && (!placed(ev) || control_op(ev->opcode)))
+        return 2;
+    return 3;
+}
+
+/* The identity two events must share to count as the same in a suffix; the
+ * tier is part of it, so events in different tiers always differ. */
+static uint64_t key_of(const fl_event *ev, uint8_t tier)
+{
+    if (ev->kind == FL_BYTECODE && !placed(ev))
+        return 0;
+    uint64_t x = mix64(ev->method_id ^ ((uint64_t)ev->kind << 56) ^ ((uint64_t)tier << 52));
+    return mix64(x + (uint64_t)(uint32_t)ev->bci) | 1;
+}
+
 static hsym *sym_at(rv_filter *f, uint64_t abs)
 {
     return &g_array_index(f->syms, hsym, abs - f->sbase);
@@ -88,13 +153,22 @@ static hev *ev_at(rv_filter *f, uint64_t abs)
 static uint64_t sym_end(const rv_filter *f) { return f->sbase + f->syms->len; }
 static uint64_t ev_end(const rv_filter *f) { return f->hbase + f->h->len; }
 
-/* The K-gram ending at symbol abs (its run must be >= K). */
-static gpointer kgram_key(rv_filter *f, uint64_t abs)
+/* The K-gram hash of K symbols, newest first (the index and the anchor agree). */
+static uint64_t kgram_of(const uint64_t *s, unsigned k)
 {
     uint64_t x = 0x84222325cbf29ce4ull;
+    for (unsigned i = 0; i < k; i++)
+        x = mix64(x ^ s[i]) + i;
+    return x | 1;
+}
+
+/* The K-gram ending at symbol abs (its run must be >= K). */
+static uint64_t kgram_key(rv_filter *f, uint64_t abs)
+{
+    uint64_t s[64];
     for (unsigned i = 0; i < f->o.k; i++)
-        x = mix64(x ^ sym_at(f, abs - i)->s) + i;
-    return (gpointer)(uintptr_t)(x | 1);
+        s[i] = sym_at(f, abs - i)->s;
+    return kgram_of(s, f->o.k);
 }
 
 static void index_sym(rv_filter *f, uint64_t abs)
@@ -103,7 +177,7 @@ static void index_sym(rv_filter *f, uint64_t abs)
     s->prev = 0;
     if (s->run < f->o.k)
         return;
-    gpointer key = kgram_key(f, abs);
+    gpointer key = (gpointer)(uintptr_t)kgram_key(f, abs);
     gpointer old = g_hash_table_lookup(f->head, key);
     if (old)
         s->prev = (uint64_t)(uintptr_t)old;
@@ -134,6 +208,12 @@ static void compact(rv_filter *f)
     }
     if (f->run > f->syms->len)
         f->run = f->syms->len;
+    /* segments whose events all left the window are never asked about again */
+    guint sd = 0;
+    while (sd + 1 < f->segfirst->len && g_array_index(f->segfirst, uint64_t, sd + 1) <= f->hbase)
+        sd++;
+    g_array_remove_range(f->segfirst, 0, sd);
+    f->segbase += sd;
 }
 
 /* A segment of the history ends: its time and bytecodes give the thread's
@@ -147,6 +227,57 @@ static void segment_done(rv_filter *f)
     f->seg_bytecodes = 0;
 }
 
+static void segment_start(rv_filter *f)
+{
+    f->run = 0;
+    uint64_t first = ev_end(f);
+    /* A segment without events keeps no entry: the next one takes its
+     * number (no event tells them apart), so segfirst only grows with the
+     * history, which compact() bounds. Its last entry is segment segno. */
+    if (g_array_index(f->segfirst, uint64_t, f->segfirst->len - 1) == first)
+        return;
+    f->segno++;
+    g_array_append_val(f->segfirst, first);
+}
+
+/* The first history event of segment s still in the window. */
+static uint64_t seg_begin(rv_filter *f, uint32_t s)
+{
+    uint64_t a = 0;
+    if (s >= f->segbase && s - f->segbase < f->segfirst->len)
+        a = g_array_index(f->segfirst, uint64_t, s - f->segbase);
+    return a < f->hbase ? f->hbase : a;
+}
+
+/* The call stack as the flow shows it (frames below what is known are
+ * unknown, not absent). */
+static void stack_apply(GArray *stk, const fl_event *ev)
+{
+    if (ev->kind == FL_CALL) {
+        frame fr = { ev->method_id, ev->bci };
+        g_array_append_val(stk, fr);
+    } else if (ev->kind == FL_RETURN) {
+        if (stk->len)
+            g_array_set_size(stk, stk->len - 1);
+    } else if (ev->kind == FL_BYTECODE && placed(ev) && !stk->len) {
+        frame fr = { ev->method_id, -1 };
+        g_array_append_val(stk, fr);
+    }
+}
+
+static void track(rv_filter *f, const fl_event *ev)
+{
+    if (ev->kind == FL_SEGMENT) {
+        g_array_set_size(f->stk, 0);
+        for (uint32_t i = 0; ev->stack && i < ev->depth; i++) {
+            frame fr = { ev->stack[i], -1 };
+            g_array_append_val(f->stk, fr);
+        }
+        return;
+    }
+    stack_apply(f->stk, ev);
+}
+
 static void history_add(rv_filter *f, const fl_event *ev)
 {
     if (ev->kind == FL_BYTECODE) {
@@ -154,14 +285,23 @@ static void history_add(rv_filter *f, const fl_event *ev)
             f->seg_first_tsc = ev->tsc;
         f->seg_last_tsc = ev->tsc;
     }
-    hev e = { .kind = ev->kind, .flags = ev->flags, .tsc = ev->tsc,
-              .method_id = ev->method_id, .bci = ev->bci, .opcode = ev->opcode,
-              .count = ev->count, .segno = f->segno, .sym = -1 };
+    uint64_t abs = ev_end(f);
+    uint8_t tier = tier_of(ev);
+    hev e = { .kind = (uint8_t)ev->kind, .flags = (uint8_t)ev->flags, .tsc = ev->tsc,
+              .method_id = ev->method_id, .bci = ev->bci, .opcode = (int16_t)ev->opcode,
+              .count = ev->count, .segno = f->segno, .sym = -1, .tier = tier,
+              .key = key_of(ev, tier) };
+    if (tier <= 1)
+        f->last1 = abs + 1;
+    if (tier <= 2)
+        f->last2 = abs + 1;
+    e.d1 = f->last1 && abs + 1 - f->last1 < NONE ? (uint32_t)(abs + 1 - f->last1) : NONE;
+    e.d2 = f->last2 && abs + 1 - f->last2 < NONE ? (uint32_t)(abs + 1 - f->last2) : NONE;
     if (ev->kind == FL_BYTECODE) {
-        if (ev->method_id && ev->bci >= 0) {
+        if (placed(ev)) {
             if (f->run < UINT32_MAX)
                 f->run++;
-            hsym s = { .s = sym_of(ev->method_id, ev->bci), .ev = ev_end(f), .run = f->run };
+            hsym s = { .s = sym_of(ev->method_id, ev->bci), .ev = abs, .run = f->run };
             e.sym = (int64_t)sym_end(f);
             g_array_append_val(f->syms, s);
             g_array_append_val(f->h, e);
@@ -184,206 +324,816 @@ static int deliver(rv_filter *f, const fl_event *ev)
     return f->stopped;
 }
 
-/* The rejoin target: the first (up to K) symbols of the held-back segment. */
-static unsigned rejoin_syms(rv_filter *f, uint64_t *out)
+/* ---- what the next segment starts with ------------------------------- */
+
+typedef struct target {
+    uint64_t want[64];        /* its first (up to K) symbols */
+    unsigned nwant;
+    uint64_t method_id;       /* its first placed bytecode, 0 none */
+    int32_t bci;
+    GArray *stk;              /* frame: its stack at that bytecode, as far as known */
+} target;
+
+static void target_of(rv_filter *f, target *t)
 {
-    unsigned n = 0;
-    for (guint i = 0; i < f->pending->len && n < f->o.k; i++) {
+    t->nwant = 0;
+    t->method_id = 0;
+    t->bci = -1;
+    t->stk = g_array_new(FALSE, FALSE, sizeof(frame));
+    for (guint i = 0; i < f->pending->len; i++) {
         const fl_event *ev = &g_array_index(f->pending, pev, i).ev;
-        if (ev->kind != FL_BYTECODE)
+        if (ev->kind == FL_SEGMENT) {
+            for (uint32_t d = 0; ev->stack && d < ev->depth; d++) {
+                frame fr = { ev->stack[d], -1 };
+                g_array_append_val(t->stk, fr);
+            }
             continue;
-        if (!ev->method_id || ev->bci < 0)
+        }
+        if (ev->kind != FL_BYTECODE) {
+            if (!t->method_id)
+                stack_apply(t->stk, ev);
+            continue;
+        }
+        if (!placed(ev))
             break;
-        out[n++] = sym_of(ev->method_id, ev->bci);
+        if (!t->method_id) {
+            t->method_id = ev->method_id;
+            t->bci = ev->bci;
+        }
+        t->want[t->nwant++] = sym_of(ev->method_id, ev->bci);
+        if (t->nwant >= f->o.k)
+            break;
     }
-    return n;
+}
+
+/* Is a stack at the rejoin point the one the next segment starts in? The
+ * frames both know, from the top, must agree. */
+static int stack_meets(const GArray *sim, const target *t)
+{
+    if (sim->len && t->method_id &&
+        g_array_index(sim, frame, sim->len - 1).method_id != t->method_id)
+        return 0;
+    guint n = sim->len < t->stk->len ? sim->len : t->stk->len;
+    for (guint i = 0; i < n; i++)
+        if (g_array_index(sim, frame, sim->len - 1 - i).method_id !=
+            g_array_index(t->stk, frame, t->stk->len - 1 - i).method_id)
+            return 0;
+    return 1;
 }
 
 /* Does the history's symbol run starting at event e begin with want[0..n)? */
-static int rejoins_at(rv_filter *f, uint64_t e, const uint64_t *want, unsigned n)
+static int rejoins_at(rv_filter *f, uint64_t e, const target *t)
 {
     hev *x = ev_at(f, e);
-    if (x->sym < 0 || !n)
+    if (x->sym < 0 || !t->nwant)
         return 0;
     uint64_t a = (uint64_t)x->sym;
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < t->nwant; i++) {
         if (a + i >= sym_end(f))
             return 0;
         hsym *s = sym_at(f, a + i);
-        if (s->s != want[i] || (i > 0 && s->run < sym_at(f, a)->run + i))
+        if (s->s != t->want[i] || (i > 0 && s->run < sym_at(f, a)->run + i))
             return 0;
     }
     return 1;
 }
 
-/* The continuation of candidate j: events [*start, *start + len) of the
- * history; returns whether it ends at the rejoin point. */
-static int continuation(rv_filter *f, uint64_t j, uint64_t tail_from, uint64_t tail_end,
-                        const uint64_t *want, unsigned nwant, uint64_t span, int have_span,
-                        uint64_t max_bc, uint64_t *start, uint64_t *len)
+/* Applies a history event to a simulated stack; 0 when it contradicts it
+ * (a return from, or a bytecode in, another method than the one on top). */
+static int stack_step(GArray *sim, const hev *x)
 {
-    uint64_t e0 = sym_at(f, j)->ev;
-    uint64_t seg = ev_at(f, e0)->segno;
-    uint64_t ref_tsc = ev_at(f, e0)->tsc;
-    uint64_t e = e0 + 1;
-    /* the ending segment's own events after its last symbol (calls,
-     * returns) must be the candidate's too: they are not filled again */
-    for (uint64_t t = tail_from; t < tail_end; t++, e++) {
-        if (e >= ev_end(f))
-            return -1;
-        hev *a = ev_at(f, t), *b = ev_at(f, e);
-        if (b->segno != seg || a->kind != b->kind || a->method_id != b->method_id ||
-            a->bci != b->bci)
-            return -1;
+    if (x->kind == FL_CALL) {
+        frame fr = { x->method_id, x->bci };
+        g_array_append_val(sim, fr);
+        return 1;
     }
-    *start = e;
-    uint64_t limit = ev_end(f);
-    if (limit > tail_from)
-        limit = tail_from;   /* never replay the anchor's own segment end */
-    uint64_t nbc = 0;
-    for (uint64_t n = 0;; n++, e++) {
-        if (e >= limit || ev_at(f, e)->segno != seg || n >= f->o.max_fill || nbc >= max_bc) {
-            *len = n;
+    if (x->kind == FL_RETURN) {
+        if (sim->len) {
+            if (x->method_id && g_array_index(sim, frame, sim->len - 1).method_id != x->method_id)
+                return 0;
+            g_array_set_size(sim, sim->len - 1);
+        }
+        return 1;
+    }
+    if (x->kind == FL_BYTECODE && x->method_id && x->bci >= 0) {
+        if (!sim->len) {
+            frame fr = { x->method_id, -1 };
+            g_array_append_val(sim, fr);
+        } else if (g_array_index(sim, frame, sim->len - 1).method_id != x->method_id) {
             return 0;
         }
-        if (rejoins_at(f, e, want, nwant)) {
-            *len = n;
-            return 1;
+    }
+    return 1;
+}
+
+/* ---- ranking ----------------------------------------------------------- */
+
+/* The segment's past as the matching sees it: history events, newest first
+ * (the fill so far, then the segment), with its tier projections. */
+typedef struct past {
+    GArray *a;                /* uint64: absolute history indices */
+    uint32_t len;             /* compared at most (<= suffix cap) */
+    GArray *t1, *t2;          /* tsym */
+    uint32_t span;            /* positions [0, span) hold the tail and the K anchor symbols */
+    uint64_t kkey;            /* the anchor's K-gram */
+} past;
+
+/* Prepares the past; 0 when it has no anchor (fewer than K placed bytecodes
+ * before a wall or its start, or an unplaced bytecode after the last one). */
+static int past_prepare(rv_filter *f, past *ps)
+{
+    ps->len = ps->a->len < f->o.suffix_cap ? ps->a->len : f->o.suffix_cap;
+    g_array_set_size(ps->t1, 0);
+    g_array_set_size(ps->t2, 0);
+    uint64_t s[64];
+    unsigned ns = 0;
+    ps->span = 0;
+    for (uint32_t i = 0; i < ps->len; i++) {
+        hev *x = ev_at(f, g_array_index(ps->a, uint64_t, i));
+        tsym t = { i, x->key };
+        if (x->tier <= 1)
+            g_array_append_val(ps->t1, t);
+        if (x->tier <= 2)
+            g_array_append_val(ps->t2, t);
+        if (ns < f->o.k) {
+            if (x->kind == FL_BYTECODE) {
+                if (x->sym < 0)
+                    return 0;
+                s[ns++] = sym_at(f, (uint64_t)x->sym)->s;
+                if (ns == f->o.k)
+                    ps->span = i + 1;
+            }
         }
-        hev *x = ev_at(f, e);
-        if (x->kind == FL_BYTECODE)
-            nbc++;
-        if (have_span && x->tsc > ref_tsc && x->tsc - ref_tsc > span) {
-            *len = n;
-            return 0;
+    }
+    if (ns < f->o.k)
+        return 0;
+    ps->kkey = kgram_of(s, f->o.k);
+    return 1;
+}
+
+/* The nearest tier-t event of the history at or before q and not before
+ * lo, or UINT64_MAX. */
+static uint64_t nearest(rv_filter *f, uint64_t q, uint64_t lo, int t)
+{
+    const hev *x = ev_at(f, q);
+    uint32_t d = t == 1 ? x->d1 : x->d2;
+    return d == NONE || q < lo + d ? UINT64_MAX : q - d;
+}
+
+/* The common suffix of the past and the history ending at p, at tier t (1,
+ * 2; 3: every event): how many events of the past precede the first place
+ * where the two tier-t projections differ, in symbol or in position. Each
+ * coarser tier only drops events, so its first difference comes no earlier:
+ * tier 3 <= tier 2 <= tier 1. lenb: events of p's segment up to p. */
+static uint32_t suffix(rv_filter *f, const past *ps, uint64_t p, uint64_t lenb, int t)
+{
+    uint32_t lim = ps->len;
+    if (lenb < lim)
+        lim = (uint32_t)lenb;
+    if (t == 3) {
+        uint32_t i = 0;
+        while (i < lim) {
+            uint64_t ka = ev_at(f, g_array_index(ps->a, uint64_t, i))->key;
+            if (!ka || ka != ev_at(f, p - i)->key)
+                break;
+            i++;
         }
+        return i;
+    }
+    const GArray *ta = t == 1 ? ps->t1 : ps->t2;
+    uint64_t lo = p + 1 - lenb;
+    uint64_t q = nearest(f, p, lo, t);
+    for (guint k = 0;; k++) {
+        uint64_t a = k < ta->len ? g_array_index(ta, tsym, k).pos : ps->len;
+        uint64_t b = q != UINT64_MAX ? p - q : lenb;
+        if (a >= lim && b >= lim)
+            return lim;
+        if (a != b || !g_array_index(ta, tsym, k).key ||
+            g_array_index(ta, tsym, k).key != ev_at(f, q)->key)
+            return (uint32_t)(a < b ? (a < lim ? a : lim) : (b < lim ? b : lim));
+        q = q > lo ? nearest(f, q - 1, lo, t) : UINT64_MAX;
     }
 }
 
-static int cand_cmp(const void *pa, const void *pb)
+/* Does (l, p) rank above candidate c (longer, then more recent)? */
+static int beats(uint32_t l, uint64_t p, const cand *c)
+{
+    return l > c->l3 || (l == c->l3 && p > c->p);
+}
+
+static int by_l1(const void *pa, const void *pb)
 {
     const cand *a = pa, *b = pb;
-    if (a->suffix != b->suffix)
-        return a->suffix > b->suffix ? -1 : 1;
-    return a->j > b->j ? -1 : a->j < b->j ? 1 : 0;
+    if (a->l1 != b->l1)
+        return a->l1 > b->l1 ? -1 : 1;
+    return a->p > b->p ? -1 : a->p < b->p;
+}
+
+/* The top N candidates for the past, best first, into top. */
+static void rank(rv_filter *f, const past *ps, GArray *top)
+{
+    g_array_set_size(top, 0);
+    GArray *all = g_array_new(FALSE, FALSE, sizeof(cand));
+    uint64_t tail = 0;
+    /* the tail: events after the anchor's newest symbol */
+    for (uint32_t i = 0; i < ps->len; i++)
+        if (ev_at(f, g_array_index(ps->a, uint64_t, i))->kind == FL_BYTECODE) {
+            tail = i;
+            break;
+        }
+    gpointer head = g_hash_table_lookup(f->head, (gpointer)(uintptr_t)ps->kkey);
+    unsigned walked = 0;
+    for (uint64_t c = (uint64_t)(uintptr_t)head; c && c - 1 >= f->sbase && walked < 4096;
+         walked++) {
+        uint64_t j = c - 1;
+        hsym *cs = sym_at(f, j);
+        c = cs->prev;
+        uint64_t p = cs->ev + tail;
+        if (p + 1 >= ev_end(f))
+            continue;
+        uint32_t seg = ev_at(f, cs->ev)->segno;
+        if (ev_at(f, p)->segno != seg || ev_at(f, p + 1)->segno != seg)
+            continue;   /* the tail or the continuation would leave the segment */
+        uint64_t lenb = p + 1 - seg_begin(f, seg);
+        cand cd = { .p = p };
+        cd.l1 = suffix(f, ps, p, lenb, 1);
+        if (cd.l1 < ps->span)
+            continue;   /* cannot hold the anchor: a hash collision or another tail */
+        g_array_append_val(all, cd);
+    }
+    f->st.candidates += all->len;
+    qsort(all->data, all->len, sizeof(cand), by_l1);
+    unsigned n = f->o.candidates;
+    for (guint i = 0; i < all->len; i++) {
+        cand *cd = &g_array_index(all, cand, i);
+        const cand *worst = top->len == n ? &g_array_index(top, cand, n - 1) : NULL;
+        /* Theorem 5.5: the tier-1 suffix bounds the finer ones, and the
+         * candidates come in decreasing tier-1 order: none of the rest can
+         * enter the top N */
+        if (worst && !f->o.no_prune && !beats(cd->l1, cd->p, worst)) {
+            f->st.pruned_t1 += all->len - i;
+            break;
+        }
+        uint32_t seg = ev_at(f, cd->p)->segno;
+        uint64_t lenb = cd->p + 1 - seg_begin(f, seg);
+        cd->l2 = suffix(f, ps, cd->p, lenb, 2);
+        if (worst && !f->o.no_prune && !beats(cd->l2, cd->p, worst)) {
+            f->st.pruned_t2++;
+            continue;
+        }
+        cd->l3 = suffix(f, ps, cd->p, lenb, 3);
+        f->st.ranked_t3++;
+        if (cd->l3 < ps->span || (worst && !beats(cd->l3, cd->p, worst)))
+            continue;
+        guint at = top->len;
+        while (at > 0 && beats(cd->l3, cd->p, &g_array_index(top, cand, at - 1)))
+            at--;
+        g_array_insert_val(top, at, *cd);
+        if (top->len > n)
+            g_array_set_size(top, n);
+    }
+    g_array_free(all, TRUE);
+    if (f->o.on_rank) {
+        rv_ranked r[RV_MAX_CANDIDATES];
+        unsigned m = top->len < RV_MAX_CANDIDATES ? top->len : RV_MAX_CANDIDATES;
+        for (unsigned i = 0; i < m; i++) {
+            cand *cd = &g_array_index(top, cand, i);
+            r[i] = (rv_ranked){ cd->p, cd->l1, cd->l2, cd->l3 };
+        }
+        f->o.on_rank(f->o.rank_ctx, r, m);
+    }
+}
+
+/* ---- continuations ------------------------------------------------------ */
+
+enum { END_REJOIN, END_SEGMENT, END_BOUND, END_STACK };
+
+typedef struct budget {
+    uint64_t events, bytecodes;   /* still allowed */
+    uint64_t ticks;               /* elapsed so far */
+    uint64_t span;                /* the gap's time span */
+    uint64_t expect;              /* bytecodes the span holds at the thread's rate (0: unknown) */
+    int timed;
+} budget;
+
+/* The continuation of the history after p, as far as the stack allows and
+ * the budget lasts: events (p, p + *len]. sim is updated. */
+static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
+                        const budget *bd, uint64_t *len, uint64_t *nbc, uint64_t *ticks)
+{
+    uint32_t seg = ev_at(f, p)->segno;
+    uint64_t ref = ev_at(f, p)->tsc;
+    uint64_t e = p + 1, n = 0, b = 0;
+    /* The rejoin symbols often recur (a loop head): of the places where the
+     * continuation meets them, the one whose length is nearest to what the
+     * gap's span holds at the thread's rate is taken (the first one when
+     * that is unknown). */
+    int rejoined = 0;
+    uint64_t r_len = 0, r_nbc = 0, r_ticks = 0, r_diff = UINT64_MAX;
+    GArray *r_sim = NULL;
+    int end;
+    for (;; e++, n++) {
+        *len = n;
+        *nbc = b;
+        if (e >= ev_end(f) || ev_at(f, e)->segno != seg) {
+            end = END_SEGMENT;
+            break;
+        }
+        if (rejoins_at(f, e, t) && stack_meets(sim, t)) {
+            uint64_t diff = b > bd->expect ? b - bd->expect : bd->expect - b;
+            if (diff < r_diff) {
+                r_diff = diff;
+                r_len = n;
+                r_nbc = b;
+                r_ticks = *ticks;
+                if (!r_sim)
+                    r_sim = g_array_new(FALSE, FALSE, sizeof(frame));
+                g_array_set_size(r_sim, 0);
+                g_array_append_vals(r_sim, sim->data, sim->len);
+            }
+            rejoined = 1;
+            if (!bd->expect || b >= bd->expect) {
+                end = END_REJOIN;
+                break;
+            }
+        }
+        hev *x = ev_at(f, e);
+        uint64_t dt = x->tsc > ref ? x->tsc - ref : 0;
+        if (n >= bd->events || b >= bd->bytecodes ||
+            (bd->timed && bd->ticks + dt > bd->span)) {
+            end = END_BOUND;
+            break;
+        }
+        *ticks = dt;
+        if (!stack_step(sim, x)) {
+            end = END_STACK;
+            break;
+        }
+        if (x->kind == FL_BYTECODE)
+            b++;
+    }
+    if (rejoined) {
+        *len = r_len;
+        *nbc = r_nbc;
+        *ticks = r_ticks;
+        g_array_set_size(sim, 0);
+        g_array_append_vals(sim, r_sim->data, r_sim->len);
+        g_array_free(r_sim, TRUE);
+        end = END_REJOIN;
+    }
+    return end;
+}
+
+/* ---- the ICFG fallback ---------------------------------------------- */
+
+typedef struct gnode {
+    uint64_t method_id;
+    uint32_t insn;
+    int32_t parent;
+    int32_t frame;            /* own pushed frame on top (index in frames), -1 none */
+    uint16_t popped;          /* frames of the known stack returned from */
+    uint8_t via;              /* how it was reached: 0 step, 1 call, 2 return */
+} gnode;
+
+typedef struct gframe {
+    uint64_t method_id;       /* the caller */
+    uint32_t ret_insn;        /* where the caller goes on */
+    int32_t parent;
+    int32_t callsite;         /* bci of the call in the caller */
+    uint32_t depth;
+} gframe;
+
+/* A successor in the search: (method, insn, frame, popped, via). A call's
+ * new frame (newf) is only stored once the state proves unseen: an invoke
+ * may have many targets, most of them reached before. */
+typedef struct succ {
+    uint64_t m;
+    uint32_t i;
+    int32_t fr;
+    uint16_t pop;
+    uint8_t via;
+    uint8_t newf;
+    gframe nf;
+} succ;
+
+static int is_invoke(int op) { return op >= 0xb6 && op <= 0xba; }
+static int is_return(int op) { return op >= 0xac && op <= 0xb1; }
+
+/* The shortest ICFG path from (sim's top method, bci) to the target's first
+ * bytecode that keeps the call stack consistent, as FL_GUESSED events
+ * (without its two ends) into out. Returns 0 when none is found within the
+ * search bound. */
+static int icfg_path(rv_filter *f, uint64_t mid, int32_t bci, const GArray *sim,
+                     const target *t, GArray *out)
+{
+    const rv_icfg *ic = f->o.icfg;
+    if (!ic || !t->method_id || !sim->len)
+        return 0;
+    const rc_cfg *g0 = ic->cfg(ic->ctx, mid);
+    if (!g0)
+        return 0;
+    int64_t i0 = rc_cfg_index(g0, (uint32_t)bci);
+    if (i0 < 0)
+        return 0;
+    GArray *nodes = g_array_new(FALSE, FALSE, sizeof(gnode));
+    GArray *frames = g_array_new(FALSE, FALSE, sizeof(gframe));
+    GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    gnode s0 = { mid, (uint32_t)i0, -1, -1, 0, 0 };
+    g_array_append_val(nodes, s0);
+    int found = -1;
+    uint64_t tg[64];
+    for (guint qi = 0; qi < nodes->len && found < 0; qi++) {
+        gnode nd = g_array_index(nodes, gnode, qi);
+        const rc_cfg *g = ic->cfg(ic->ctx, nd.method_id);
+        if (!g || nd.insn >= g->ninsn)
+            continue;
+        int op = g->op[nd.insn];
+        succ nx[330];
+        unsigned nn = 0;
+        if (is_return(op)) {
+            if (nd.frame >= 0) {
+                gframe *fr = &g_array_index(frames, gframe, nd.frame);
+                nx[nn++] = (succ){ fr->method_id, fr->ret_insn, fr->parent, nd.popped, 2, 0,
+                                   { 0 } };
+            } else if (nd.popped + 1u < sim->len) {
+                /* back into a frame of the known stack: where its call was */
+                const frame *top = &g_array_index(sim, frame, sim->len - 1 - nd.popped);
+                const frame *caller = &g_array_index(sim, frame, sim->len - 2 - nd.popped);
+                const rc_cfg *cg = top->bci >= 0 ? ic->cfg(ic->ctx, caller->method_id) : NULL;
+                int64_t ci = cg ? rc_cfg_index(cg, (uint32_t)top->bci) : -1;
+                if (ci >= 0 && (uint32_t)ci + 1 < cg->ninsn)
+                    nx[nn++] = (succ){ caller->method_id, (uint32_t)ci + 1, -1,
+                                                (uint16_t)(nd.popped + 1), 2, 0, { 0 } };
+            }
+        } else {
+            if (is_invoke(op)) {
+                size_t nt = ic->targets(ic->ctx, nd.method_id, g->bci[nd.insn], tg, 64);
+                uint32_t depth = nd.frame >= 0 ? g_array_index(frames, gframe, nd.frame).depth : 0;
+                for (size_t k = 0; k < nt && depth < 16; k++) {
+                    const rc_cfg *tgc = ic->cfg(ic->ctx, tg[k]);
+                    if (!tgc || !tgc->ninsn || nd.insn + 1 >= g->ninsn)
+                        continue;
+                    gframe fr = { nd.method_id, nd.insn + 1, nd.frame, (int32_t)g->bci[nd.insn],
+                                  depth + 1 };
+                    nx[nn++] = (succ){ tg[k], 0, -1, nd.popped, 1, 1, fr };
+                }
+            }
+            for (uint32_t k = g->first[nd.insn]; k < g->first[nd.insn + 1] && nn < 320; k++) {
+                if (g->edge[k].kind == RC_EDGE_EXCEPTION)
+                    continue;
+                /* an invoke's own successor only when its target is unknown */
+                if (is_invoke(op) && nn)
+                    break;
+                nx[nn++] = (succ){ nd.method_id, g->edge[k].to, nd.frame, nd.popped, 0, 0, { 0 } };
+            }
+        }
+        for (unsigned k = 0; k < nn; k++) {
+            const gframe *top = nx[k].newf ? &nx[k].nf
+                                : nx[k].fr >= 0 ? &g_array_index(frames, gframe, nx[k].fr) : NULL;
+            uint64_t key = mix64(nx[k].m ^ ((uint64_t)nx[k].i << 40) ^
+                                 ((uint64_t)nx[k].pop << 28)) +
+                           (top ? mix64(top->method_id + top->ret_insn + top->depth * 977u) : 0);
+            key |= 1;
+            if (g_hash_table_contains(seen, (gpointer)(uintptr_t)key))
+                continue;
+            g_hash_table_add(seen, (gpointer)(uintptr_t)key);
+            if (nx[k].newf) {
+                g_array_append_val(frames, nx[k].nf);
+                nx[k].fr = (int32_t)frames->len - 1;
+            }
+            gnode c = { nx[k].m, nx[k].i, (int32_t)qi, nx[k].fr, nx[k].pop, nx[k].via };
+            g_array_append_val(nodes, c);
+            const rc_cfg *cg = ic->cfg(ic->ctx, c.method_id);
+            if (c.method_id == t->method_id && cg && c.insn < cg->ninsn &&
+                cg->bci[c.insn] == (uint32_t)t->bci) {
+                /* the caller must be the one the next segment shows, where known */
+                uint64_t caller = top ? top->method_id
+                                  : c.popped + 1u < sim->len
+                                      ? g_array_index(sim, frame, sim->len - 2 - c.popped).method_id
+                                      : 0;
+                uint64_t want = t->stk->len >= 2
+                                    ? g_array_index(t->stk, frame, t->stk->len - 2).method_id : 0;
+                if (!caller || !want || caller == want) {
+                    found = (int)nodes->len - 1;
+                    break;
+                }
+            }
+            if (nodes->len >= f->o.max_nodes)
+                break;
+        }
+        if (nodes->len >= f->o.max_nodes)
+            break;
+    }
+    if (found >= 0) {
+        /* the path, goal to start, then emitted start to goal */
+        GArray *path = g_array_new(FALSE, FALSE, sizeof(int32_t));
+        for (int32_t x = found; x > 0; x = g_array_index(nodes, gnode, x).parent)
+            g_array_append_val(path, x);
+        for (guint k = path->len; k-- > 0;) {
+            int32_t x = g_array_index(path, int32_t, k);
+            const gnode *nd = &g_array_index(nodes, gnode, x);
+            const gnode *pa = &g_array_index(nodes, gnode, nd->parent);
+            fl_event ev = { .origin = FL_GUESSED, .tid = f->tid, .bci = -1, .opcode = -1 };
+            if (nd->via == 1) {
+                const rc_cfg *pg = ic->cfg(ic->ctx, pa->method_id);
+                ev.kind = FL_CALL;
+                ev.method_id = nd->method_id;
+                ev.bci = (int32_t)pg->bci[pa->insn];
+                g_array_append_val(out, ev);
+            } else if (nd->via == 2) {
+                ev.kind = FL_RETURN;
+                ev.method_id = pa->method_id;
+                g_array_append_val(out, ev);
+            }
+            if (x == found)
+                break;
+            const rc_cfg *g = ic->cfg(ic->ctx, nd->method_id);
+            fl_event b = { .kind = FL_BYTECODE, .origin = FL_GUESSED, .tid = f->tid,
+                           .method_id = nd->method_id, .bci = (int32_t)g->bci[nd->insn],
+                           .opcode = g->op[nd->insn], .count = 1 };
+            g_array_append_val(out, b);
+        }
+        g_array_free(path, TRUE);
+    }
+    g_hash_table_destroy(seen);
+    g_array_free(frames, TRUE);
+    g_array_free(nodes, TRUE);
+    return found >= 0;
+}
+
+/* ---- one hole ------------------------------------------------------------ */
+
+/* A piece of the fill: history events [start, start + len). */
+typedef struct piece {
+    uint64_t start, len;
+    uint64_t ticks;           /* time offset of the piece's start within the gap */
+    uint64_t agreed;          /* events from start the other candidates mostly agree on */
+} piece;
+
+/* How far the other stack-consistent candidates' continuations (starts s[],
+ * lengths l[]) agree with the picked one's, event by event: up to the first
+ * event that fewer than half of those still running share. Where the
+ * candidates split, the history went both ways there (a data-dependent
+ * branch): the picked continuation is a guess from that point on. */
+static uint64_t agreement(rv_filter *f, const uint64_t *s, const uint64_t *l, unsigned n,
+                          unsigned pick)
+{
+    uint64_t i = 0;
+    for (; i < l[pick]; i++) {
+        uint64_t key = ev_at(f, s[pick] + i)->key;
+        unsigned voters = 0, same = 0;
+        for (unsigned c = 0; c < n; c++) {
+            if (c == pick || l[c] <= i)
+                continue;
+            voters++;
+            same += ev_at(f, s[c] + i)->key == key;
+        }
+        if (voters && 2 * (same + 1) < voters + 1)
+            break;
+    }
+    return i;
+}
+
+static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uint64_t gap_end)
+{
+    for (guint k = 0; k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        if (!pc->len)
+            continue;
+        uint64_t ref = ev_at(f, pc->start - 1)->tsc;
+        for (uint64_t e = pc->start; e < pc->start + pc->len; e++) {
+            hev *x = ev_at(f, e);
+            uint64_t dt = x->tsc > ref ? x->tsc - ref : 0;
+            uint64_t tsc = gap_start + pc->ticks + dt;
+            if (gap_end > gap_start && tsc > gap_end)
+                tsc = gap_end;
+            fl_event ev = { .kind = x->kind, .origin = FL_RECOVERED, .flags = x->flags,
+                            .tid = f->tid, .tsc = tsc, .method_id = x->method_id,
+                            .bci = x->bci, .opcode = x->opcode, .count = x->count };
+            f->st.events++;
+            if (x->kind == FL_BYTECODE)
+                f->st.bytecodes++;
+            if (deliver(f, &ev))
+                return 1;
+        }
+    }
+    return 0;
 }
 
 /* Fills the gap between the history's last segment and the held-back one. */
 static void fill_gap(rv_filter *f)
 {
     f->st.boundaries++;
-    uint64_t nsyms = sym_end(f);
-    if (nsyms == f->sbase) {
+    uint64_t end = ev_end(f);
+    uint64_t begin = seg_begin(f, f->segno);
+    if (end == begin || begin < f->hbase) {
         f->st.no_anchor++;
         return;
     }
-    uint64_t last = nsyms - 1;
-    hsym *ls = sym_at(f, last);
-    if (ls->run < f->o.k || ev_at(f, ls->ev)->segno != f->segno) {
-        f->st.no_anchor++;
-        return;
-    }
-    /* events of the ending segment after its last symbol */
-    uint64_t tail_from = ls->ev + 1, tail_end = ev_end(f);
-    for (uint64_t t = tail_from; t < tail_end; t++)
-        if (ev_at(f, t)->kind == FL_BYTECODE) {   /* an unplaced bytecode last */
-            f->st.no_anchor++;
-            return;
-        }
-    uint64_t want[64];
-    unsigned nwant = rejoin_syms(f, want);
-    uint64_t gap_start = ev_at(f, tail_end - 1)->tsc, gap_end = gap_start;
+    uint64_t gap_start = ev_at(f, end - 1)->tsc, gap_end = gap_start;
     if (f->pending->len)
         gap_end = g_array_index(f->pending, pev, 0).ev.tsc;
-    int have_span = !f->o.no_time && gap_end >= gap_start;
-    uint64_t span = gap_end >= gap_start ? gap_end - gap_start : 0;
+    budget bd = { .events = f->o.max_fill, .bytecodes = UINT64_MAX,
+                  .timed = !f->o.no_time && gap_end >= gap_start };
+    bd.span = gap_end >= gap_start ? gap_end - gap_start : 0;
     /* the bytecodes the gap's time allows at the thread's own rate, twice
      * over (the trace's times are coarse) */
-    uint64_t max_bc = UINT64_MAX;
-    if (have_span && f->rate_ticks && f->rate_bytecodes) {
-        double b = 2.0 * (double)span * (double)f->rate_bytecodes / (double)f->rate_ticks +
-                   f->o.k;
-        if (b < 1e18)
-            max_bc = (uint64_t)b;
-    }
-
-    /* candidates: earlier ends of the same K-gram, through the index */
-    GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand));
-    gpointer key = kgram_key(f, last);
-    unsigned walked = 0;
-    for (uint64_t c = ls->prev; c && c - 1 >= f->sbase && walked < 4096; walked++) {
-        uint64_t j = c - 1;
-        hsym *cs = sym_at(f, j);
-        c = cs->prev;
-        if (cs->run < f->o.k || kgram_key(f, j) != key)
-            continue;
-        uint32_t suf = 0;
-        uint32_t maxs = cs->run < ls->run ? cs->run : ls->run;
-        if (maxs > f->o.suffix_cap)
-            maxs = f->o.suffix_cap;
-        while (suf < maxs && sym_at(f, j - suf)->s == sym_at(f, last - suf)->s)
-            suf++;
-        if (suf < f->o.k)
-            continue;   /* a hash collision */
-        cand cd = { .j = j, .suffix = suf };
-        g_array_append_val(cands, cd);
-    }
-    if (!cands->len) {
-        f->st.no_candidate++;
-        g_array_free(cands, TRUE);
-        return;
-    }
-    qsort(cands->data, cands->len, sizeof(cand), cand_cmp);
-    if (cands->len > f->o.candidates)
-        g_array_set_size(cands, f->o.candidates);
-
-    /* the best ranked candidate that rejoins, else the best one */
-    uint64_t best_start = 0, best_len = 0;
-    int have = 0, best_rejoins = 0;
-    for (guint i = 0; i < cands->len; i++) {
-        uint64_t s, n;
-        int r = continuation(f, g_array_index(cands, cand, i).j, tail_from, tail_end, want,
-                             nwant, span, have_span, max_bc, &s, &n);
-        if (r < 0)
-            continue;
-        if (!have || (r && !best_rejoins)) {
-            best_start = s;
-            best_len = n;
-            best_rejoins = r;
-            have = 1;
+    if (bd.timed && f->rate_ticks && f->rate_bytecodes) {
+        double x = (double)bd.span * (double)f->rate_bytecodes / (double)f->rate_ticks;
+        if (2.0 * x + f->o.k < 1e18) {
+            bd.bytecodes = (uint64_t)(2.0 * x + f->o.k);
+            bd.expect = (uint64_t)x;
         }
-        if (r)
+    }
+
+    target t;
+    target_of(f, &t);
+    past ps = { g_array_new(FALSE, FALSE, sizeof(uint64_t)), 0,
+                g_array_new(FALSE, FALSE, sizeof(tsym)), g_array_new(FALSE, FALSE, sizeof(tsym)),
+                0, 0 };
+    for (uint64_t e = end; e > begin && ps.a->len < f->o.suffix_cap; e--) {
+        uint64_t x = e - 1;
+        g_array_append_val(ps.a, x);
+    }
+    GArray *top = g_array_new(FALSE, FALSE, sizeof(cand));
+    GArray *pieces = g_array_new(FALSE, FALSE, sizeof(piece));
+    GArray *sim = g_array_new(FALSE, FALSE, sizeof(frame));
+    GArray *best_sim = g_array_new(FALSE, FALSE, sizeof(frame));
+    GArray *guess = g_array_new(FALSE, FALSE, sizeof(fl_event));
+    int anchored = past_prepare(f, &ps);
+    if (!anchored)
+        f->st.no_anchor++;
+    int rejoined = 0;
+    /* the stack as the flow shows it where the gap begins */
+    g_array_set_size(sim, 0);
+    g_array_append_vals(sim, f->stk->data, f->stk->len);
+    for (unsigned link = 0; anchored && link < f->o.max_links && !rejoined; link++) {
+        rank(f, &ps, top);
+        if (!top->len)
+            break;
+        /* in rank order: the first that rejoins, else the first that ran to
+         * its segment's end (to chain on), else the first bounded one */
+        int pick = -1, pick_end = -1;
+        uint64_t pick_len = 0, pick_nbc = 0, pick_ticks = 0;
+        /* every stack-consistent candidate's start and length (top holds at
+         * most RV_MAX_CANDIDATES, so each one has its slot) */
+        uint64_t cs[RV_MAX_CANDIDATES], cl[RV_MAX_CANDIDATES];
+        unsigned nc = 0, pick_c = 0;
+        for (guint i = 0; i < top->len; i++) {
+            const cand *cd = &g_array_index(top, cand, i);
+            GArray *s = g_array_new(FALSE, FALSE, sizeof(frame));
+            g_array_append_vals(s, sim->data, sim->len);
+            uint64_t len, nbc, ticks = 0;
+            int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks);
+            if (r == END_STACK) {
+                f->st.inconsistent++;
+                g_array_free(s, TRUE);
+                continue;
+            }
+            int better = pick < 0 || r < pick_end;
+            unsigned c = nc++;
+            cs[c] = cd->p + 1;
+            cl[c] = len;
+            if (better) {
+                pick_c = c;
+                pick = (int)i;
+                pick_end = r;
+                pick_len = len;
+                pick_nbc = nbc;
+                pick_ticks = ticks;
+                g_array_set_size(best_sim, 0);
+                g_array_append_vals(best_sim, s->data, s->len);
+            }
+            g_array_free(s, TRUE);
+            if (r == END_REJOIN)
+                break;
+        }
+        if (pick < 0)
+            break;
+        if (pick_end != END_REJOIN) {
+            /* the rest of the candidates' continuations, for the agreement */
+            for (guint i = (guint)pick + 1; i < top->len; i++) {
+                const cand *cd = &g_array_index(top, cand, i);
+                GArray *s = g_array_new(FALSE, FALSE, sizeof(frame));
+                g_array_append_vals(s, sim->data, sim->len);
+                uint64_t len, nbc, ticks = 0;
+                if (continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks) != END_STACK) {
+                    cs[nc] = cd->p + 1;
+                    cl[nc++] = len;
+                }
+                g_array_free(s, TRUE);
+            }
+        }
+        const cand *cd = &g_array_index(top, cand, pick);
+        if (pick_end == END_REJOIN && !pick_len && !pieces->len) {
+            f->st.rejoined++;
+            f->st.empty_rejoin++;
+            rejoined = 2;
+            break;
+        }
+        piece pc = { cd->p + 1, pick_len, bd.ticks, pick_len };
+        if (pick_end != END_REJOIN)
+            pc.agreed = agreement(f, cs, cl, nc, pick_c);
+        g_array_append_val(pieces, pc);
+        f->st.links++;
+        g_array_set_size(sim, 0);
+        g_array_append_vals(sim, best_sim->data, best_sim->len);
+        bd.events -= pick_len < bd.events ? pick_len : bd.events;
+        bd.bytecodes -= pick_nbc < bd.bytecodes ? pick_nbc : bd.bytecodes;
+        if (bd.expect)
+            bd.expect = pick_nbc < bd.expect ? bd.expect - pick_nbc : 1;
+        bd.ticks += pick_ticks;
+        if (pick_end == END_REJOIN) {
+            rejoined = 1;
+            break;
+        }
+        if (pick_end != END_SEGMENT || !pick_len)
+            break;
+        /* chaining: the piece becomes the newest part of the past */
+        GArray *na = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        for (uint64_t e = pc.start + pc.len; e > pc.start && na->len < f->o.suffix_cap; e--) {
+            uint64_t x = e - 1;
+            g_array_append_val(na, x);
+        }
+        for (guint i = 0; i < ps.a->len && na->len < f->o.suffix_cap; i++)
+            g_array_append_val(na, g_array_index(ps.a, uint64_t, i));
+        g_array_free(ps.a, TRUE);
+        ps.a = na;
+        if (!past_prepare(f, &ps))
             break;
     }
-    g_array_free(cands, TRUE);
-    if (!have) {
-        f->st.no_candidate++;
-        return;
-    }
-    if (best_rejoins)
+    if (rejoined == 2)
+        goto done;
+    if (rejoined) {
         f->st.rejoined++;
-    if (!best_len) {
-        if (best_rejoins)
-            f->st.empty_rejoin++;
-        return;
+    } else {
+        if (!f->o.keep_disputed) {
+            /* unconfirmed by a rejoin: keep the fill only as far as the
+             * candidates agree */
+            for (guint k = 0; k < pieces->len; k++) {
+                piece *pc = &g_array_index(pieces, piece, k);
+                if (pc->agreed < pc->len) {
+                    pc->len = pc->agreed;
+                    g_array_set_size(pieces, k + 1);
+                    break;
+                }
+            }
+        }
+        /* the stack where what is kept ends */
+        g_array_set_size(sim, 0);
+        g_array_append_vals(sim, f->stk->data, f->stk->len);
+        uint64_t from = end - 1;
+        for (guint k = 0; k < pieces->len; k++) {
+            const piece *pc = &g_array_index(pieces, piece, k);
+            for (uint64_t e = pc->start; e < pc->start + pc->len; e++) {
+                stack_step(sim, ev_at(f, e));
+                from = e;
+            }
+        }
+        /* no rejoin: an ICFG path from the last placed bytecode (of the fill,
+         * else of the segment) to the next segment's first one */
+        int have = 0;
+        if (f->o.icfg) {
+            hev *x = ev_at(f, from);
+            if (x->kind == FL_BYTECODE && x->sym >= 0)
+                have = icfg_path(f, x->method_id, x->bci, sim, &t, guess);
+        }
+        if (!have && f->o.no_unjoined)
+            g_array_set_size(pieces, 0);
+        if (have)
+            f->st.guessed_gaps++;
+    }
+    uint64_t nfill = 0;
+    for (guint k = 0; k < pieces->len; k++)
+        nfill += g_array_index(pieces, piece, k).len;
+    if (!nfill && !guess->len) {
+        if (anchored)
+            f->st.no_candidate++;
+        goto done;
     }
     f->st.filled++;
-    uint64_t ref = ev_at(f, best_start)->tsc;
-    for (uint64_t e = best_start; e < best_start + best_len; e++) {
-        hev *x = ev_at(f, e);
-        uint64_t dt = x->tsc > ref ? x->tsc - ref : 0;
-        uint64_t tsc = gap_start + dt;
-        if (gap_end > gap_start && tsc > gap_end)
-            tsc = gap_end;
-        fl_event ev = { .kind = x->kind, .origin = FL_RECOVERED, .flags = x->flags,
-                        .tid = f->tid, .tsc = tsc, .method_id = x->method_id, .bci = x->bci,
-                        .opcode = x->opcode, .count = x->count };
-        f->st.events++;
-        if (x->kind == FL_BYTECODE)
-            f->st.bytecodes++;
-        if (deliver(f, &ev))
-            return;
+    if (emit_fill(f, pieces, gap_start, gap_end))
+        goto done;
+    for (guint k = 0; k < guess->len; k++) {
+        fl_event *ev = &g_array_index(guess, fl_event, k);
+        uint64_t off = gap_end > gap_start ? (gap_end - gap_start) * (k + 1) / (guess->len + 1) : 0;
+        ev->tsc = gap_start + off;
+        f->st.guessed_events++;
+        if (ev->kind == FL_BYTECODE)
+            f->st.guessed_bytecodes++;
+        if (deliver(f, ev))
+            break;
     }
+done:
+    g_array_free(t.stk, TRUE);
+    g_array_free(ps.a, TRUE);
+    g_array_free(ps.t1, TRUE);
+    g_array_free(ps.t2, TRUE);
+    g_array_free(top, TRUE);
+    g_array_free(pieces, TRUE);
+    g_array_free(sim, TRUE);
+    g_array_free(best_sim, TRUE);
+    g_array_free(guess, TRUE);
 }
 
 /* Resolves the gap before the held-back segment, then passes it on. */
@@ -392,17 +1142,20 @@ static int release(rv_filter *f)
     if (!f->holding)
         return f->stopped;
     f->holding = 0;
-    if (!f->stopped)
+    if (!f->stopped) {
+        uint64_t t0 = now_ns();
         fill_gap(f);
+        f->st.ns += now_ns() - t0;
+    }
     for (guint i = 0; i < f->pending->len; i++) {
         pev *p = &g_array_index(f->pending, pev, i);
         if (p->ev.kind == FL_SEGMENT) {
             segment_done(f);
-            f->segno++;
-            f->run = 0;
+            segment_start(f);
         } else {
             history_add(f, &p->ev);
         }
+        track(f, &p->ev);
         deliver(f, &p->ev);
         g_free(p->stack);
     }
@@ -411,17 +1164,60 @@ static int release(rv_filter *f)
     return f->stopped;
 }
 
+/* Events held back at most after a gap (see rv_event). */
+static size_t hold_cap(const rv_filter *f)
+{
+    return 4 * (size_t)f->o.k + RV_HOLD_EXTRA;
+}
+
 static void hold(rv_filter *f, const fl_event *ev)
 {
     pev p = { .ev = *ev, .stack = NULL };
     if (ev->kind == FL_SEGMENT && ev->depth && ev->stack) {
         p.stack = g_memdup2(ev->stack, ev->depth * sizeof *ev->stack);
         p.ev.stack = p.stack;
+    } else if (ev->kind == FL_SEGMENT) {
+        p.ev.stack = NULL;
+        p.ev.depth = 0;
     }
     g_array_append_val(f->pending, p);
     if (ev->kind == FL_BYTECODE)
         f->pending_syms++;
 }
+
+/* ---- the program's ICFG ----------------------------------------------- */
+
+static const rc_cfg *prog_cfg(void *ctx, uint64_t method_id)
+{
+    rc_program *p = ctx;
+    const rc_method *m = p && method_id ? rc_method_by_id(p, method_id) : NULL;
+    return m && m->code ? rc_cfg_get(p, m) : NULL;
+}
+
+static size_t prog_targets(void *ctx, uint64_t method_id, uint32_t bci, uint64_t *out,
+                           size_t max)
+{
+    rc_program *p = ctx;
+    const rc_method *m = p && method_id ? rc_method_by_id(p, method_id) : NULL;
+    if (!m)
+        return 0;
+    const rc_method *const *tg;
+    bool open;
+    size_t n = rc_call_targets(p, m, bci, &tg, &open);
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < max; i++)
+        if (tg[i]->id)
+            out[k++] = tg[i]->id;
+    return k;
+}
+
+rv_icfg rv_program_icfg(rc_program *p)
+{
+    rv_icfg ic = { prog_cfg, prog_targets, p };
+    return ic;
+}
+
+/* ---- the filter ------------------------------------------------------- */
 
 rv_filter *rv_new(const rv_options *opt, fl_sink sink, void *ctx)
 {
@@ -438,14 +1234,26 @@ rv_filter *rv_new(const rv_options *opt, fl_sink sink, void *ctx)
         f->o.max_fill = 1u << 16;
     if (!f->o.candidates)
         f->o.candidates = 16;
+    if (f->o.candidates > RV_MAX_CANDIDATES)
+        f->o.candidates = RV_MAX_CANDIDATES;
     if (!f->o.suffix_cap)
         f->o.suffix_cap = 4096;
+    if (f->o.suffix_cap < f->o.k + 1)
+        f->o.suffix_cap = f->o.k + 1;
+    if (!f->o.max_links)
+        f->o.max_links = 32;
+    if (!f->o.max_nodes)
+        f->o.max_nodes = 20000;
     f->sink = sink;
     f->ctx = ctx;
     f->h = g_array_new(FALSE, FALSE, sizeof(hev));
     f->syms = g_array_new(FALSE, FALSE, sizeof(hsym));
     f->head = g_hash_table_new(g_direct_hash, g_direct_equal);
     f->pending = g_array_new(FALSE, FALSE, sizeof(pev));
+    f->segfirst = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    f->stk = g_array_new(FALSE, FALSE, sizeof(frame));
+    uint64_t zero = 0;
+    g_array_append_val(f->segfirst, zero);
     return f;
 }
 
@@ -463,8 +1271,8 @@ int rv_event(const fl_event *ev, void *vf)
             if (f->seen_segment)
                 segment_done(f);
             f->seen_segment = 1;
-            f->segno++;
-            f->run = 0;
+            segment_start(f);
+            track(f, ev);
             return deliver(f, ev);
         }
         f->holding = 1;
@@ -473,12 +1281,16 @@ int rv_event(const fl_event *ev, void *vf)
     }
     if (f->holding) {
         hold(f, ev);
-        if (f->pending_syms >= f->o.k)
+        /* Calls and returns alone (compiled code) never complete the K
+         * symbols: past a few per symbol, the next segment's start is taken
+         * as it is, so the lookahead stays short. */
+        if (f->pending_syms >= f->o.k || f->pending->len >= hold_cap(f))
             return release(f);
         return 0;
     }
     f->seen_segment = 1;
     history_add(f, ev);
+    track(f, ev);
     return deliver(f, ev);
 }
 
@@ -499,6 +1311,8 @@ void rv_free(rv_filter *f)
     g_array_free(f->pending, TRUE);
     g_array_free(f->h, TRUE);
     g_array_free(f->syms, TRUE);
+    g_array_free(f->segfirst, TRUE);
+    g_array_free(f->stk, TRUE);
     g_hash_table_destroy(f->head);
     g_free(f);
 }
@@ -511,6 +1325,16 @@ void rv_stats_add(rv_stats *sum, const rv_stats *s)
     sum->filled += s->filled;
     sum->rejoined += s->rejoined;
     sum->empty_rejoin += s->empty_rejoin;
+    sum->guessed_gaps += s->guessed_gaps;
     sum->events += s->events;
     sum->bytecodes += s->bytecodes;
+    sum->guessed_events += s->guessed_events;
+    sum->guessed_bytecodes += s->guessed_bytecodes;
+    sum->links += s->links;
+    sum->candidates += s->candidates;
+    sum->pruned_t1 += s->pruned_t1;
+    sum->pruned_t2 += s->pruned_t2;
+    sum->ranked_t3 += s->ranked_t3;
+    sum->inconsistent += s->inconsistent;
+    sum->ns += s->ns;
 }

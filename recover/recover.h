@@ -1,25 +1,40 @@
-/* Recovery of the flow lost in trace gaps (JPortal, PLDI'21 section 5),
- * first version: tier 3 (concrete (method, bci) symbols) only.
+/* Recovery of the flow lost in trace gaps (JPortal, PLDI'21 section 5).
  *
  * A flow filter: it takes one thread's fl_events (reconstruct/flow.h) in
- * order and passes them on to a sink, adding FL_RECOVERED events where a
- * segment ends. For every segment boundary it
- *   - anchors on the last K placed bytecodes of the segment that ends
- *     (its (method, bci) symbols);
- *   - looks the anchor up in an index of the thread's earlier flow (a hash
- *     of every K symbols -> the positions where they end; a bounded window
- *     of history, no scan);
- *   - ranks the candidates by the length of their common suffix with the
- *     segment (how far back the symbols keep agreeing, up to a cap), the
- *     most recent first among equals, and keeps the top few;
- *   - replays the continuation of the best one after its anchor, preferring
- *     among the kept candidates one whose continuation reaches the next
- *     segment's first symbols (the rejoin point), as FL_RECOVERED events,
- *     until the rejoin point, the end of the candidate's own segment, the
- *     gap's time span or the event bound;
- *   - emits nothing when no candidate fits (the gap stays).
- * The next segment is held back until its first K symbols are known (or it
- * ends), so memory is the history window plus that short lookahead. */
+ * order and passes them on to a sink, adding FL_RECOVERED (and, failing
+ * that, FL_GUESSED) events where a segment ends before a gap. For every such
+ * boundary it
+ *   - anchors on the last K placed bytecodes of the segment that ends and
+ *     looks them up in an index of the thread's earlier flow (a hash of every
+ *     K symbols -> the positions where they end; a bounded window, no scan);
+ *   - ranks the candidates by their common suffix with the segment at three
+ *     tiers: tier 1 the calls and returns, tier 2 the control structure
+ *     (calls, returns, branches, switches, invokes, returns, throws), tier 3
+ *     every event. A tier's common suffix is measured in events of the
+ *     segment, up to the first place where the two projections differ
+ *     (symbol or position), so tier 3 <= tier 2 <= tier 1 (Theorem 5.5):
+ *     candidates are visited by tier 1 and one whose bound cannot beat the
+ *     current N-th best is pruned before the finer tiers are computed. The
+ *     final rank is tier 3, the most recent first among equals;
+ *   - takes, in rank order, the first candidate whose continuation keeps the
+ *     call stack consistent (returns leave the frames the flow shows, every
+ *     bytecode runs in the frame on top) and reaches the next segment's first
+ *     symbols with the stack that segment starts in (the rejoin point);
+ *     when none rejoins, the best one that ran to the end of its own segment
+ *     is taken and the search starts again from where it ended (chaining),
+ *     all of it bounded by the gap's time span, the thread's rate and an
+ *     event budget; where the rejoin symbols recur, the rejoin whose length
+ *     is nearest to what the span holds at the thread's rate is taken;
+ *   - keeps a fill that never rejoins only as far as the top candidates'
+ *     continuations mostly agree (beyond, the history went several ways);
+ *   - when the fill does not rejoin, looks for a shortest ICFG path from the
+ *     last placed bytecode to the next segment's first one and adds it as
+ *     FL_GUESSED events (needs rv_options.icfg);
+ *   - emits nothing when nothing fits (the gap stays).
+ * The next segment is held back until its first K symbols are known, it
+ * ends, or 4 * K + RV_HOLD_EXTRA of its events are held (calls and returns
+ * of compiled code carry no symbols), so memory is the history window plus
+ * that short lookahead. */
 #ifndef JPT_RECOVER_RECOVER_H
 #define JPT_RECOVER_RECOVER_H
 
@@ -27,25 +42,74 @@
 #include <stdint.h>
 
 #include "reconstruct/flow.h"
+#include "reconstruct/program.h"
+
+/* The program's ICFG as recovery sees it: per-method CFGs by the agent's
+ * method id and the targets of a call site. rv_program_icfg adapts an
+ * rc_program; tests supply hand-made graphs. */
+typedef struct rv_icfg {
+    /* The CFG of method_id, or NULL (unknown, native, abstract). */
+    const rc_cfg *(*cfg)(void *ctx, uint64_t method_id);
+    /* Up to max method ids the invoke at bci of method_id may call. */
+    size_t (*targets)(void *ctx, uint64_t method_id, uint32_t bci, uint64_t *out, size_t max);
+    void *ctx;
+} rv_icfg;
+
+rv_icfg rv_program_icfg(rc_program *p);
+
+/* One ranked candidate (for tests and diagnostics): pos is the absolute
+ * index of the history event aligned with the segment's last event (the
+ * thread's non-FL_SEGMENT events counted from 0); l1 <= ... bounds. */
+typedef struct rv_ranked {
+    uint64_t pos;
+    uint32_t l1, l2, l3;
+} rv_ranked;
+
+/* Candidates kept after ranking at most (rv_options.candidates is clamped). */
+#define RV_MAX_CANDIDATES 256u
+/* Events held back after a gap at most: 4 * K plus this many. */
+#define RV_HOLD_EXTRA 64u
 
 typedef struct rv_options {
     unsigned k;               /* anchor length in symbols (0: 8) */
     size_t window;            /* history events kept (0: 1 << 20) */
-    size_t max_fill;          /* events replayed into one gap at most (0: 1 << 16) */
-    unsigned candidates;      /* candidates kept after ranking (0: 16) */
-    unsigned suffix_cap;      /* common suffix compared at most (0: 4096) */
+    size_t max_fill;          /* events filled into one gap at most (0: 1 << 16) */
+    unsigned candidates;      /* N: candidates kept after ranking (0: 16; at most
+                               * RV_MAX_CANDIDATES) */
+    unsigned suffix_cap;      /* common suffix compared at most, events (0: 4096) */
+    unsigned max_links;       /* candidates chained across one gap at most (0: 32) */
+    unsigned max_nodes;       /* ICFG search states per gap at most (0: 20000) */
     int no_time;              /* nonzero: do not bound a fill by the gap's time span */
+    int no_prune;             /* nonzero: compute every tier of every candidate */
+    int no_unjoined;          /* nonzero: drop a fill that does not rejoin (and has no
+                               * ICFG path to the rejoin point) */
+    int keep_disputed;        /* nonzero: keep a fill that does not rejoin beyond the
+                               * point where the top candidates stop agreeing */
+    const rv_icfg *icfg;      /* NULL: no ICFG fallback */
+    /* Called with the top N of every ranking, best first (may be NULL). */
+    void (*on_rank)(void *ctx, const rv_ranked *top, unsigned n);
+    void *rank_ctx;
 } rv_options;
 
 typedef struct rv_stats {
-    uint64_t boundaries;      /* segment boundaries seen (gaps to consider) */
+    uint64_t boundaries;      /* segment boundaries after a gap (holes to consider) */
     uint64_t no_anchor;       /* ... the segment ending there had fewer than K symbols */
-    uint64_t no_candidate;    /* ... the anchor occurs nowhere earlier */
-    uint64_t filled;          /* ... some events recovered */
-    uint64_t rejoined;        /* ... the fill ended at the next segment's first symbols */
+    uint64_t no_candidate;    /* ... nothing fitted: no fill, no path */
+    uint64_t filled;          /* ... some events recovered or guessed */
+    uint64_t rejoined;        /* ... the recovered fill reached the next segment's start */
     uint64_t empty_rejoin;    /* ... the rejoin came at once: nothing was missing */
+    uint64_t guessed_gaps;    /* ... an ICFG path was added */
     uint64_t events;          /* FL_RECOVERED events emitted */
     uint64_t bytecodes;       /* ... of them bytecodes */
+    uint64_t guessed_events;  /* FL_GUESSED events emitted */
+    uint64_t guessed_bytecodes;
+    uint64_t links;           /* candidates' continuations used (chaining: > filled) */
+    uint64_t candidates;      /* candidates found through the index */
+    uint64_t pruned_t1;       /* ... pruned on their tier-1 bound */
+    uint64_t pruned_t2;       /* ... pruned on their tier-2 bound */
+    uint64_t ranked_t3;       /* ... whose tier 3 was computed */
+    uint64_t inconsistent;    /* continuations rejected for their call stack */
+    uint64_t ns;              /* CPU time spent matching and filling, nanoseconds */
 } rv_stats;
 
 typedef struct rv_filter rv_filter;

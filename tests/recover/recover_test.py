@@ -10,9 +10,11 @@ buffer drained at 2 bytes per 1000 TSC ticks: most of the trace is cut) and
   - the bytes lost agree with info.json, and some were lost (PMD > 0);
   - what was decoded is right: DA >= 95 against the lossless copy;
   - recovery filled something: recovered bytecodes > 0, PR and RA reported,
-    RA > 0;
-and that `ptdecode flow --recover --json` marks as many events recovered as
-stats counts, and that hostile arguments give one-line errors.
+    RA > 0; the shares of the flow recovered and guessed and the overall
+    accuracy are percentages, and recovery's CPU time is part of the flow's;
+  - the pruning of Theorem 5.5 saved work (candidates pruned on a bound);
+and that `ptdecode flow --recover --json` marks as many events recovered and
+guessed as stats counts, and that hostile arguments give one-line errors.
 """
 import json
 import os
@@ -58,7 +60,8 @@ def main():
     tot = st['total']
     print(json.dumps(tot, indent=1))
     for t in st['threads'] + [tot]:
-        for k in ('pmd', 'pdc', 'pd', 'da', 'pr', 'ra'):
+        for k in ('pmd', 'pdc', 'pd', 'da', 'pr', 'ra', 'overall', 'recovered_share',
+                  'guessed_share'):
             v = t[k]
             if not isinstance(v, (int, float)) or not 0 <= v <= 100:
                 raise Fail('%s of %s is %r' % (k, t.get('tid', 'total'), v))
@@ -80,6 +83,18 @@ def main():
     check(rv['filled'] > 0 and rv['bytecodes'] > 0,
           'recovery filled %d gaps with %d bytecodes' % (rv['filled'], rv['bytecodes']))
     check(tot['pr'] > 0 and tot['ra'] > 0, 'PR %.2f and RA %.2f reported' % (tot['pr'], tot['ra']))
+    check(tot['ga'] is None or 0 <= tot['ga'] <= 100,
+          'GA %s: none guessed or a percentage' % tot['ga'])
+    right = tot['da_matched'] + rv['ra_matched'] + rv['ga_matched']
+    check(abs(tot['overall'] - min(100.0, 100.0 * right / tot['reference_bytecodes'])) < 0.01,
+          'overall %.2f = (right decoded + recovered + guessed) / reference bytecodes'
+          % tot['overall'])
+    check(0 <= rv['seconds'] <= tot['flow_seconds'],
+          'recovery took %.2f s of the flow\'s %.2f s CPU' % (rv['seconds'], tot['flow_seconds']))
+    check(rv['candidates'] > 0 and rv['pruned_tier1'] + rv['pruned_tier2'] > 0 and
+          rv['ranked_tier3'] < rv['candidates'],
+          'pruning: %d of %d candidates ranked on tier 3 (%d pruned on tier 1, %d on tier 2)' %
+          (rv['ranked_tier3'], rv['candidates'], rv['pruned_tier1'], rv['pruned_tier2']))
 
     p = run([ptdecode, 'stats', trace, '--json', '--no-recover'])
     nr = json.loads(p.stdout)['total']
@@ -89,12 +104,16 @@ def main():
 
     p = run([ptdecode, 'flow', trace, '--recover', '--json'])
     check(p.returncode == 0, 'ptdecode flow --recover --json succeeded')
-    n = 0
+    n = g = 0
     for line in p.stdout.splitlines():
         if '"origin":"recovered"' in line:
             n += 1
+        elif '"origin":"guessed"' in line:
+            g += 1
     check(n == rv['events'], 'flow --recover marks %d events recovered (stats: %d)' %
           (n, rv['events']))
+    check(g == rv['guessed_events'], 'flow --recover marks %d events guessed (stats: %d)' %
+          (g, rv['guessed_events']))
 
     for args, what in (([trace, '--thread', 'x'], 'a bad --thread'),
                        ([os.path.join(work, 'none')], 'a missing trace'),

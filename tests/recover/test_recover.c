@@ -1,8 +1,11 @@
 /* Units of the recovery filter (recover/recover.h) on hand-made flows. */
+#include <stdio.h>
+
 #include <criterion/criterion.h>
 
 #include <glib.h>
 
+#include "reconstruct/cfg.h"
 #include "recover/recover.h"
 
 #define M 7          /* the one method of most flows */
@@ -35,14 +38,19 @@ static void seg(feeder *fd)
     rv_event(&e, fd->f);
 }
 
-static void bcs(feeder *fd, const int *bci, size_t n)
+static void bcs_in(feeder *fd, uint64_t method, const int *bci, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         fl_event e = { .kind = FL_BYTECODE, .tid = 1, .tsc = fd->coarse ? fd->tsc : fd->tsc++,
-                       .method_id = M,
+                       .method_id = method,
                        .bci = bci[i], .opcode = 0, .count = 1 };
         rv_event(&e, fd->f);
     }
+}
+
+static void bcs(feeder *fd, const int *bci, size_t n)
+{
+    bcs_in(fd, M, bci, n);
 }
 
 static void callret(feeder *fd, fl_kind k, uint64_t method)
@@ -53,6 +61,8 @@ static void callret(feeder *fd, fl_kind k, uint64_t method)
 
 #define BCS(fd, ...) do { const int a_[] = { __VA_ARGS__ }; \
         bcs(fd, a_, sizeof a_ / sizeof a_[0]); } while (0)
+#define BCS_IN(fd, m, ...) do { const int a_[] = { __VA_ARGS__ }; \
+        bcs_in(fd, m, a_, sizeof a_ / sizeof a_[0]); } while (0)
 
 /* The recovered events, in order, as bcis (calls: -100 - method). */
 static GArray *recovered(out *o)
@@ -154,7 +164,7 @@ Test(recover, calls_replayed_tail_not_repeated)
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 5);
     callret(&fd, FL_CALL, 9);
-    BCS(&fd, 50, 51);
+    BCS_IN(&fd, 9, 50, 51);
     callret(&fd, FL_RETURN, 9);
     BCS(&fd, 6, 7, 8, 9, 10);
     seg(&fd);
@@ -337,5 +347,592 @@ Test(recover, no_gap_no_fill)
         cr_assert_eq(g_array_index(o.ev, fl_event, i).origin, FL_DECODED);
     cr_assert_eq(o.ev->len, 1 + 16 + 8 + 1 + 9);
     rv_free(f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* ---- the three tiers, pruning, top N ---------------------------------- */
+
+typedef struct ranks {
+    GArray *calls;   /* GArray* of rv_ranked, one per ranking */
+} ranks;
+
+static void on_rank(void *ctx, const rv_ranked *top, unsigned n)
+{
+    ranks *r = ctx;
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(rv_ranked));
+    g_array_append_vals(a, top, n);
+    g_array_append_val(r->calls, a);
+}
+
+static void ranks_free(ranks *r)
+{
+    for (guint i = 0; i < r->calls->len; i++)
+        g_array_free(g_array_index(r->calls, GArray *, i), TRUE);
+    g_array_free(r->calls, TRUE);
+}
+
+static void op_at(feeder *fd, uint64_t method, int bci, int opcode)
+{
+    fl_event e = { .kind = FL_BYTECODE, .tid = 1, .tsc = fd->tsc++, .method_id = method,
+                   .bci = bci, .opcode = opcode, .count = 1 };
+    rv_event(&e, fd->f);
+}
+
+/* Each tier's common suffix, counted in events of the ending segment back
+ * from its end. Ending segment, newest first: 4 3 2 1 (0-3), 11 (4), goto 10
+ * (5), 21 (6), ifeq 30 (7), call 2 (8), 22 (9); the candidate: 4 3 2 1, 13,
+ * goto 10, 21, goto 31, call 2, call 4. Tier 3 agrees up to 11 / 13 (4),
+ * tier 2 up to ifeq 30 / goto 31 at 7, tier 1 up to where the candidate has
+ * a second call (9). */
+Test(recover, tiers_bound_each_other)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    ranks rk = { g_array_new(FALSE, FALSE, sizeof(GArray *)) };
+    rv_options op = opts();
+    op.on_rank = on_rank;
+    op.rank_ctx = &rk;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    callret(&fd, FL_CALL, 4);              /* 0 */
+    callret(&fd, FL_CALL, 2);              /* 1 */
+    op_at(&fd, 2, 31, 0xa7);               /* 2: goto */
+    op_at(&fd, 2, 21, 0);                  /* 3 */
+    op_at(&fd, 2, 10, 0xa7);               /* 4: goto */
+    op_at(&fd, 2, 13, 0);                  /* 5 */
+    BCS_IN(&fd, 2, 1, 2, 3, 4);            /* 6 .. 9 */
+    BCS_IN(&fd, 2, 60, 61, 62, 63, 64);    /* the continuation */
+    seg(&fd);
+    op_at(&fd, 9, 22, 0);
+    callret(&fd, FL_CALL, 2);
+    op_at(&fd, 2, 30, 0x99);               /* ifeq */
+    op_at(&fd, 2, 21, 0);
+    op_at(&fd, 2, 10, 0xa7);
+    op_at(&fd, 2, 11, 0);
+    BCS_IN(&fd, 2, 1, 2, 3, 4);
+    seg(&fd);
+    BCS_IN(&fd, 2, 61, 62, 63, 64);
+    rv_finish(fd.f, NULL);
+    /* the ranking at the last boundary (the first segment's end had none) */
+    cr_assert_eq(rk.calls->len, 2, "%u rankings", rk.calls->len);
+    GArray *a = g_array_index(rk.calls, GArray *, 1);
+    cr_assert_eq(a->len, 1);
+    rv_ranked r = g_array_index(a, rv_ranked, 0);
+    cr_assert_eq(r.pos, 9);
+    cr_assert_eq(r.l3, 4, "tier 3: %u", r.l3);
+    cr_assert_eq(r.l2, 7, "tier 2: %u", r.l2);
+    cr_assert_eq(r.l1, 9, "tier 1: %u", r.l1);
+    GArray *rec = recovered(&o);
+    const int want[] = { 60 };
+    expect(rec, want, 1);
+    g_array_free(rec, TRUE);
+    ranks_free(&rk);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* A flow for the property test: segments of random events over a small
+ * alphabet, so that anchors recur often and suffixes differ at every tier. */
+typedef struct rev {
+    fl_kind kind;
+    uint64_t m;
+    int bci, op;
+    int seg;
+} rev;
+
+static int rnd_op(int bci) { return bci % 3 == 0 ? 0xa7 : bci % 3 == 1 ? 0x99 : 0; }
+
+/* The brute force: every earlier position, its tier-3 common suffix with the
+ * ending segment computed directly, the top n by (suffix, position). */
+static GArray *brute_top(const rev *h, size_t nh, size_t seg_begin, size_t seg_end, unsigned k,
+                         unsigned n)
+{
+    GArray *top = g_array_new(FALSE, FALSE, sizeof(rv_ranked));
+    /* the anchor: the tail and the last k bytecodes of the ending segment */
+    size_t lena = seg_end - seg_begin, span = 0;
+    unsigned nb = 0;
+    for (size_t i = 0; i < lena && nb < k; i++)
+        if (h[seg_end - 1 - i].kind == FL_BYTECODE && ++nb == k)
+            span = i + 1;
+    if (nb < k)
+        return NULL;
+    if (lena > 4096)
+        lena = 4096;
+    for (size_t p = 0; p + 1 < nh && p + 1 < seg_end; p++) {
+        if (h[p + 1].seg != h[p].seg)
+            continue;
+        size_t sb = p;
+        while (sb > 0 && h[sb - 1].seg == h[p].seg)
+            sb--;
+        size_t lenb = p - sb + 1, l = 0;
+        while (l < lena && l < lenb) {
+            const rev *a = &h[seg_end - 1 - l], *b = &h[p - l];
+            if (a->kind != b->kind || a->m != b->m || a->bci != b->bci)
+                break;
+            l++;
+        }
+        if (l < span)
+            continue;
+        rv_ranked r = { .pos = p, .l3 = (uint32_t)l };
+        guint at = top->len;
+        while (at > 0 && (l > g_array_index(top, rv_ranked, at - 1).l3 ||
+                          (l == g_array_index(top, rv_ranked, at - 1).l3 &&
+                           p > g_array_index(top, rv_ranked, at - 1).pos)))
+            at--;
+        g_array_insert_val(top, at, r);
+        if (top->len > n)
+            g_array_set_size(top, n);
+    }
+    return top;
+}
+
+/* Pruning on the tier-1 and tier-2 bounds never drops a candidate that
+ * belongs in the top N: on random flows the pruned ranking is the brute
+ * force's, and every reported candidate has tier 3 <= tier 2 <= tier 1. */
+Test(recover, pruning_keeps_the_true_top_n)
+{
+    GRand *rng = g_rand_new_with_seed(20211);
+    uint64_t pruned = 0, compared = 0;
+    for (int round = 0; round < 60; round++) {
+        GArray *h = g_array_new(FALSE, FALSE, sizeof(rev));
+        GArray *segends = g_array_new(FALSE, FALSE, sizeof(size_t));
+        int nseg = 4 + g_rand_int_range(rng, 0, 6);
+        for (int s = 0; s < nseg; s++) {
+            int len = 6 + g_rand_int_range(rng, 0, 60);
+            for (int i = 0; i < len; i++) {
+                int r = g_rand_int_range(rng, 0, 10);
+                rev e = { .seg = s };
+                if (r == 0) {
+                    e.kind = FL_CALL;
+                    e.m = (uint64_t)g_rand_int_range(rng, 1, 3);
+                    e.bci = -1;
+                } else if (r == 1) {
+                    e.kind = FL_RETURN;
+                    e.m = (uint64_t)g_rand_int_range(rng, 1, 3);
+                    e.bci = -1;
+                } else {
+                    e.kind = FL_BYTECODE;
+                    e.m = 7;
+                    e.bci = g_rand_int_range(rng, 0, 4);
+                    e.op = rnd_op(e.bci);
+                }
+                g_array_append_val(h, e);
+            }
+            size_t end = h->len;
+            g_array_append_val(segends, end);
+        }
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        ranks rk = { g_array_new(FALSE, FALSE, sizeof(GArray *)) };
+        rv_options op = { .k = 2, .no_time = 1, .candidates = 3, .max_links = 1,
+                          .on_rank = on_rank, .rank_ctx = &rk };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        size_t at = 0;
+        for (int s = 0; s < nseg; s++) {
+            seg(&fd);
+            for (; at < g_array_index(segends, size_t, s); at++) {
+                const rev *e = &g_array_index(h, rev, at);
+                if (e->kind == FL_BYTECODE)
+                    op_at(&fd, e->m, e->bci, e->op);
+                else
+                    callret(&fd, e->kind, e->m);
+            }
+        }
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        pruned += st.pruned_t1 + st.pruned_t2;
+        /* one ranking per boundary with an anchor, in order */
+        guint call = 0;
+        for (int s = 0; s + 1 < nseg; s++) {
+            size_t b = s ? g_array_index(segends, size_t, s - 1) : 0;
+            GArray *want = brute_top((const rev *)h->data, h->len, b,
+                                     g_array_index(segends, size_t, s), 2, 3);
+            if (!want)
+                continue;
+            cr_assert(call < rk.calls->len, "round %d: no ranking at boundary %d", round, s);
+            GArray *got = g_array_index(rk.calls, GArray *, call++);
+            if (got->len != want->len) {
+                for (guint i = 0; i < got->len; i++)
+                    fprintf(stderr, "got %llu %u\n",
+                            (unsigned long long)g_array_index(got, rv_ranked, i).pos,
+                            g_array_index(got, rv_ranked, i).l3);
+                for (guint i = 0; i < h->len; i++)
+                    fprintf(stderr, "%u:%d/%llu/%d ", i, g_array_index(h, rev, i).kind,
+                            (unsigned long long)g_array_index(h, rev, i).m,
+                            g_array_index(h, rev, i).bci);
+                fprintf(stderr, "\n");
+            }
+            cr_assert_eq(got->len, want->len, "round %d boundary %d: %u ranked, brute force %u",
+                         round, s, got->len, want->len);
+            for (guint i = 0; i < got->len; i++) {
+                rv_ranked g = g_array_index(got, rv_ranked, i);
+                rv_ranked w = g_array_index(want, rv_ranked, i);
+                cr_assert(g.pos == w.pos && g.l3 == w.l3,
+                          "round %d boundary %d rank %u: (%llu, %u), brute force (%llu, %u)",
+                          round, s, i, (unsigned long long)g.pos, g.l3,
+                          (unsigned long long)w.pos, w.l3);
+                cr_assert(g.l3 <= g.l2 && g.l2 <= g.l1, "bounds %u %u %u", g.l1, g.l2, g.l3);
+                compared++;
+            }
+            g_array_free(want, TRUE);
+        }
+        cr_assert_eq(call, rk.calls->len);
+        ranks_free(&rk);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+        g_array_free(h, TRUE);
+        g_array_free(segends, TRUE);
+    }
+    /* the property is only tested if pruning happened */
+    cr_assert(pruned > 0 && compared > 100, "pruned %llu, compared %llu",
+              (unsigned long long)pruned, (unsigned long long)compared);
+    g_rand_free(rng);
+}
+
+/* The top N come best first: longer suffix, then more recent. */
+Test(recover, top_n_order)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    ranks rk = { g_array_new(FALSE, FALSE, sizeof(GArray *)) };
+    rv_options op = opts();
+    op.candidates = 3;
+    op.on_rank = on_rank;
+    op.rank_ctx = &rk;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 90, 1, 2, 3, 4, 50);          /* suffix 4, position 4 */
+    BCS(&fd, 91, 92, 1, 2, 3, 4, 51);      /* suffix 6, position 11 */
+    BCS(&fd, 92, 1, 2, 3, 4, 52);          /* suffix 5, position 17 */
+    BCS(&fd, 93, 1, 2, 3, 4, 53);          /* suffix 4, position 23 */
+    seg(&fd);
+    BCS(&fd, 91, 92, 1, 2, 3, 4);
+    seg(&fd);
+    BCS(&fd, 70, 71, 72, 73);
+    rv_finish(fd.f, NULL);
+    /* the first segment's end, then the hole (and links chained after it) */
+    cr_assert_geq(rk.calls->len, 2);
+    GArray *a = g_array_index(rk.calls, GArray *, 1);
+    cr_assert_eq(a->len, 3);
+    const uint64_t pos[] = { 11, 17, 23 };
+    const uint32_t l3[] = { 6, 5, 4 };
+    for (unsigned i = 0; i < 3; i++) {
+        rv_ranked r = g_array_index(a, rv_ranked, i);
+        cr_assert(r.pos == pos[i] && r.l3 == l3[i], "rank %u: (%llu, %u)", i,
+                  (unsigned long long)r.pos, r.l3);
+    }
+    ranks_free(&rk);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* ---- stack consistency, chaining ---------------------------------- */
+
+/* Two stretches agree equally with the ending segment (method 5 called from
+ * method 7); the more recent one ranks first, but it returns from 5 into
+ * method 8, not the caller the segment shows: it is passed over for the
+ * other one, which returns into 7. */
+Test(recover, stack_inconsistent_candidate_passed_over)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 30);
+    callret(&fd, FL_CALL, 5);
+    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 40, 41);
+    callret(&fd, FL_RETURN, 5);
+    BCS(&fd, 31, 32, 33, 34);
+    seg(&fd);
+    BCS_IN(&fd, 8, 30);
+    callret(&fd, FL_CALL, 5);
+    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 42, 43);
+    callret(&fd, FL_RETURN, 5);
+    BCS_IN(&fd, 8, 50, 51, 52, 53);
+    seg(&fd);
+    BCS(&fd, 99);
+    callret(&fd, FL_CALL, 5);
+    BCS_IN(&fd, 5, 1, 2, 3, 4, 5);
+    fd.tsc += 50;
+    seg(&fd);
+    BCS(&fd, 31, 32, 33, 34);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 40, 41, -205 };
+    expect(r, want, 3);
+    cr_assert(st.inconsistent >= 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* A hole longer than any one earlier stretch: the first candidate runs to
+ * its segment's end, the search starts again from there (5 6 as the newest
+ * part of the anchor) and the second stretch reaches the rejoin point. */
+Test(recover, chaining_across_a_long_hole)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 100, 101, 1, 2, 3, 4, 5, 6);
+    seg(&fd);
+    BCS(&fd, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    seg(&fd);
+    BCS(&fd, 9, 10, 11, 12);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 5, 6, 7, 8 };
+    expect(r, want, 4);
+    cr_assert_eq(st.links, 2);
+    cr_assert_eq(st.rejoined, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* ---- the ICFG fallback --------------------------------------------- */
+
+typedef struct prog {
+    rc_cfg *cfg[3];  /* methods 1, 2 */
+} prog;
+
+static const rc_cfg *t_cfg(void *ctx, uint64_t m)
+{
+    prog *p = ctx;
+    return m >= 1 && m <= 2 ? p->cfg[m] : NULL;
+}
+
+/* Every invoke calls method 2. */
+static size_t t_targets(void *ctx, uint64_t m, uint32_t bci, uint64_t *res, size_t max)
+{
+    (void)ctx;
+    (void)m;
+    (void)bci;
+    if (!max)
+        return 0;
+    res[0] = 2;
+    return 1;
+}
+
+/* No earlier flow fits: the shortest path through the ICFG from the last
+ * bytecode before the gap to the first after it is guessed, calls and
+ * returns included; no path at all (a target the ICFG cannot reach): nothing. */
+Test(recover, icfg_fallback)
+{
+    /* method 1: 0 iconst_0; 1 ifeq -> 9; 4 nop; 5 invokestatic #1; 8 nop; 9 nop;
+     *           10 invokestatic #1; 13 nop; 14 return
+     * method 2: 0 nop; 1 return */
+    static const uint8_t c1[] = { 0x03, 0x99, 0x00, 0x08, 0x00, 0xb8, 0x00, 0x01, 0x00, 0x00,
+                                  0xb8, 0x00, 0x01, 0x00, 0xb1 };
+    static const uint8_t c2[] = { 0x00, 0xb1 };
+    char err[256];
+    prog pg = { { NULL, rc_cfg_build(c1, sizeof c1, NULL, 0, err, sizeof err),
+                  rc_cfg_build(c2, sizeof c2, NULL, 0, err, sizeof err) } };
+    cr_assert(pg.cfg[1] && pg.cfg[2], "%s", err);
+    rv_icfg ic = { t_cfg, t_targets, &pg };
+    for (int reachable = 0; reachable < 2; reachable++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        op.icfg = &ic;
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        op_at(&fd, 1, 0, 0x03);
+        fd.tsc += 10;
+        seg(&fd);
+        op_at(&fd, 1, reachable ? 13 : 7, 0);   /* 7 is inside an instruction */
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = g_array_new(FALSE, FALSE, sizeof(int));
+        for (guint i = 0; i < o.ev->len; i++) {
+            fl_event *e = &g_array_index(o.ev, fl_event, i);
+            cr_assert_neq(e->origin, FL_RECOVERED);
+            if (e->origin != FL_GUESSED)
+                continue;
+            int v = e->kind == FL_BYTECODE ? (int)e->method_id * 100 + e->bci
+                    : e->kind == FL_CALL ? -100 - (int)e->method_id : -200 - (int)e->method_id;
+            g_array_append_val(r, v);
+        }
+        if (reachable) {
+            /* 1:1 ifeq taken to 1:9, 1:10 calls 2, 2:0, 2:1 returns, then 1:13 */
+            const int want[] = { 101, 109, 110, -102, 200, 201, -202 };
+            expect(r, want, 7);
+            cr_assert_eq(st.guessed_gaps, 1);
+            cr_assert_eq(st.guessed_bytecodes, 5);
+        } else {
+            cr_assert_eq(r->len, 0);
+            cr_assert_eq(st.guessed_gaps, 0);
+        }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+    rc_cfg_free(pg.cfg[1]);
+    rc_cfg_free(pg.cfg[2]);
+}
+
+/* A fill that never rejoins is kept only as far as the top candidates agree:
+ * three earlier stretches continue the anchor with 10 11, then each its own
+ * way; the fill stops after 10 11 (keep_disputed: the most recent one's whole
+ * continuation). */
+Test(recover, unconfirmed_fill_cut_where_candidates_split)
+{
+    for (int keep = 0; keep < 2; keep++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        op.keep_disputed = keep;
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4, 10, 11, 20, 21, 90);
+        BCS(&fd, 1, 2, 3, 4, 10, 11, 30, 31, 91);
+        BCS(&fd, 1, 2, 3, 4, 10, 11, 40, 41, 92);
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        seg(&fd);
+        BCS(&fd, 70, 71, 72, 73);
+        rv_finish(fd.f, NULL);
+        GArray *r = recovered(&o);
+        if (keep) {
+            const int want[] = { 10, 11, 40, 41, 92 };
+            expect(r, want, 5);
+        } else {
+            const int want[] = { 10, 11 };
+            expect(r, want, 2);
+        }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
+/* ---- bounds --------------------------------------------------------- */
+
+typedef struct tally {
+    uint64_t decoded, recovered, last_tsc;
+    int out_of_order;
+    int recovered_late;   /* a recovered event after the held-back segment began */
+} tally;
+
+static int count_ev(const fl_event *ev, void *ctx)
+{
+    tally *t = ctx;
+    if (ev->origin == FL_RECOVERED) {
+        t->recovered++;
+        t->recovered_late |= t->decoded > 1 + 10 + 1 + 4;
+        return 0;
+    }
+    t->out_of_order |= ev->tsc < t->last_tsc;
+    t->last_tsc = ev->tsc;
+    t->decoded++;
+    return 0;
+}
+
+/* A segment after a gap that holds only calls and returns (compiled code)
+ * never shows K symbols: it is held back no further than the cap, and all
+ * of it comes out, in order, after the fill. */
+Test(recover, held_back_calls_bounded)
+{
+    tally t = { 0 };
+    rv_options op = opts();
+    op.window = 4096;
+    feeder fd = { rv_new(&op, count_ev, &t), 1000, 0, 0 };
+    uint64_t fed = 0;
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    fd.tsc += 10;
+    seg(&fd);
+    fed = 1 + 10 + 1 + 4 + 1;
+    const uint64_t cap = 4 * op.k + RV_HOLD_EXTRA;
+    uint64_t lag = 0;
+    for (int i = 0; i < 1000000; i++) {
+        callret(&fd, i % 2 ? FL_RETURN : FL_CALL, 9);
+        fed++;
+        if (fed - t.decoded > lag)
+            lag = fed - t.decoded;
+    }
+    cr_assert_leq(lag, cap, "%llu events held back", (unsigned long long)lag);
+    BCS(&fd, 30, 31, 32, 33);
+    fed += 4;
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    cr_assert_eq(t.decoded, fed);
+    cr_assert(!t.out_of_order);
+    cr_assert(!t.recovered_late);
+    cr_assert_eq(t.recovered, 6);   /* 5 .. 10: no rejoin point to stop at */
+    cr_assert_eq(st.filled, 1);
+    rv_free(fd.f);
+}
+
+/* More candidates than RV_MAX_CANDIDATES asked for: at most that many are
+ * ranked, and the fill is still the best one's. */
+Test(recover, candidates_clamped)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    ranks rk = { g_array_new(FALSE, FALSE, sizeof(GArray *)) };
+    rv_options op = opts();
+    op.candidates = 100000;
+    op.keep_disputed = 1;
+    op.on_rank = on_rank;
+    op.rank_ctx = &rk;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    for (int i = 0; i < 400; i++)
+        BCS(&fd, 1, 2, 3, 4, 1000 + i);
+    BCS(&fd, 1, 2, 3, 4, 50, 51);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    seg(&fd);
+    BCS(&fd, 70, 71, 72, 73);
+    rv_finish(fd.f, NULL);
+    cr_assert_geq(rk.calls->len, 1);
+    guint most = 0;
+    for (guint i = 0; i < rk.calls->len; i++)
+        if (g_array_index(rk.calls, GArray *, i)->len > most)
+            most = g_array_index(rk.calls, GArray *, i)->len;
+    cr_assert_eq(most, RV_MAX_CANDIDATES, "%u", most);
+    GArray *r = recovered(&o);
+    const int want[] = { 50, 51 };
+    expect(r, want, 2);
+    g_array_free(r, TRUE);
+    ranks_free(&rk);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* Many short segments through a small window: the segments' starts are
+ * forgotten with their events, and recent ones still anchor a fill. */
+Test(recover, many_segments_small_window)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    op.window = 64;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    for (int i = 0; i < 20000; i++) {
+        /* a new segment without a gap, some of them empty */
+        fl_event e = { .kind = FL_SEGMENT, .tid = 1, .tsc = fd.tsc, .seq = fd.seq++ };
+        rv_event(&e, fd.f);
+        if (i % 3)
+            BCS(&fd, 2000 + i % 7, 3000 + i % 11);
+    }
+    fl_event e = { .kind = FL_SEGMENT, .tid = 1, .tsc = fd.tsc, .seq = fd.seq++ };
+    rv_event(&e, fd.f);
+    BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    seg(&fd);
+    BCS(&fd, 6, 7, 8, 9);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    cr_assert_eq(st.filled, 1);
+    cr_assert_eq(st.rejoined, 1);
+    GArray *r = recovered(&o);
+    const int want[] = { 5 };
+    expect(r, want, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
     g_array_free(o.ev, TRUE);
 }
