@@ -8,12 +8,12 @@ cd "$(dirname "$0")"
 
 # Build and test dependencies; rhino and libxalan2-java are the workloads the
 # integration tests run (the rest of ../shared/workloads install on demand);
-# chromium runs the ring chart's browser test.
+# chromium runs the ring chart's browser test; lcov's genhtml checks the coverage export.
 packages=(
     gcc meson ninja-build pkg-config python3
     libipt-dev libcapstone-dev libelf-dev libglib2.0-dev libcriterion-dev
     openjdk-17-jdk-headless qemu-user
-    rhino libxalan2-java
+    rhino libxalan2-java lcov
     chromium
 )
 

@@ -27,6 +27,14 @@ static double cpu(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* CPU seconds of the calling thread only. */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -126,6 +134,10 @@ int main(int argc, char **argv)
     bench_event *ev = generate(n, methods, max_depth);
     pf_cct_opts o = pf_cct_default_opts();
     double best_seq = 1e30, best_par = 1e30, cpu_seq = 0, cpu_par = 0;
+    /* The parallel builder's serial parts, on the calling thread: feeding
+     * the pool (buffering events into chunks) and finishing (merging the
+     * partial trees; waiting for the workers costs no CPU). */
+    double feed_cpu = 0, merge_cpu = 0;
     pf_cct *seq_tree = NULL, *par_tree = NULL;
     for (unsigned run = 0; run < runs; run++) {
         double c0 = cpu(), t0 = now();
@@ -134,10 +146,13 @@ int main(int argc, char **argv)
             deliver(&ev[i], pf_seq_sink, s);
         pf_cct *t = pf_seq_finish(s);
         double t1 = now(), c1 = cpu();
+        double f0 = thread_cpu();
         pf_par *p = pf_par_new(&o, threads, 1u << 16);
         for (uint64_t i = 0; i < n; i++)
             deliver(&ev[i], pf_par_sink, p);
+        double f1 = thread_cpu();
         pf_cct *u = pf_par_finish(p);
+        double f2 = thread_cpu();
         double t2 = now(), c2 = cpu();
         if (t1 - t0 < best_seq) {
             best_seq = t1 - t0;
@@ -146,6 +161,8 @@ int main(int argc, char **argv)
         if (t2 - t1 < best_par) {
             best_par = t2 - t1;
             cpu_par = c2 - c1;
+            feed_cpu = f1 - f0;
+            merge_cpu = f2 - f1;
         }
         pf_cct_free(seq_tree);
         pf_cct_free(par_tree);
@@ -168,6 +185,16 @@ int main(int argc, char **argv)
      * the pool adds (copying events, merging trees). */
     printf("load average %.2f; parallel work / sequential work %.2f\n", load_average(),
            cpu_seq > 0 ? cpu_par / cpu_seq : 0);
+    /* On idle cores the feeding overlaps the workers and the merge follows
+     * them: the wall time is at least max(feeding, workers' CPU / T) +
+     * merging, whatever the load is now. */
+    double workers = cpu_par - feed_cpu - merge_cpu;
+    double floor_wall = (feed_cpu > workers / threads ? feed_cpu : workers / threads) + merge_cpu;
+    printf("serial parts: feeding %.3f s CPU, merging %.3f s CPU (%.0f%% and %.0f%% of the "
+           "sequential work); workers %.3f s CPU; on %u idle cores at most %.2fx\n", feed_cpu,
+           merge_cpu, cpu_seq > 0 ? 100 * feed_cpu / cpu_seq : 0,
+           cpu_seq > 0 ? 100 * merge_cpu / cpu_seq : 0, workers, threads,
+           floor_wall > 0 ? cpu_seq / floor_wall : 0);
     pf_cct_free(a);
     pf_cct_free(b);
     pf_cct_free(seq_tree);

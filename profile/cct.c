@@ -428,6 +428,10 @@ struct pf_par {
     unsigned in_flight, max_in_flight;
     GHashTable *partials;    /* worker GThread * -> pf_cct * */
     GHashTable *threads;     /* tid -> par_thread */
+    /* Event buffers of finished chunks (chunk_events each), reused: a
+     * fresh buffer costs the feeding thread page faults on every chunk,
+     * which serialize it (under lock; at most max_in_flight + 2 kept). */
+    GPtrArray *spare;
     par_thread *last;        /* the thread of the previous event */
     uint32_t last_tid;
     gint failed;             /* set by any thread: g_atomic_int_* */
@@ -472,6 +476,12 @@ static void par_work(gpointer data, gpointer user)
         }
         ok = ok && c.node >= 0;
     }
+    g_mutex_lock(&p->lock);
+    if (ch->cap == p->chunk_events && p->spare->len < p->max_in_flight + 2) {
+        g_ptr_array_add(p->spare, ch->events);
+        ch->events = NULL;
+    }
+    g_mutex_unlock(&p->lock);
     chunk_free(ch);
     g_mutex_lock(&p->lock);
     if (!ok)
@@ -501,6 +511,7 @@ pf_par *pf_par_new(const pf_cct_opts *opts, unsigned nthreads, uint32_t chunk_ev
     g_mutex_init(&p->lock);
     g_cond_init(&p->done);
     p->partials = g_hash_table_new(g_direct_hash, g_direct_equal);
+    p->spare = g_ptr_array_new_with_free_func(g_free);
     p->threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, thread_free);
     p->pool = g_thread_pool_new(par_work, p, (gint)nthreads, TRUE, NULL);
     if (!p->pool)
@@ -523,9 +534,15 @@ static void dispatch(pf_par *p, par_thread *th)
 }
 
 /* A chunk starting where the thread is now. */
-static par_chunk *start_chunk(par_thread *th, uint32_t tid, uint64_t tsc)
+static par_chunk *start_chunk(pf_par *p, par_thread *th, uint32_t tid, uint64_t tsc)
 {
     par_chunk *ch = g_new0(par_chunk, 1);
+    g_mutex_lock(&p->lock);
+    if (p->spare->len) {
+        ch->events = g_ptr_array_steal_index_fast(p->spare, p->spare->len - 1);
+        ch->cap = p->chunk_events;
+    }
+    g_mutex_unlock(&p->lock);
     ch->tid = tid;
     ch->tsc = tsc;
     ch->depth = th->depth;
@@ -566,13 +583,13 @@ int pf_par_sink(const fl_event *ev, void *ctx)
         for (uint32_t i = 0; i < ev->depth; i++)
             shadow_push(th, ev->stack[i], -1);
         th->last_tsc = ev->tsc;
-        start_chunk(th, ev->tid, ev->tsc);
+        start_chunk(p, th, ev->tid, ev->tsc);
         return 0;
     }
     if (!th->chunk) {
         if (th->depth == 0 && th->last_tsc == 0)
             th->last_tsc = ev->tsc;     /* first event of a thread without a segment */
-        start_chunk(th, ev->tid, th->last_tsc);
+        start_chunk(p, th, ev->tid, th->last_tsc);
     }
     par_chunk *ch = th->chunk;
     if (ch->n == ch->cap) {
@@ -629,6 +646,7 @@ pf_cct *pf_par_finish(pf_par *p)
     }
     g_hash_table_destroy(p->partials);
     g_hash_table_destroy(p->threads);
+    g_ptr_array_free(p->spare, TRUE);
     g_mutex_clear(&p->lock);
     g_cond_clear(&p->done);
     g_free(p);

@@ -11,6 +11,8 @@
 
 #include "common/jerr.h"
 #include "decoder/bytecodes.h"
+#include "decoder/percpu.h"
+#include "profile/cct.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
 #include "recover/recover.h"
@@ -19,17 +21,24 @@ typedef struct flow_printer {
     rt_trace *t;
     FILE *out;
     bool json;
+    bool summary;               /* print nothing but the per-thread counts */
     GPatternSpec *method_glob;  /* NULL: all */
     uint64_t base_tsc;
     uint64_t limit, printed;
     int depth;                  /* indentation: calls minus returns in this segment */
+    /* --context-ids: the encoding tree of `ptdecode context` and the node of
+     * the current context in it (its id), moved exactly as the profile's
+     * builder moves its cursor (profile/cct.h); -1 when the context is not
+     * in the tree (cannot happen for the flow the tree was built from). */
+    const pf_cct *ctx_tree;
+    int32_t ctx_node;
 } flow_printer;
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode flow TRACE.DIR [--thread TID] [--method GLOB] [--json] [--limit N]\n"
-            "                             [--recover]\n"
+            "                             [--recover] [--summary] [--context-ids]\n"
             "\n"
             "Decodes each thread's PT stream and projects its interpreted bytecodes onto the\n"
             "program's classes, then prints the flow: every call, return and bytecode with the\n"
@@ -46,10 +55,21 @@ static void usage(FILE *f)
             "  --limit N       stop each thread after printing N lines\n"
             "  --recover       fill the holes left by gaps from matching earlier flow of the\n"
             "                  thread (recover/README.md); their lines are marked +\n"
-            "                  after the time (JSON: \"origin\":\"recovered\")\n"
+            "                  after the time (JSON: \"origin\":\"recovered\"); where\n"
+            "                  nothing rejoins, an ICFG path is guessed: marked ?\n"
+            "                  (\"origin\":\"guessed\")\n"
+            "  --summary       print only each thread's counts (the whole flow is still\n"
+            "                  reconstructed: --limit would stop it early)\n"
+            "  --context-ids   end each line with ctx=ID, the calling-context id of the\n"
+            "                  event (of the callee for a call, of the frame left for a\n"
+            "                  return); 'ptdecode context TRACE.DIR ID' prints that stack.\n"
+            "                  Implies --recover: the ids number the profile's flow\n"
+            "                  (JSON: \"ctx\":ID, and segments carry their \"stack\")\n"
             "\n"
-            "example:\n"
-            "  ptdecode flow hello.trace --method 'Hello.*'\n");
+            "examples:\n"
+            "  ptdecode flow hello.trace --method 'Hello.*'\n"
+            "  ptdecode flow hello.trace --context-ids --limit 50\n"
+            "  ptdecode context hello.trace 17\n");
 }
 
 static const char *kind_name(fl_kind k)
@@ -81,12 +101,30 @@ static void json_str(FILE *f, const char *s)
 static int on_flow(const fl_event *ev, void *vp)
 {
     flow_printer *p = vp;
+    if (p->summary)
+        return 0;
     char name[1024] = "";
     if (ev->kind != FL_SEGMENT)
         rt_method_name(p->t, ev->method_id, name, sizeof name);
     if (ev->kind == FL_SEGMENT)
         p->depth = 0;
     int indent = p->depth;
+    int64_t ctx = -1;
+    if (p->ctx_tree) {
+        const pf_cct *e = p->ctx_tree;
+        if (ev->kind == FL_SEGMENT) {
+            p->ctx_node = 0;
+            for (uint32_t i = 0; i < ev->depth && p->ctx_node >= 0; i++)
+                p->ctx_node = pf_cct_find(e, p->ctx_node, ev->stack[i], -1);
+        } else if (ev->kind == FL_CALL && p->ctx_node >= 0) {
+            p->ctx_node = pf_cct_find(e, p->ctx_node, ev->method_id, -1);
+        }
+        ctx = p->ctx_node;
+        /* A return at the thread root leaves a frame never seen entered:
+         * the context stays, as in the profile. */
+        if (ev->kind == FL_RETURN && p->ctx_node > 0)
+            p->ctx_node = e->nodes[p->ctx_node].parent;
+    }
     if (ev->kind == FL_CALL)
         p->depth++;
     else if (ev->kind == FL_RETURN && p->depth > 0)
@@ -107,7 +145,18 @@ static int on_flow(const fl_event *ev, void *vp)
         fprintf(p->out, "{\"tid\":%u,\"tsc\":%" PRIu64 ",\"kind\":\"%s\"", ev->tid, ev->tsc,
                 kind_name(ev->kind));
         if (ev->kind == FL_SEGMENT) {
-            fprintf(p->out, ",\"seq\":%" PRIu64 "}\n", ev->seq);
+            fprintf(p->out, ",\"seq\":%" PRIu64, ev->seq);
+            if (p->ctx_tree) {
+                fprintf(p->out, ",\"ctx\":%" PRId64 ",\"stack\":[", ctx);
+                for (uint32_t i = 0; i < ev->depth; i++) {
+                    rt_method_name(p->t, ev->stack[i], name, sizeof name);
+                    if (i)
+                        fputc(',', p->out);
+                    json_str(p->out, name);
+                }
+                fputc(']', p->out);
+            }
+            fprintf(p->out, "}\n");
             return 0;
         }
         fprintf(p->out, ",\"method\":");
@@ -130,32 +179,42 @@ static int on_flow(const fl_event *ev, void *vp)
             fprintf(p->out, ",\"origin\":\"recovered\"");
         else if (ev->origin == FL_GUESSED)
             fprintf(p->out, ",\"origin\":\"guessed\"");
+        if (p->ctx_tree)
+            fprintf(p->out, ",\"ctx\":%" PRId64, ctx);
         fprintf(p->out, "}\n");
         return 0;
     }
+    char ctxs[32] = "";
+    if (p->ctx_tree) {
+        if (ctx >= 0)
+            snprintf(ctxs, sizeof ctxs, " ctx=%" PRId64, ctx);
+        else
+            snprintf(ctxs, sizeof ctxs, " ctx=?");
+    }
     if (ev->kind == FL_SEGMENT) {
-        fprintf(p->out, "%12" PRIu64 " segment %" PRIu64 "\n", t, ev->seq);
+        fprintf(p->out, "%12" PRIu64 " segment %" PRIu64 "%s\n", t, ev->seq, ctxs);
         return 0;
     }
     if (indent > 40)
         indent = 40;
-    fprintf(p->out, "%12" PRIu64 "%c%*s", t, ev->origin == FL_RECOVERED ? '+' : ' ',
+    fprintf(p->out, "%12" PRIu64 "%c%*s", t, ev->origin == FL_RECOVERED ? '+' : ev->origin == FL_GUESSED ? '?' : ' ',
             indent * 2, "");
     switch (ev->kind) {
     case FL_CALL:
-        fprintf(p->out, "call %s%s%s%s\n", name,
+        fprintf(p->out, "call %s%s%s%s%s\n", name,
                 ev->flags & FL_F_COMPILED ? " [compiled]" : "",
                 ev->flags & FL_F_INLINED ? " [inlined]" : "",
-                ev->flags & FL_F_CONTEXT ? " [already running]" : "");
+                ev->flags & FL_F_CONTEXT ? " [already running]" : "", ctxs);
         break;
     case FL_RETURN:
-        fprintf(p->out, "return %s%s\n", name, ev->flags & FL_F_EXCEPTION ? " [exception]" : "");
+        fprintf(p->out, "return %s%s%s\n", name, ev->flags & FL_F_EXCEPTION ? " [exception]" : "",
+                ctxs);
         break;
     default:
         fprintf(p->out, "%s bci %d %s", name, ev->bci, op ? op : "?");
         if (line)
             fprintf(p->out, " line %u", line);
-        fputc('\n', p->out);
+        fprintf(p->out, "%s\n", ctxs);
         break;
     }
     return 0;
@@ -180,16 +239,18 @@ int cmd_flow(int argc, char **argv)
         { "json", no_argument, NULL, 'j' },
         { "limit", required_argument, NULL, 'n' },
         { "recover", no_argument, NULL, 'r' },
+        { "summary", no_argument, NULL, 's' },
+        { "context-ids", no_argument, NULL, 'c' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     long long want_tid = -1;
     uint64_t limit = 0;
     const char *glob = NULL;
-    bool json = false, recover = false;
+    bool json = false, recover = false, summary = false, context_ids = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:m:jn:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:m:jn:sh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 't':
@@ -217,6 +278,13 @@ int cmd_flow(int argc, char **argv)
         case 'r':
             recover = true;
             break;
+        case 'c':
+            context_ids = true;
+            recover = true;
+            break;
+        case 's':
+            summary = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -236,6 +304,13 @@ int cmd_flow(int argc, char **argv)
         jerr_error("%s", err);
         return 1;
     }
+    /* The ids are those of the profile of the whole flow (every thread,
+     * the recovered events included), built in a pass of its own. */
+    pf_cct *ctx_tree = NULL;
+    if (context_ids && !(ctx_tree = ptd_context_tree(dir))) {
+        rt_close(t);
+        return 1;
+    }
     int status = 0;
     const char *const *warn;
     size_t nw = rt_warnings(t, &warn);
@@ -245,13 +320,21 @@ int cmd_flow(int argc, char **argv)
     size_t ncpu;
     size_t n = rt_threads(t, &tids, &ncpu);
     if (!n) {
-        jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
-                   ncpu ? "; per-CPU streams are not supported yet" : "");
+        /* No threads from per-CPU streams: the split failed (its reason),
+         * or it worked and found no thread's trace. */
+        char serr[768];
+        if (ncpu && !dc_thread_stream_dir(dir, serr, sizeof serr))
+            jerr_error("%s/pt: splitting the per-CPU streams into threads failed: %s", dir,
+                       serr);
+        else
+            jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
+                       ncpu ? "; the per-CPU streams hold no thread's trace" : "");
         status = 1;
     }
-    flow_printer p = { .t = t, .out = stdout, .json = json, .limit = limit,
+    flow_printer p = { .t = t, .out = stdout, .json = json, .summary = summary, .limit = limit,
                        .base_tsc = rt_model(t)->start_tsc,
-                       .method_glob = glob ? g_pattern_spec_new(glob) : NULL };
+                       .method_glob = glob ? g_pattern_spec_new(glob) : NULL,
+                       .ctx_tree = ctx_tree };
     bool found = want_tid < 0;
     rp_stats total = { 0 };
     for (size_t i = 0; i < n; i++) {
@@ -262,8 +345,11 @@ int cmd_flow(int argc, char **argv)
             fprintf(stdout, "# thread %u\n", tids[i]);
         p.printed = 0;
         p.depth = 0;
+        p.ctx_node = 0;
         rp_stats st = { 0 };
-        rv_filter *rv = recover ? rv_new(NULL, on_flow, &p) : NULL;
+        rv_icfg ic = rv_program_icfg(rt_program(t));
+        rv_options ro = { .icfg = &ic };
+        rv_filter *rv = recover ? rv_new(&ro, on_flow, &p) : NULL;
         int rc = rt_thread_flow(t, tids[i], rv ? rv_event : on_flow, rv ? (void *)rv : (void *)&p,
                                 &st, NULL, err, sizeof err);
         if (rv) {
@@ -273,8 +359,10 @@ int cmd_flow(int argc, char **argv)
             if (rc >= 0)
                 fprintf(json ? stderr : stdout, "# thread %u: recovery filled %" PRIu64 " of %"
                         PRIu64 " segment boundaries (%" PRIu64 " rejoined the next segment) with %"
-                        PRIu64 " events, %" PRIu64 " bytecodes (lines marked +)\n", tids[i],
-                        rs.filled, rs.boundaries, rs.rejoined, rs.events, rs.bytecodes);
+                        PRIu64 " events, %" PRIu64 " bytecodes (lines marked +); %" PRIu64
+                        " bytecodes guessed (marked ?)\n", tids[i],
+                        rs.filled, rs.boundaries, rs.rejoined, rs.events, rs.bytecodes,
+                        rs.guessed_bytecodes);
         }
         if (rc < 0) {
             jerr_error("%s", err);
@@ -298,6 +386,7 @@ int cmd_flow(int argc, char **argv)
                 total.segments_unresolved);
     if (p.method_glob)
         g_pattern_spec_free(p.method_glob);
+    pf_cct_free(ctx_tree);
     rt_close(t);
     return status;
 }

@@ -2,6 +2,7 @@
  * trace directory. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/jerr.h"
 #include "ptdecode/commands.h"
@@ -19,9 +20,10 @@ static const struct command {
     { "dump", cmd_dump, "print the JVM metadata records, one line each" },
     { "events", cmd_events, "decode the PT streams into per-thread events" },
     { "hot", cmd_hot, "the hottest methods by bytecodes, time or calls" },
-    { "export", cmd_export, "write a profile: cct-json, folded, chrome-trace, hcct-json, ringchart" },
+    { "export", cmd_export, "write a profile: cct-json, folded, chrome-trace, hcct-json, ringchart, lcov" },
     { "context", cmd_context, "decode a calling-context id to its stack" },
     { "flow", cmd_flow, "reconstruct each thread's calls, returns and bytecodes (method, bci)" },
+    { "summary", cmd_summary, "threads, shares decoded/recovered/guessed, losses, hot methods" },
     { "stats", cmd_stats, "data missing, captured, decoded, recovered; accuracy against eval/" },
 };
 
@@ -29,6 +31,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode COMMAND TRACE.DIR [OPTIONS]\n"
+            "       ptdecode TRACE.DIR           (the summary)\n"
             "\n"
             "Decodes a trace recorded by ptrec (Intel PT plus the jpt JVM agent's metadata).\n"
             "\n"
@@ -41,6 +44,7 @@ static void usage(FILE *f)
             "\n"
             "examples:\n"
             "  ptrec --emulate -o hello.trace -- java -cp samples/classes Hello\n"
+            "  ptdecode hello.trace\n"
             "  ptdecode info hello.trace\n"
             "  ptdecode info hello.trace --json | python3 -m json.tool\n"
             "  ptdecode dump hello.trace --type NMETHOD_LOAD --pcs\n"
@@ -65,6 +69,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
+    /* A trace directory alone: its summary. */
+    struct stat st;
+    if (stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode))
+        return cmd_summary(argc, argv);
     jerr_error("unknown command '%s' (try 'ptdecode --help')", argv[1]);
     return 2;
 }

@@ -14,6 +14,7 @@
 #include "common/jerr.h"
 #include "common/json.h"
 #include "profile/ccenc.h"
+#include "profile/coverage.h"
 #include "profile/cct.h"
 #include "profile/export.h"
 #include "profile/hcct.h"
@@ -30,7 +31,7 @@
 enum {
     OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
     OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_HELP,
+    OPT_CLASSES, OPT_HELP,
 };
 
 typedef struct prof_opts {
@@ -38,9 +39,10 @@ typedef struct prof_opts {
     unsigned threads;        /* builder workers; 1: sequential */
     pf_metric by;
     bool json, per_thread, list;
-    const char *format, *output, *title;
+    const char *format, *output, *title, *classes;
     double phi, epsilon, tsc_hz;
     long top;
+    bool by_set, top_set;    /* given on the command line */
 } prof_opts;
 
 static const char *origin_names[FL_ORIGIN_COUNT] = { "decoded", "recovered", "guessed" };
@@ -92,6 +94,7 @@ static const struct option long_opts[] = {
     { "epsilon", required_argument, NULL, OPT_EPSILON },
     { "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
     { "list", no_argument, NULL, OPT_LIST },
+    { "classes", required_argument, NULL, OPT_CLASSES },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
 };
@@ -138,6 +141,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
                 return 2;
             }
             o->by = (pf_metric)m;
+            o->by_set = true;
             break;
         }
         case 'n': {
@@ -148,6 +152,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
                 return 2;
             }
             o->top = v;
+            o->top_set = true;
             break;
         }
         case OPT_JSON: o->json = true; break;
@@ -156,6 +161,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         case OPT_TITLE: o->title = optarg; break;
         case OPT_PER_THREAD: o->per_thread = true; break;
         case OPT_LIST: o->list = true; break;
+        case OPT_CLASSES: o->classes = optarg; break;
         case OPT_PHI:
         case OPT_EPSILON:
         case OPT_TSC_HZ: {
@@ -199,11 +205,12 @@ static int progress_forward(const fl_event *ev, void *ctx)
 
 /* Returns 0; or -1 after printing the error, with *events (may be NULL)
  * telling how many events came before it. */
-static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t *events)
+static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t *events,
+                             pf_flow_stats *fs)
 {
     progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO) };
     char err[1024];
-    int rc = pf_flow_source(dir, progress_forward, &p, err, sizeof err);
+    int rc = pf_flow_source_stats(dir, progress_forward, &p, fs, err, sizeof err);
     if (p.tty && p.events >= PROGRESS_EVERY)
         fprintf(stderr, "\r\033[K");
     if (events)
@@ -217,24 +224,46 @@ static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t 
 
 static int read_flow(const char *dir, fl_sink sink, void *ctx)
 {
-    return read_flow_counted(dir, sink, ctx, NULL);
+    return read_flow_counted(dir, sink, ctx, NULL, NULL);
+}
+
+/* Sees every event before the tree builder does (the summary's counts). */
+typedef struct tap_sink {
+    fl_sink tap, sink;
+    void *tap_ctx, *ctx;
+} tap_sink;
+
+static int tap_forward(const fl_event *ev, void *vt)
+{
+    tap_sink *t = vt;
+    t->tap(ev, t->tap_ctx);
+    return t->sink(ev, t->ctx);
 }
 
 /* The finalized CCT of the trace, or NULL (error printed). When the flow
  * breaks off after some events, the tree of what came before is returned
- * and *partial set (the commands report it and exit with 1). */
-static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
+ * and *partial set (the commands report it and exit with 1). With tap,
+ * every event goes to it too; with fs, the pipeline's counts are filled. */
+static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *partial, fl_sink tap,
+                                void *tap_ctx, pf_flow_stats *fs)
 {
     pf_cct *t;
     uint64_t events = 0;
     int rc;
+    tap_sink ts = { .tap = tap, .tap_ctx = tap_ctx };
     if (o->threads > 1) {
         pf_par *p = pf_par_new(&o->cct, o->threads, 1u << 16);
-        rc = read_flow_counted(dir, pf_par_sink, p, &events);
+        ts.sink = pf_par_sink;
+        ts.ctx = p;
+        rc = read_flow_counted(dir, tap ? tap_forward : pf_par_sink, tap ? (void *)&ts : p,
+                               &events, fs);
         t = pf_par_finish(p);
     } else {
         pf_seq *s = pf_seq_new(&o->cct);
-        rc = read_flow_counted(dir, pf_seq_sink, s, &events);
+        ts.sink = pf_seq_sink;
+        ts.ctx = s;
+        rc = read_flow_counted(dir, tap ? tap_forward : pf_seq_sink, tap ? (void *)&ts : s,
+                               &events, fs);
         t = pf_seq_finish(s);
     }
     *partial = rc < 0;
@@ -251,6 +280,23 @@ static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
     if (!fin)
         jerr_error("out of memory building the calling context tree");
     return fin;
+}
+
+static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
+{
+    return build_cct_tapped(dir, o, partial, NULL, NULL, NULL);
+}
+
+pf_cct *ptd_context_tree(const char *dir)
+{
+    prof_opts o = { .cct = pf_cct_default_opts(), .threads = 1 };
+    bool partial;
+    pf_cct *t = build_cct(dir, &o, &partial);
+    pf_cct *e = t ? pf_ccenc_tree(t) : NULL;
+    if (t && !e)
+        jerr_error("out of memory building the calling context tree");
+    pf_cct_free(t);
+    return e;
 }
 
 static pf_names *load_names(const char *dir)
@@ -369,11 +415,16 @@ static void export_usage(FILE *f)
             "  hcct-json     the hot calling context tree (--phi, --epsilon) and its accuracy\n"
             "                against the full tree\n"
             "  ringchart     the calling context ring chart, one self-contained HTML page\n"
+            "  lcov          line and branch coverage of the executed bytecodes, an lcov\n"
+            "                tracefile (genhtml makes HTML of it); sources as package/File.java\n"
             "\n"
             "  -o, --output FILE  where to write ('-': standard output)\n"
             "  --by METRIC        folded: bytecodes (default), time or calls\n"
             "  --per-thread       folded: start each stack with its thread\n"
-            "  --title TEXT       cct-json, ringchart: the title (default: the trace directory)\n"
+            "  --title TEXT       cct-json, ringchart: the title (default: the trace directory);\n"
+            "                     lcov: the test name (TN:)\n"
+            "  --classes GLOB     lcov: the classes to report, by internal name ('Branchy*',\n"
+            "                     'com/example/?*'; default: every class that ran)\n"
             "  --phi X            hcct-json: hot threshold, a share of all calls (default 1e-3)\n"
             "  --epsilon X        hcct-json: counter error bound, < phi (default 1e-4)\n"
             "  --tsc-hz HZ        chrome-trace: TSC ticks per second (default: measured on this\n"
@@ -384,7 +435,9 @@ static void export_usage(FILE *f)
             "  ptdecode export hello.trace --format folded --by calls -o hello.folded\n"
             "  flamegraph.pl hello.folded > hello.svg\n"
             "  ptdecode export hello.trace --format chrome-trace -o hello.json\n"
-            "  ptdecode export hello.trace --format ringchart -o hello.html\n",
+            "  ptdecode export hello.trace --format ringchart -o hello.html\n"
+            "  ptdecode export hello.trace --format lcov --classes 'Hello*' -o hello.info\n"
+            "  genhtml hello.info --source-directory samples/java -o hello-coverage\n",
             shared_options);
 }
 
@@ -420,6 +473,42 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
         return -1;
     }
     return 0;
+}
+
+static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
+{
+    char err[1024];
+    rc_program *prog = rc_program_load(dir, err, sizeof err);
+    if (!prog) {
+        jerr_error("%s", err);
+        return -1;
+    }
+    pf_cov *c = pf_cov_new(prog, o->cct.include);
+    uint64_t events = 0;
+    int rc = read_flow_counted(dir, pf_cov_sink, c, &events, NULL);
+    int result = rc < 0 && events == 0 ? -1 : 0;
+    if (result == 0) {
+        /* the trace directory's own name: "b" of "runs/b.trace/" */
+        char *base = g_path_get_basename(dir);
+        char *dot = strrchr(base, '.');
+        if (dot && dot != base)
+            *dot = 0;
+        pf_cov_totals t;
+        result = pf_cov_write_lcov(out, c, o->title ? o->title : base, o->classes, &t);
+        g_free(base);
+        if (result < 0)
+            jerr_error("write error");
+        else if (t.files == 0)
+            jerr_warn("lcov: no class %s", o->classes ? "matches --classes" : "ran");
+        if (t.unknown_events)
+            jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
+                      "have were left out", t.unknown_events);
+        if (result == 0 && rc < 0)
+            result = -3;
+    }
+    pf_cov_free(c);
+    rc_program_free(prog);
+    return result;
 }
 
 static int export_hcct(const char *dir, const prof_opts *o, const pf_names *names, FILE *out)
@@ -460,14 +549,14 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
-                                     "ringchart" };
+                                     "ringchart", "lcov" };
     int format = -1;
     for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
         if (!strcmp(o.format, formats[i]))
             format = i;
     if (format < 0) {
-        jerr_error("export: --format must be cct-json, folded, chrome-trace, hcct-json or "
-                   "ringchart%s%s", o.format ? ", not " : "", o.format ? o.format : "");
+        jerr_error("export: --format must be cct-json, folded, chrome-trace, hcct-json, "
+                   "ringchart or lcov%s%s", o.format ? ", not " : "", o.format ? o.format : "");
         return 2;
     }
     if (!o.output) {
@@ -491,6 +580,8 @@ int cmd_export(int argc, char **argv)
         result = export_chrome(dir, &o, names, out);
     } else if (format == 3) {
         result = export_hcct(dir, &o, names, out);
+    } else if (format == 5) {
+        result = export_lcov(dir, &o, out);
     } else {
         bool partial;
         pf_cct *t = build_cct(dir, &o, &partial);
@@ -537,17 +628,20 @@ int cmd_export(int argc, char **argv)
 static void context_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ptdecode context TRACE.DIR ID\n"
+            "usage: ptdecode context TRACE.DIR ID [ID...]\n"
             "       ptdecode context TRACE.DIR --list [-n N]\n"
             "\n"
             "Decodes a calling-context id of the trace's profile to its stack (outermost frame\n"
             "first). Ids number the contexts of all threads together (docs/PROFILES.md, context\n"
-            "encoding); --list prints the N most called contexts with their ids.\n"
+            "encoding; 'ptdecode flow --context-ids' tags every event with its id); with several\n"
+            "ids, each stack follows a '# ID' line. --list prints the N most called contexts\n"
+            "with their ids.\n"
             "%s"
             "\n"
             "example:\n"
             "  ptdecode context hello.trace --list -n 5\n"
-            "  ptdecode context hello.trace 42\n",
+            "  ptdecode context hello.trace 42\n"
+            "  ptdecode flow hello.trace --context-ids --limit 20   # every event's id\n",
             shared_options);
 }
 
@@ -557,31 +651,36 @@ int cmd_context(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o, context_usage);
     if (rc)
         return rc == 1 ? 0 : 2;
-    if (optind + (o.list ? 1 : 2) != argc) {
+    if (o.list ? optind + 1 != argc : optind + 2 > argc) {
         jerr_error("context: expected TRACE.DIR and an ID or --list (try 'ptdecode context --help')");
         return 2;
     }
-    int64_t id = -1;
-    if (!o.list) {
+    int nids = o.list ? 0 : argc - optind - 1;
+    int64_t *ids = g_new(int64_t, nids ? nids : 1);
+    for (int i = 0; i < nids; i++) {
         char *end;
         errno = 0;
-        long long v = strtoll(argv[optind + 1], &end, 0);
+        long long v = strtoll(argv[optind + 1 + i], &end, 0);
         if (errno || *end || v < 0) {
-            jerr_error("context: '%s' is not a context id", argv[optind + 1]);
+            jerr_error("context: '%s' is not a context id", argv[optind + 1 + i]);
+            g_free(ids);
             return 2;
         }
-        id = v;
+        ids[i] = v;
     }
     const char *dir = argv[optind];
     pf_names *names = load_names(dir);
-    if (!names)
+    if (!names) {
+        g_free(ids);
         return 1;
+    }
     bool partial;
     pf_cct *t = build_cct(dir, &o, &partial);
     pf_cct *e = t ? pf_ccenc_tree(t) : NULL;
     pf_cct_free(t);
     if (!e) {
         pf_names_free(names);
+        g_free(ids);
         return 1;
     }
     char buf[32];
@@ -607,19 +706,171 @@ int cmd_context(int argc, char **argv)
         g_free(order);
     } else {
         uint64_t stack[4096];
-        int64_t depth = pf_ccenc_decode(e, id, stack, 4096);
-        if (depth < 0) {
-            jerr_error("context: no context %" PRId64 " in this profile (ids 0..%" PRIu32 ")",
-                       id, e->count - 1);
-            status = 1;
-        } else {
+        for (int k = 0; k < nids; k++) {
+            int64_t depth = pf_ccenc_decode(e, ids[k], stack, 4096);
+            if (nids > 1)
+                printf("# %" PRId64 "\n", ids[k]);
+            if (depth < 0) {
+                jerr_error("context: no context %" PRId64 " in this profile (ids 0..%" PRIu32 ")",
+                           ids[k], e->count - 1);
+                status = 1;
+                continue;
+            }
             if (depth == 0)
                 printf("(empty context)\n");
             for (int64_t i = 0; i < depth && i < 4096; i++)
                 printf("%s\n", pf_names_readable(names, stack[i], buf, sizeof buf));
+            if (depth > 4096)
+                printf("(%" PRId64 " inner frames not shown)\n", depth - 4096);
         }
     }
+    g_free(ids);
     pf_cct_free(e);
     pf_names_free(names);
     return partial ? 1 : status;
+}
+
+/* ---- summary ------------------------------------------------------------- */
+
+static void summary_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode TRACE.DIR [-n N] [--by bytecodes|time|calls] [OPTIONS]\n"
+            "       ptdecode summary TRACE.DIR [...]\n"
+            "\n"
+            "A trace at a glance: its threads; the bytecodes of the flow and the shares\n"
+            "decoded from the trace, recovered from matching earlier flow and guessed along\n"
+            "the control-flow graph; what was lost (bytes the collector dropped, gaps in the\n"
+            "trace, with PMD and PD as 'ptdecode stats' defines them); and the hottest\n"
+            "methods. A reference-mode trace (the agent's own records) has no losses.\n"
+            "\n"
+            "  -n N               how many hot methods (default 10)\n"
+            "  --by METRIC        rank them by bytecodes (default; calls when the flow has\n"
+            "                     no bytecodes), time or calls\n"
+            "%s"
+            "\n"
+            "example:\n"
+            "  ptrec --emulate -o b.trace -- java -Xint -cp samples/classes Branchy 60\n"
+            "  ptdecode b.trace\n",
+            shared_options);
+}
+
+typedef struct summary_counts {
+    uint64_t bytecodes[FL_ORIGIN_COUNT], calls;
+    uint64_t segments, after_gap;
+    GHashTable *tids;
+} summary_counts;
+
+static int summary_tap(const fl_event *ev, void *vc)
+{
+    summary_counts *c = vc;
+    g_hash_table_add(c->tids, GUINT_TO_POINTER(ev->tid));
+    unsigned o = (unsigned)ev->origin < FL_ORIGIN_COUNT ? (unsigned)ev->origin : FL_GUESSED;
+    if (ev->kind == FL_BYTECODE)
+        c->bytecodes[o] += ev->count;
+    else if (ev->kind == FL_CALL && !(ev->flags & FL_F_CONTEXT))
+        c->calls++;
+    else if (ev->kind == FL_SEGMENT) {
+        c->segments++;
+        c->after_gap += (ev->flags & FL_F_AFTER_GAP) != 0;
+    }
+    return 0;
+}
+
+static int tid_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cmd_summary(int argc, char **argv)
+{
+    prof_opts o;
+    int rc = parse_opts(argc, argv, &o, summary_usage);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (!o.top_set)
+        o.top = 10;    /* hot shows 20; a summary is shorter */
+    if (optind + 1 != argc) {
+        jerr_error("expected one TRACE.DIR (try 'ptdecode summary --help')");
+        return 2;
+    }
+    const char *dir = argv[optind];
+    pf_names *names = load_names(dir);
+    if (!names)
+        return 1;
+    summary_counts c = { .tids = g_hash_table_new(g_direct_hash, g_direct_equal) };
+    pf_flow_stats fs;
+    bool partial;
+    pf_cct *t = build_cct_tapped(dir, &o, &partial, summary_tap, &c, &fs);
+    if (!t) {
+        g_hash_table_destroy(c.tids);
+        pf_names_free(names);
+        return 1;
+    }
+    uint64_t total = c.bytecodes[FL_DECODED] + c.bytecodes[FL_RECOVERED] + c.bytecodes[FL_GUESSED];
+    if (!o.by_set && total == 0)
+        o.by = PF_BY_CALLS;
+
+    printf("trace      %s (%s)\n", dir, fs.traced ? "traced run" : "reference mode");
+    guint ntids = 0;
+    uint32_t *tids = (uint32_t *)g_hash_table_get_keys_as_array(c.tids, &ntids);
+    /* keys are stored as pointers: copy them out as integers */
+    uint32_t *sorted = g_new(uint32_t, ntids ? ntids : 1);
+    for (guint i = 0; i < ntids; i++)
+        sorted[i] = GPOINTER_TO_UINT(((gpointer *)tids)[i]);
+    g_free(tids);
+    qsort(sorted, ntids, sizeof *sorted, tid_cmp);
+    printf("threads    %u with events", ntids);
+    if (fs.traced)
+        /* After a per-CPU trace is split, these are the split's streams. */
+        printf(" (%u per-thread PT streams%s)", fs.streams,
+               fs.unreadable ? ", some unreadable" : "");
+    printf(":");
+    for (guint i = 0; i < ntids && i < 8; i++) {
+        const char *name = pf_names_thread(names, sorted[i]);
+        printf("%s %s (tid %u)", i ? "," : "", name ? name : "?", sorted[i]);
+    }
+    printf("%s\n", ntids > 8 ? ", ..." : "");
+    g_free(sorted);
+    printf("bytecodes  %" PRIu64 ": %.2f%% decoded, %.2f%% recovered, %.2f%% guessed\n", total,
+           total ? 100.0 * (double)c.bytecodes[FL_DECODED] / (double)total : 0.0,
+           total ? 100.0 * (double)c.bytecodes[FL_RECOVERED] / (double)total : 0.0,
+           total ? 100.0 * (double)c.bytecodes[FL_GUESSED] / (double)total : 0.0);
+    printf("calls      %" PRIu64 "; %" PRIu64 " flow segments, %" PRIu64 " after a gap in the "
+           "trace\n", c.calls, c.segments, c.after_gap);
+    if (fs.traced) {
+        printf("losses     %" PRIu64 " bytes lost of %" PRIu64 " (PMD %.2f%%), %" PRIu64
+               " gaps, %" PRIu64 " bytes not decodable; PD %.2f%%\n", fs.dc.lost_bytes,
+               fs.dc.pt_bytes + fs.dc.lost_bytes, pf_share_missing(&fs.dc), pf_dc_gaps(&fs.dc),
+               fs.dc.skipped_bytes, pf_share_decoded(&fs.dc, &fs.rp));
+        printf("recovery   %" PRIu64 " of %" PRIu64 " holes filled (%" PRIu64 " up to the next "
+               "segment), %" PRIu64 " bytecodes recovered, %" PRIu64 " guessed; %" PRIu64
+               " of %" PRIu64 " segments unresolved\n", fs.rv.filled, fs.rv.boundaries,
+               fs.rv.rejoined, fs.rv.bytecodes, fs.rv.guessed_bytecodes,
+               fs.rp.segments_unresolved, fs.rp.segments);
+    } else {
+        printf("losses     none (the agent's records)\n");
+    }
+
+    pf_hot_method *hot;
+    size_t count = pf_hot_methods(t, o.by, &hot);
+    size_t shown = count < (size_t)o.top ? count : (size_t)o.top;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < count; i++)
+        sum += pf_hot_value(&hot[i], o.by);
+    printf("\nhot methods (top %zu of %zu, by %s%s):\n", shown, count,
+           o.by == PF_BY_CALLS ? "" : "exclusive ", pf_metric_name(o.by));
+    printf("%4s %6s %12s %14s  %s\n", "rank", "%", "calls", "self bytecodes", "method");
+    char buf[32];
+    for (size_t i = 0; i < shown; i++) {
+        double share = sum ? 100.0 * (double)pf_hot_value(&hot[i], o.by) / (double)sum : 0;
+        printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 "  %s\n", i + 1, share, hot[i].calls,
+               hot[i].self_bytecodes, pf_names_readable(names, hot[i].method, buf, sizeof buf));
+    }
+    g_free(hot);
+    pf_cct_free(t);
+    g_hash_table_destroy(c.tids);
+    pf_names_free(names);
+    return partial ? 1 : 0;
 }
