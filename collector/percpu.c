@@ -299,7 +299,7 @@ static int thr_open(thr *t, const char *dir, uint32_t tid, pc_result *res, char 
             res->truncated++;
             t->ncuts++;
         }
-        qsort(t->cuts, t->ncuts, sizeof *t->cuts, cut_cmp);
+        if (t->ncuts > 1) qsort(t->cuts, t->ncuts, sizeof *t->cuts, cut_cmp);
         auxidx_free(&idx);
     } else if (access(t->idx_path, F_OK) == 0) {
         fprintf(stderr, "ptrec: warning: %s\n", ierr);

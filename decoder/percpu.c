@@ -383,7 +383,7 @@ static int cpu_open(cpu *c, const char *dir, unsigned num, const dc_time_conv *t
             c->cuts[c->ncuts++].lost = idx.recs[i].lost_bytes;
             st->losses++;
         }
-        qsort(c->cuts, c->ncuts, sizeof *c->cuts, cut_cmp);
+        if (c->ncuts > 1) qsort(c->cuts, c->ncuts, sizeof *c->cuts, cut_cmp);
         auxidx_free(&idx);
     } else if (access(idxp, F_OK) == 0) {
         problem(st, "%s", ierr);

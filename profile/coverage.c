@@ -411,7 +411,8 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
         }
         g_array_append_val(f->methods, m);
     }
-    qsort(list->pdata, list->len, sizeof(gpointer), file_cmp);
+    if (list->len > 1)
+        qsort(list->pdata, list->len, sizeof(gpointer), file_cmp);
     char *tn = g_strdup(test_name && *test_name ? test_name : "jpt");
     for (char *p = tn; *p; p++)
         if (!g_ascii_isalnum(*p) && *p != '_')

@@ -562,7 +562,8 @@ static void rank(rv_filter *f, const past *ps, GArray *top)
         g_array_append_val(all, cd);
     }
     f->st.candidates += all->len;
-    qsort(all->data, all->len, sizeof(cand), by_l1);
+    if (all->len > 1)
+        qsort(all->data, all->len, sizeof(cand), by_l1);
     unsigned n = f->o.candidates;
     for (guint i = 0; i < all->len; i++) {
         cand *cd = &g_array_index(all, cand, i);
@@ -1010,20 +1011,8 @@ static void fill_gap(rv_filter *f)
         }
         if (pick < 0)
             break;
-        if (pick_end != END_REJOIN) {
-            /* the rest of the candidates' continuations, for the agreement */
-            for (guint i = (guint)pick + 1; i < top->len; i++) {
-                const cand *cd = &g_array_index(top, cand, i);
-                GArray *s = g_array_new(FALSE, FALSE, sizeof(frame));
-                g_array_append_vals(s, sim->data, sim->len);
-                uint64_t len, nbc, ticks = 0;
-                if (continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks) != END_STACK) {
-                    cs[nc] = cd->p + 1;
-                    cl[nc++] = len;
-                }
-                g_array_free(s, TRUE);
-            }
-        }
+        /* Without a rejoin the loop above ran every candidate: cs/cl hold
+         * all the stack-consistent continuations the agreement needs. */
         const cand *cd = &g_array_index(top, cand, pick);
         if (pick_end == END_REJOIN && !pick_len && !pieces->len) {
             f->st.rejoined++;
