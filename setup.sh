@@ -6,14 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Build and test dependencies; rhino and libxalan2-java are the workloads the
+# Build and test dependencies; rhino, libxalan2-java and liblucene4.10-java are the workloads the
 # integration tests run (the rest of ../shared/workloads install on demand);
 # chromium runs the ring chart's browser test; lcov's genhtml checks the coverage export.
 packages=(
     gcc meson ninja-build pkg-config python3
     libipt-dev libcapstone-dev libelf-dev libglib2.0-dev libcriterion-dev
     openjdk-17-jdk-headless qemu-user
-    rhino libxalan2-java lcov
+    rhino libxalan2-java liblucene4.10-java lcov
     chromium
 )
 

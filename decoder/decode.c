@@ -200,6 +200,8 @@ typedef struct wctx {
     const atomic_bool *cancel;
     uint64_t tsc;
     uint64_t resolve_site;
+    uint64_t retries, retries_kept;   /* this chunk's (see retry) */
+    GHashTable *failed;               /* this chunk's retries that did not help */
     xcache_ent xc[XCACHE_SIZE];
     rcache_ent rc[RCACHE_SIZE];
     ucache_ent uc[UCACHE_SIZE];
@@ -398,6 +400,406 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
     return t;
 }
 
+/* ---- decoding again with the code recorded next ---------------------------
+ *
+ * The agent records a code patch at its watcher's next scan (every 50 ms by
+ * default), often long after HotSpot re-pointed a call site (a resolution, a
+ * c2i adapter fixing its caller once the callee has compiled code, an
+ * inline-cache transition) or refilled a stub. A direct call or jump needs no
+ * trace, so a decoder with the old bytes follows the old path silently until
+ * a packet contradicts it, and everything up to the next PSB would be lost.
+ * HotSpot changes code only while the thread that runs it is out of the
+ * traced code (in the VM: resolving, fixing a caller, at a safepoint), that
+ * is after a TIP.PGD. So when decoding fails, the stretch from the last PSB
+ * (or the one before) is decoded again, with the next recorded version of
+ * code that the stretch ran after its last trace-off applied at that
+ * trace-off (then at the one before, then from the PSB). A retry is kept if
+ * it decodes further than the first attempt; the patches it applied stay in
+ * the image ahead of their record time, and go on to the next chunk like
+ * call-site resolutions. */
+
+#define RETRY_BUDGET 256      /* decoding attempts per chunk */
+#define SPEC_MAX 16           /* patches one attempt applies */
+#define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
+
+/* A point a fresh decoder synchronized at the PSB at `psb` continues from
+ * exactly as the running one does (a chunk boundary could be here). */
+typedef struct ckpt {
+    uint64_t psb;             /* offset in the segment */
+    uint64_t tsc;
+    guint nops, nruns, nblocks;
+    guint ndis;               /* trace-offs seen before it (pass.dis) */
+    size_t nearly;            /* image's early log length */
+    uint64_t resolve_site;
+    dc_stats st;
+} ckpt;
+
+/* Patches an attempt applies once `after` trace-offs have been decoded. */
+typedef struct spec {
+    uint32_t idx[SPEC_MAX];
+    size_t n;
+    uint64_t after;
+    bool done;
+} spec;
+
+/* One decoder's run over a chunk. */
+typedef struct pass {
+    struct pt_block_decoder *dec;
+    di_image *im;
+    int status;
+    bool boundary;            /* the next chunk's PSB+ has been read */
+    uint64_t err_off;         /* where it failed (offset in the segment) */
+    uint64_t disables;        /* trace-offs decoded in this run */
+    GArray *dis;              /* guint: ops->len at each trace-off */
+    ckpt ck[2];               /* the last two checkpoints, newest last */
+    int nck;
+} pass;
+
+static void pass_free(pass *ps)
+{
+    if (ps->dec)
+        pt_blk_free_decoder(ps->dec);
+    di_image_free(ps->im);
+    if (ps->dis)
+        g_array_free(ps->dis, TRUE);
+    memset(ps, 0, sizeof *ps);
+}
+
+static bool is_psb_at(const uint8_t *p, const uint8_t *end)
+{
+    if (end - p < 16)
+        return false;
+    for (int i = 0; i < 16; i += 2)
+        if (p[i] != 0x02 || p[i + 1] != 0x82)
+            return false;
+    return true;
+}
+
+static void checkpoint(wctx *w, chunk *k, pass *ps, uint64_t psb)
+{
+    if (ps->nck && ps->ck[ps->nck - 1].psb >= psb)
+        return;
+    if (ps->nck == 2) {
+        ps->ck[0] = ps->ck[1];
+        ps->nck = 1;
+    }
+    ckpt *c = &ps->ck[ps->nck++];
+    c->psb = psb;
+    c->tsc = w->tsc;
+    c->nops = k->ops->len;
+    c->nruns = k->runs->len;
+    c->nblocks = k->blocks ? k->blocks->len : 0;
+    c->ndis = ps->dis->len;
+    di_image_early_log(ps->im, &c->nearly);
+    c->resolve_site = w->resolve_site;
+    c->st = k->st;
+}
+
+/* Decodes from where ps->dec stands until an error, the end of the trace or
+ * the next chunk's PSB+ (ps->boundary). */
+static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
+{
+    const uint8_t *seg = k->buf + k->seg->begin, *seg_end = k->buf + k->end;
+    struct pt_block_decoder *dec = ps->dec;
+    di_image *im = ps->im;
+    int status = ps->status;
+    unsigned stuck = 0;        /* full blocks in a row that read no trace (see below) */
+    uint64_t stuck_off = UINT64_MAX;
+    char err[512];
+    for (;;) {
+        uint64_t psb = UINT64_MAX;
+        while (status & pts_event_pending) {
+            struct pt_event ev;
+            status = pt_blk_event(dec, &ev, sizeof ev);
+            if (status < 0)
+                break;
+            if (ev.has_tsc && ev.tsc)
+                w->tsc = ev.tsc;
+            if (ev.status_update && !ps->boundary) {
+                uint64_t off = 0;
+                pt_blk_get_offset(dec, &off);
+                ps->boundary = off > stop;
+                /* the PSB whose header this is */
+                for (uint64_t back = 0; back <= RETRY_SCAN_BACK && back <= off; back++)
+                    if (is_psb_at(seg + off - back, seg_end)) {
+                        psb = off - back;
+                        break;
+                    }
+            }
+            switch (ev.type) {
+            case ptev_enabled:
+                if (!ev.status_update) {
+                    k->st.enables++;
+                    push_op(k, OP_ENABLE, w->tsc);
+                }
+                break;
+            case ptev_disabled:
+            case ptev_async_disabled:
+                k->st.disables++;
+                if (!ev.status_update) {
+                    ps->disables++;
+                    guint at = k->ops->len;
+                    g_array_append_val(ps->dis, at);
+                }
+                break;
+            case ptev_overflow: {
+                uint64_t off = 0;
+                pt_blk_get_offset(dec, &off);
+                op *o = push_op(k, OP_OVERFLOW, w->tsc);
+                o->ip = k->seg->begin + off;
+                w->resolve_site = 0;
+                break;
+            }
+            default:
+                break;
+            }
+        }
+        if (ps->boundary || status < 0 || atomic_load_explicit(w->cancel, memory_order_relaxed))
+            break;
+        if (psb != UINT64_MAX)
+            checkpoint(w, k, ps, psb);
+        uint64_t t = cur_time(dec, w->tsc);
+        if (t > w->tsc)
+            w->tsc = t;
+        if (w->tsc >= di_image_next_change(im)) {
+            int rc = di_image_advance(im, w->tsc);
+            if (rc == 1)
+                pt_blk_set_image(dec, di_image_get(im));
+            else if (rc < 0)
+                problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
+                        w->m->code_path, w->tsc);
+        }
+        if (sp && !sp->done && ps->disables >= sp->after) {
+            sp->done = true;
+            for (size_t i = 0; i < sp->n; i++)
+                if (di_image_apply_early(im, sp->idx[i]) < 0) {
+                    snprintf(err, sizeof err, "%s: cannot update the code image at tsc %" PRIu64,
+                             w->m->code_path, w->tsc);
+                    problem(&k->st, "%s", err);
+                }
+        }
+        struct pt_block blk;
+        memset(&blk, 0, sizeof blk);
+        status = pt_blk_next(dec, &blk, sizeof blk);
+        t = cur_time(dec, w->tsc);
+        if (t > w->tsc)
+            w->tsc = t;
+        if (blk.ninsn) {
+            /* The thread went through the call of a site HotSpot resolves
+             * (model.h): if it went to the stub the site's pending patch
+             * replaced, the runtime patches the site now. */
+            if (w->resolve_site && !blk.speculative &&
+                di_image_resolve_call(im, w->resolve_site, blk.ip) < 0)
+                problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
+                        w->m->code_path, w->tsc);
+            w->resolve_site = di_cache_call_site(w->cache, blk.end_ip) ? blk.end_ip : 0;
+            analyze_block(w, k, &blk);
+        }
+        /* libipt ends a block after 65535 instructions. Full blocks that
+         * read no packet (at most one TNT packet's branches) are a cycle
+         * that needs no trace, a jump to itself for one: code the thread
+         * cannot have been running, since its trace goes on (a wrong
+         * image, HotSpot's unfilled call stub jumping to itself). libipt
+         * would follow it forever; it is a decode error instead. */
+        if (status >= 0 && blk.ninsn == UINT16_MAX) {
+            uint64_t off = 0;
+            pt_blk_get_offset(dec, &off);
+            stuck = off == stuck_off ? stuck + 1 : 1;
+            stuck_off = off;
+            if (stuck >= STUCK_BLOCKS)
+                status = -pte_bad_image;
+        } else {
+            stuck = 0;
+            stuck_off = UINT64_MAX;
+        }
+        if (status < 0)
+            break;
+    }
+    ps->status = status;
+    ps->err_off = 0;
+    if (status < 0)
+        pt_blk_get_offset(dec, &ps->err_off);
+}
+
+/* The patches recorded first after each block of ops[from, to) was decoded,
+ * over that block's bytes: the next version of the code the stretch ran,
+ * earliest record time first, grouped by record time (a watcher scan). Up to
+ * two groups, in g[0] and g[1]. */
+static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guint to, spec g[2])
+{
+    uint32_t cand[64];
+    size_t nc = 0;
+    const op *ops = (const op *)(void *)k->ops->data;
+    const dm_model *m = w->m;
+    for (guint i = from; i < to && nc < 64; i++) {
+        const op *o = &ops[i];
+        if (o->type != OP_BLOCK)
+            continue;
+        uint32_t got[4];
+        size_t n = di_cache_patches_in(w->cache, o->ip, o->end_ip + MAX_INSN_LEN, o->tsc, got, 4);
+        for (size_t j = 0; j < n && nc < 64; j++) {
+            if (di_image_has_patch(im, got[j]))
+                continue;
+            bool dup = false;
+            for (size_t q = 0; q < nc && !dup; q++)
+                dup = cand[q] == got[j];
+            if (!dup)
+                cand[nc++] = got[j];
+        }
+    }
+    int ng = 0;
+    uint64_t last = 0;
+    while (ng < 2) {
+        uint64_t t = UINT64_MAX;
+        for (size_t q = 0; q < nc; q++)
+            if (m->patches[cand[q]].start_tsc > last && m->patches[cand[q]].start_tsc < t)
+                t = m->patches[cand[q]].start_tsc;
+        if (t == UINT64_MAX)
+            break;
+        spec *sp = &g[ng++];
+        memset(sp, 0, sizeof *sp);
+        for (size_t q = 0; q < nc && sp->n < SPEC_MAX; q++)
+            if (m->patches[cand[q]].start_tsc == t)
+                sp->idx[sp->n++] = cand[q];
+        /* the same scan's other patches of those code versions: a call
+         * re-pointed at a stub of its own method comes with the stub's fill */
+        size_t base = sp->n;
+        for (size_t q = 0; q < base; q++) {
+            int64_t owner = m->patches[sp->idx[q]].owner;
+            if (owner < 0)
+                continue;
+            const dm_code *c = &m->codes[owner];
+            uint32_t more[SPEC_MAX];
+            size_t nm = di_cache_patches_in(w->cache, c->vaddr, c->vaddr + c->size, t - 1, more,
+                                            SPEC_MAX);
+            for (size_t r = 0; r < nm && sp->n < SPEC_MAX; r++) {
+                const dm_patch *p = &m->patches[more[r]];
+                bool dup = false;
+                for (size_t z = 0; z < sp->n && !dup; z++)
+                    dup = sp->idx[z] == more[r];
+                if (!dup && p->start_tsc == t && p->owner == owner)
+                    sp->idx[sp->n++] = more[r];
+            }
+        }
+        last = t;
+    }
+    return ng;
+}
+
+/* Tries to decode the stretch before ps's error again with later code
+ * (above). On success ps is the better run (its ops replace the old ones)
+ * and true is returned; else everything is as it was. */
+static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_config *cfg,
+                  di_store *store, int *budget)
+{
+    const guint orig_ops = k->ops->len, orig_runs = k->runs->len;
+    const guint orig_blocks = k->blocks ? k->blocks->len : 0;
+    const dc_stats orig_st = k->st;
+    const uint64_t orig_tsc = w->tsc, orig_site = w->resolve_site;
+    size_t nlog;
+    const uint32_t *log = di_image_early_log(ps->im, &nlog);
+    uint32_t *early = g_memdup2(log, (nlog ? nlog : 1) * sizeof *log);
+    uint64_t tries = 0;
+    bool kept = false;
+    char err[512];
+    /* From the last checkpoint, with the patches applied after the last
+     * trace-off (from the PSB if there was none): an earlier checkpoint or
+     * trace-off rarely helps (measured on JIT-heavy workloads), and each
+     * attempt costs a code image. */
+    const ckpt ck = ps->ck[ps->nck - 1];
+    guint ndis = ps->dis->len - ck.ndis;
+    guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
+    spec g[2];
+    int ng = next_versions(w, k, ps->im, from, orig_ops, g);
+    /* the same error after the same code, with the same candidates, failed
+     * before in this chunk: it would again */
+    uint64_t key = 0;
+    if (ng) {
+        const op *ops = (const op *)(void *)k->ops->data;
+        uint64_t last_end = 0;
+        for (guint i = orig_ops; i-- > from;)
+            if (ops[i].type == OP_BLOCK) {
+                last_end = ops[i].end_ip;
+                break;
+            }
+        key = last_end * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uint32_t)ps->status;
+        for (int gi = 0; gi < ng; gi++)
+            for (size_t q = 0; q < g[gi].n; q++)
+                key = (key ^ g[gi].idx[q]) * 0x100000001B3ull;
+        if (!key)
+            key = 1;
+        if (w->failed && g_hash_table_contains(w->failed, &key))
+            ng = 0;
+    }
+    for (int gi = 0; gi < ng && !kept && *budget > 0; gi++) {
+        (*budget)--;
+        tries++;
+        g[gi].after = ndis;
+        g[gi].done = false;
+        pass np = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)) };
+        k->st = ck.st;
+        w->tsc = ck.tsc;
+        w->resolve_site = ck.resolve_site;
+        np.dec = pt_blk_alloc_decoder(cfg);
+        np.im = np.dec ? di_image_new_in(w->cache, store, ck.tsc, early, ck.nearly, err,
+                                         sizeof err)
+                       : NULL;
+        if (!np.im || (np.status = pt_blk_sync_set(np.dec, ck.psb)) < 0) {
+            pass_free(&np);
+            continue;
+        }
+        pt_blk_set_image(np.dec, di_image_get(np.im));
+        op *so = push_op(k, OP_SYNC, w->tsc);
+        so->ip = k->seg->begin + ck.psb;
+        checkpoint(w, k, &np, ck.psb);
+        decode_run(w, k, &np, stop, &g[gi]);
+        bool better = np.boundary || np.status >= 0 || np.status == -pte_eos ||
+                      np.err_off > ps->err_off;
+        if (better) {
+            /* the retry's ops replace the old ones after the checkpoint; its
+             * checkpoints and trace-off positions move down with them */
+            guint shift = orig_ops - ck.nops, rshift = orig_runs - ck.nruns;
+            guint bshift = k->blocks ? orig_blocks - ck.nblocks : 0;
+            g_array_remove_range(k->ops, ck.nops, shift);
+            g_array_remove_range(k->runs, ck.nruns, rshift);
+            if (k->blocks)
+                g_array_remove_range(k->blocks, ck.nblocks, bshift);
+            for (int q = 0; q < np.nck; q++)
+                if (np.ck[q].nops >= orig_ops) {
+                    np.ck[q].nops -= shift;
+                    np.ck[q].nruns -= rshift;
+                    np.ck[q].nblocks -= bshift;
+                }
+            for (guint q = 0; q < np.dis->len; q++)
+                g_array_index(np.dis, guint, q) -= shift;
+            pass_free(ps);
+            *ps = np;
+            kept = true;
+        } else {
+            g_array_set_size(k->ops, orig_ops);
+            g_array_set_size(k->runs, orig_runs);
+            if (k->blocks)
+                g_array_set_size(k->blocks, orig_blocks);
+            pass_free(&np);
+        }
+    }
+    if (ng && !kept) {
+        if (!w->failed)
+            w->failed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        g_hash_table_add(w->failed, g_memdup2(&key, sizeof key));
+    }
+    g_free(early);
+    if (!kept) {
+        k->st = orig_st;
+        w->tsc = orig_tsc;
+        w->resolve_site = orig_site;
+    }
+    w->retries += tries;
+    if (kept)
+        w->retries_kept++;
+    return kept;
+}
+
 /* Decodes chunk k: from k->begin until the decoder reaches k->stop, the
  * PSB where the next chunk starts. The bytes given to libipt run on to the
  * end of that PSB's header, so the block in flight there ends where a
@@ -410,7 +812,10 @@ static void decode_chunk(wctx *w, chunk *k)
     w->cancel = k->cancel;
     w->tsc = 0;
     w->resolve_site = k->in.resolve_site;
-    memset(w->xc, 0, sizeof w->xc);    /* isids are the chunk image's own */
+    w->retries = w->retries_kept = 0;
+    if (w->failed)
+        g_hash_table_remove_all(w->failed);
+    memset(w->xc, 0, sizeof w->xc);    /* isids are the chunk's store's own */
     struct pt_config cfg;
     pt_config_init(&cfg);
     cfg.begin = (uint8_t *)buf + s->begin;
@@ -421,186 +826,107 @@ static void decode_chunk(wctx *w, chunk *k)
     }
     /* Calls end blocks so every call is seen (shadow stack, call_VM). */
     cfg.flags.variant.block.end_on_call = 1;
-    struct pt_block_decoder *dec = pt_blk_alloc_decoder(&cfg);
-    if (!dec) {
+    pass ps = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)) };
+    di_store *store = di_store_new(w->cache);
+    ps.dec = store ? pt_blk_alloc_decoder(&cfg) : NULL;
+    if (!ps.dec) {
         op_gap(w, k, DC_GAP_DECODE, -pte_nomem, k->begin);
+        pass_free(&ps);
+        di_store_free(store);
         return;
     }
     const uint64_t stop = k->last ? UINT64_MAX : k->stop - s->begin;
-    di_image *im = NULL;
+    int budget = RETRY_BUDGET;
     char err[512];
-    int status;
     bool first_sync = k->first;
     if (k->first) {
-        status = pt_blk_sync_forward(dec);
+        ps.status = pt_blk_sync_forward(ps.dec);
         op_forget(w, k);
     } else {
-        status = pt_blk_sync_set(dec, k->begin - s->begin);
+        ps.status = pt_blk_sync_set(ps.dec, k->begin - s->begin);
     }
-    bool boundary = false;     /* the next chunk's PSB+ has been read */
-    unsigned stuck = 0;        /* full blocks in a row that read no trace (see below) */
-    uint64_t stuck_off = UINT64_MAX;
     while (!atomic_load_explicit(w->cancel, memory_order_relaxed)) {
-        if (status < 0) {
-            if (status == -pte_eos) {
+        if (ps.status < 0) {
+            if (ps.status == -pte_eos) {
                 if (k->last)
                     push_op(k, OP_SEG_END, w->tsc);
                 break;
             }
             /* Not synchronized: nothing before the next PSB can be used. */
             uint64_t off = 0;
-            if (pt_blk_get_offset(dec, &off) < 0)
+            if (pt_blk_get_offset(ps.dec, &off) < 0)
                 off = 0;
             if (off >= stop)
                 break;
-            op_gap(w, k, DC_GAP_DECODE, status, s->begin + off);
-            status = pt_blk_sync_forward(dec);
+            op_gap(w, k, DC_GAP_DECODE, ps.status, s->begin + off);
+            ps.status = pt_blk_sync_forward(ps.dec);
             op_forget(w, k);
             continue;
         }
         /* Synchronized here. */
         uint64_t sync_off = 0;
-        pt_blk_get_sync_offset(dec, &sync_off);
+        pt_blk_get_sync_offset(ps.dec, &sync_off);
         if (sync_off >= stop)
             break;             /* the next chunk's start */
-        uint64_t now = cur_time(dec, w->tsc);
+        uint64_t now = cur_time(ps.dec, w->tsc);
         w->tsc = now;
-        if (!im) {
-            im = di_image_new_resolved(w->cache, now, k->in.early, k->in.nearly, true, err,
-                                       sizeof err);
-            if (!im) {
+        if (!ps.im) {
+            ps.im = di_image_new_in(w->cache, store, now, k->in.early, k->in.nearly, err,
+                                    sizeof err);
+            if (!ps.im) {
                 problem(&k->st, "%s", err);
                 op_gap(w, k, DC_GAP_DECODE, -pte_nomem, s->begin);
                 break;
             }
-            pt_blk_set_image(dec, di_image_get(im));
-            w->iscache = di_image_iscache(im);
+            pt_blk_set_image(ps.dec, di_image_get(ps.im));
+            w->iscache = di_image_iscache(ps.im);
         }
         if (first_sync && sync_off > 0)   /* bytes before the first PSB */
             op_gap(w, k, DC_GAP_DECODE, -pte_nosync, s->begin);
         first_sync = false;
+        ps.nck = 0;
+        checkpoint(w, k, &ps, sync_off);
         op *so = push_op(k, OP_SYNC, now);
         so->ip = s->begin + sync_off;
         if (!k->st.first_tsc || (now && now < k->st.first_tsc))
             k->st.first_tsc = now;
 
-        /* Decode until the next error. */
-        for (;;) {
-            while (status & pts_event_pending) {
-                struct pt_event ev;
-                status = pt_blk_event(dec, &ev, sizeof ev);
-                if (status < 0)
-                    break;
-                if (ev.has_tsc && ev.tsc)
-                    w->tsc = ev.tsc;
-                if (ev.status_update && !boundary) {
-                    uint64_t off = 0;
-                    pt_blk_get_offset(dec, &off);
-                    boundary = off > stop;
-                }
-                switch (ev.type) {
-                case ptev_enabled:
-                    if (!ev.status_update) {
-                        k->st.enables++;
-                        push_op(k, OP_ENABLE, w->tsc);
-                    }
-                    break;
-                case ptev_disabled:
-                case ptev_async_disabled:
-                    k->st.disables++;
-                    break;
-                case ptev_overflow: {
-                    uint64_t off = 0;
-                    pt_blk_get_offset(dec, &off);
-                    op *o = push_op(k, OP_OVERFLOW, w->tsc);
-                    o->ip = s->begin + off;
-                    w->resolve_site = 0;
-                    break;
-                }
-                default:
-                    break;
-                }
-            }
-            if (boundary || status < 0 ||
-                atomic_load_explicit(w->cancel, memory_order_relaxed))
-                break;
-            uint64_t t = cur_time(dec, w->tsc);
-            if (t > w->tsc)
-                w->tsc = t;
-            if (w->tsc >= di_image_next_change(im)) {
-                int rc = di_image_advance(im, w->tsc);
-                if (rc == 1)
-                    pt_blk_set_image(dec, di_image_get(im));
-                else if (rc < 0)
-                    problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
-                            w->m->code_path, w->tsc);
-            }
-            struct pt_block blk;
-            memset(&blk, 0, sizeof blk);
-            status = pt_blk_next(dec, &blk, sizeof blk);
-            t = cur_time(dec, w->tsc);
-            if (t > w->tsc)
-                w->tsc = t;
-            if (blk.ninsn) {
-                /* The thread went through the call of a site HotSpot resolves
-                 * (model.h): if it went to the stub the site's pending patch
-                 * replaced, the runtime patches the site now. */
-                if (w->resolve_site && !blk.speculative &&
-                    di_image_resolve_call(im, w->resolve_site, blk.ip) < 0)
-                    problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
-                            w->m->code_path, w->tsc);
-                w->resolve_site = di_cache_call_site(w->cache, blk.end_ip) ? blk.end_ip : 0;
-                analyze_block(w, k, &blk);
-            }
-            /* libipt ends a block after 65535 instructions. Full blocks that
-             * read no packet (at most one TNT packet's branches) are a cycle
-             * that needs no trace, a jump to itself for one: code the thread
-             * cannot have been running, since its trace goes on (a wrong
-             * image, HotSpot's unfilled call stub jumping to itself). libipt
-             * would follow it forever; it is a decode error instead. */
-            if (status >= 0 && blk.ninsn == UINT16_MAX) {
-                uint64_t off = 0;
-                pt_blk_get_offset(dec, &off);
-                stuck = off == stuck_off ? stuck + 1 : 1;
-                stuck_off = off;
-                if (stuck >= STUCK_BLOCKS)
-                    status = -pte_bad_image;
-            } else {
-                stuck = 0;
-                stuck_off = UINT64_MAX;
-            }
-            if (status < 0)
-                break;
-        }
-        if (boundary || atomic_load_explicit(w->cancel, memory_order_relaxed))
+        /* Decode until the next error; where it fails, decode the stretch
+         * again with the code recorded next, as long as that gets further. */
+        decode_run(w, k, &ps, stop, NULL);
+        while (ps.status < 0 && ps.status != -pte_eos && !ps.boundary && ps.err_off < stop &&
+               !atomic_load_explicit(w->cancel, memory_order_relaxed) &&
+               retry(w, k, &ps, stop, &cfg, store, &budget))
+            ;
+        if (ps.boundary || atomic_load_explicit(w->cancel, memory_order_relaxed))
             break;
-        if (status == -pte_eos) {
+        if (ps.status == -pte_eos)
             break;
-        }
-        if (status < 0) {
-            uint64_t off = 0;
-            pt_blk_get_offset(dec, &off);
+        if (ps.status < 0) {
+            uint64_t off = ps.err_off;
             if (off >= stop)
                 break;
-            op_gap(w, k, status == -pte_nomap ? DC_GAP_NOCODE : DC_GAP_DECODE, status,
+            op_gap(w, k, ps.status == -pte_nomap ? DC_GAP_NOCODE : DC_GAP_DECODE, ps.status,
                    s->begin + off);
-            status = pt_blk_sync_forward(dec);
+            ps.status = pt_blk_sync_forward(ps.dec);
             op_forget(w, k);
         }
     }
-    if (im) {
-        const di_stats *ds = di_image_stats(im);
+    if (ps.im) {
+        const di_stats *ds = di_image_stats(ps.im);
         k->st.image_rebuilds += ds->rebuilds;
         k->st.image_sections += ds->sections_added;
         k->st.patches_resolved += ds->patches_resolved;
-        k->out.early = di_image_early(im, &k->out.nearly);
+        k->out.early = di_image_early(ps.im, &k->out.nearly);
     } else if (k->in.nearly) {
         k->out.early = g_memdup2(k->in.early, k->in.nearly * sizeof(uint32_t));
         k->out.nearly = k->in.nearly;
     }
     k->out.resolve_site = w->resolve_site;
-    pt_blk_free_decoder(dec);
-    di_image_free(im);
+    k->st.retries += w->retries;
+    k->st.retries_kept += w->retries_kept;
+    pass_free(&ps);
+    di_store_free(store);
 }
 
 /* ---- the second layer: flow state and events ---------------------------------- */
@@ -659,6 +985,15 @@ static void deliver(ctx *x, dc_event *ev)
 
 static void flush_pending(ctx *x)
 {
+    /* A conditional branch's template left by its dispatch (an indirect
+     * jump): the dispatch's place says which way it went. */
+    const dm_codelet *c = x->pending_in;
+    if (c && c->not_taken && x->prev_xfer == X_JMP_INDIRECT)
+        for (unsigned i = 0; i < x->npending; i++)
+            if (x->pending[i].kind == DC_BYTECODE && x->pending[i].exit_ip >= c->begin &&
+                x->pending[i].exit_ip < c->end)
+                x->pending[i].flags |= x->pending[i].exit_ip >= c->not_taken ? DC_F_NOT_TAKEN
+                                                                              : DC_F_TAKEN;
     for (unsigned i = 0; i < x->npending; i++)
         deliver(x, &x->pending[i]);
     x->npending = 0;
@@ -1255,6 +1590,8 @@ static void wctx_free(wctx *w)
     if (!w)
         return;
     jp_free(w->jp);
+    if (w->failed)
+        g_hash_table_destroy(w->failed);
     g_free(w);
 }
 
@@ -1362,6 +1699,8 @@ static void merge_stats(dc_stats *st, const dc_stats *c)
     st->image_rebuilds += c->image_rebuilds;
     st->image_sections += c->image_sections;
     st->patches_resolved += c->patches_resolved;
+    st->retries += c->retries;
+    st->retries_kept += c->retries_kept;
     st->jit_blocks_ends_only += c->jit_blocks_ends_only;
     if (c->first_tsc && (!st->first_tsc || c->first_tsc < st->first_tsc))
         st->first_tsc = c->first_tsc;

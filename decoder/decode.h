@@ -47,6 +47,8 @@ typedef struct dc_stats {
     uint64_t chunks;            /* pieces decoded independently (see dc_options) */
     uint64_t chunk_redos;       /* chunks that needed their predecessor's image state (and
                                  * were decoded again when decoded without it) */
+    uint64_t retries;           /* stretches decoded again with code recorded later */
+    uint64_t retries_kept;      /* ... that got further, and replaced the first attempt */
     /* Problems with the inputs around the stream (a damaged index, a code
      * image libipt refused): how many, and the first one's message. */
     uint64_t problems;

@@ -65,6 +65,11 @@ typedef enum dc_kind {
 #define DC_F_BY_CALL   0x04  /* DC_JIT_ENTER/DC_STUB: entered by a call */
 #define DC_F_BY_RETURN 0x08  /* entered by a return */
 #define DC_F_BY_JUMP   0x10  /* entered by a jump */
+/* DC_BYTECODE of a conditional branch (if*, ifnull, ifnonnull) whose
+ * template dispatched: which way it went (dm_codelet.not_taken). Neither
+ * when the template was left otherwise (a gap, an exception). */
+#define DC_F_TAKEN     0x20
+#define DC_F_NOT_TAKEN 0x40
 
 typedef enum dc_gap_reason {
     DC_GAP_NONE = 0,

@@ -53,21 +53,34 @@ struct di_cache {
     site_ent *sites;          /* sorted by site, then patch index */
     size_t nsites;
     uint64_t site_bits[1024]; /* a bit per hash of every site: most lookups end here */
+    GHashTable *by_granule;   /* address >> GRANULE_BITS -> GArray of patch indices (time order) */
+};
+
+/* Patches by address, for di_cache_patches_in: every granule a patch
+ * touches lists it. */
+#define GRANULE_BITS 6
+
+/* A section cache of one decoder's own, with its own isids, made as its
+ * images first need each section (mine[shared isid]). */
+struct di_store {
+    struct pt_image_section_cache *isc;
+    int *mine;
+    size_t nmine;
 };
 
 struct di_image {
     di_cache *c;
-    /* Where the image's sections live: the shared cache, or one of the
-     * image's own (see di_image_new_resolved) with its own isids, made as
-     * the image first needs each section (mine[shared isid]). */
+    /* Where the image's sections live: the shared cache (store NULL), or a
+     * store (see di_image_new_resolved) that the image may own. */
     struct pt_image_section_cache *isc;
-    bool own;
-    int *mine;
+    di_store *store;
+    bool own_store;
     struct pt_image *img, *retired;
     size_t cursor;            /* next change to apply */
     uint64_t tsc;
     uint8_t *live;            /* per code version */
     uint8_t *early;           /* per patch: applied ahead of its time (a resolution) */
+    GArray *early_log;        /* uint32_t: those patches, in the order applied */
     di_stats st;
 };
 
@@ -151,6 +164,8 @@ static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
     return 0;
 }
 
+static void free_granule(gpointer v) { g_array_free(v, TRUE); }
+
 di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
 {
     di_cache *c = g_new0(di_cache, 1);
@@ -220,6 +235,24 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
         uint32_t h = site_hash(c->sites[i].site);
         c->site_bits[h >> 6] |= 1ull << (h & 63);
     }
+    c->by_granule = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, free_granule);
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (!p->size || p->size > ((uint64_t)1 << 20))
+            continue;
+        for (uint64_t g = p->vaddr >> GRANULE_BITS; g <= (p->vaddr + p->size - 1) >> GRANULE_BITS;
+             g++) {
+            GArray *v = g_hash_table_lookup(c->by_granule, &g);
+            if (!v) {
+                uint64_t *key = g_new(uint64_t, 1);
+                *key = g;
+                v = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+                g_hash_table_insert(c->by_granule, key, v);
+            }
+            uint32_t idx = (uint32_t)i;
+            g_array_append_val(v, idx);
+        }
+    }
     return c;
 fail:
     di_cache_free(c);
@@ -241,25 +274,51 @@ void di_cache_free(di_cache *c)
     g_free(c->patch_isid);
     g_free(c->changes);
     g_free(c->sites);
+    if (c->by_granule)
+        g_hash_table_destroy(c->by_granule);
     g_free(c);
 }
 
 struct pt_image_section_cache *di_cache_iscache(di_cache *c) { return c->iscache; }
 
+di_store *di_store_new(const di_cache *c)
+{
+    di_store *s = g_new0(di_store, 1);
+    s->isc = pt_iscache_alloc("jvm");
+    if (!s->isc) {
+        g_free(s);
+        return NULL;
+    }
+    pt_iscache_set_limit(s->isc, ISCACHE_LIMIT);
+    s->nmine = c->ext->len + 1;
+    s->mine = g_new0(int, s->nmine);
+    return s;
+}
+
+void di_store_free(di_store *s)
+{
+    if (!s)
+        return;
+    pt_iscache_free(s->isc);
+    g_free(s->mine);
+    g_free(s);
+}
+
 static int add_cached(di_image *im, int isid)
 {
-    if (im->own) {
+    if (im->store) {
         const di_cache *c = im->c;
-        if (isid <= 0 || (guint)isid >= c->ext->len)
+        di_store *st = im->store;
+        if (isid <= 0 || (guint)isid >= c->ext->len || (size_t)isid >= st->nmine)
             return -pte_internal;
-        if (!im->mine[isid]) {
+        if (!st->mine[isid]) {
             const extent *e = &g_array_index(c->ext, extent, isid);
-            int mine = pt_iscache_add_file(im->isc, c->m->code_path, e->off, e->size, e->vaddr);
+            int mine = pt_iscache_add_file(st->isc, c->m->code_path, e->off, e->size, e->vaddr);
             if (mine < 0)
                 return mine;
-            im->mine[isid] = mine;
+            st->mine[isid] = mine;
         }
-        isid = im->mine[isid];
+        isid = st->mine[isid];
     }
     int rc = pt_image_add_cached(im->img, im->isc, isid, NULL);
     if (rc >= 0)
@@ -346,25 +405,35 @@ di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen)
 di_image *di_image_new_resolved(di_cache *c, uint64_t tsc, const uint32_t *early, size_t nearly,
                                 bool own_cache, char *err, size_t errlen)
 {
+    di_store *st = NULL;
+    if (own_cache && !(st = di_store_new(c))) {
+        snprintf(err, errlen, "cannot allocate a libipt section cache");
+        return NULL;
+    }
+    di_image *im = di_image_new_in(c, st, tsc, early, nearly, err, errlen);
+    if (im)
+        im->own_store = own_cache;
+    else
+        di_store_free(st);
+    return im;
+}
+
+di_image *di_image_new_in(di_cache *c, di_store *store, uint64_t tsc, const uint32_t *early,
+                          size_t nearly, char *err, size_t errlen)
+{
     di_image *im = g_new0(di_image, 1);
     im->c = c;
-    im->isc = c->iscache;
-    if (own_cache) {
-        im->isc = pt_iscache_alloc("jvm");
-        if (!im->isc) {
-            snprintf(err, errlen, "cannot allocate a libipt section cache");
-            g_free(im);
-            return NULL;
-        }
-        pt_iscache_set_limit(im->isc, ISCACHE_LIMIT);
-        im->own = true;
-        im->mine = g_new0(int, c->ext->len + 1);
-    }
+    im->store = store;
+    im->isc = store ? store->isc : c->iscache;
     im->live = g_new0(uint8_t, c->m->ncodes + 1);
     im->early = g_new0(uint8_t, c->m->npatches + 1);
+    im->early_log = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     for (size_t i = 0; i < nearly; i++)
-        if (early[i] < c->m->npatches && c->m->patches[early[i]].start_tsc > tsc)
+        if (early[i] < c->m->npatches && c->m->patches[early[i]].start_tsc > tsc &&
+            !im->early[early[i]]) {
             im->early[early[i]] = 1;
+            g_array_append_val(im->early_log, early[i]);
+        }
     int rc = rebuild(im, tsc);
     if (rc < 0) {
         snprintf(err, errlen, "%s: cannot build the code image: %s", c->m->code_path,
@@ -381,11 +450,11 @@ void di_image_free(di_image *im)
         return;
     pt_image_free(im->img);
     pt_image_free(im->retired);
-    if (im->own)
-        pt_iscache_free(im->isc);
-    g_free(im->mine);
+    if (im->own_store)
+        di_store_free(im->store);
     g_free(im->live);
     g_free(im->early);
+    g_array_free(im->early_log, TRUE);
     g_free(im);
 }
 
@@ -434,9 +503,65 @@ static int apply_early(di_image *im, uint32_t idx)
     if (add_cached(im, im->c->patch_isid[idx]) < 0)
         return -1;
     im->early[idx] = 1;
+    g_array_append_val(im->early_log, idx);
     im->st.patches_applied++;
     im->st.patches_resolved++;
     return 0;
+}
+
+int di_image_apply_early(di_image *im, uint32_t idx)
+{
+    const dm_model *m = im->c->m;
+    if (idx >= m->npatches || im->early[idx] || m->patches[idx].start_tsc <= im->tsc ||
+        !patch_applies(im, idx))
+        return 0;
+    return apply_early(im, idx) < 0 ? -1 : 1;
+}
+
+const uint32_t *di_image_early_log(const di_image *im, size_t *n)
+{
+    *n = im->early_log->len;
+    return (const uint32_t *)(void *)im->early_log->data;
+}
+
+bool di_image_has_patch(const di_image *im, uint32_t idx)
+{
+    const dm_model *m = im->c->m;
+    return idx < m->npatches && (im->early[idx] || m->patches[idx].start_tsc <= im->tsc);
+}
+
+size_t di_cache_patches_in(const di_cache *c, uint64_t lo, uint64_t hi, uint64_t after,
+                           uint32_t *out, size_t max)
+{
+    size_t n = 0;
+    if (!c->by_granule || hi <= lo || hi - lo > ((uint64_t)1 << 20))
+        return 0;
+    for (uint64_t g = lo >> GRANULE_BITS; g <= (hi - 1) >> GRANULE_BITS; g++) {
+        GArray *v = g_hash_table_lookup(c->by_granule, &g);
+        for (guint i = 0; v && i < v->len; i++) {
+            uint32_t idx = g_array_index(v, uint32_t, i);
+            const dm_patch *p = &c->m->patches[idx];
+            if (p->start_tsc <= after || p->vaddr >= hi || p->vaddr + p->size <= lo)
+                continue;
+            bool dup = false;
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = out[j] == idx;
+            if (dup)
+                continue;
+            /* keep the max earliest (insertion into a small sorted array) */
+            size_t at = n < max ? n : max;
+            while (at > 0 && c->m->patches[out[at - 1]].start_tsc > p->start_tsc)
+                at--;
+            if (at >= max)
+                continue;
+            size_t last = n < max ? n : max - 1;
+            memmove(out + at + 1, out + at, (last - at) * sizeof *out);
+            out[at] = idx;
+            if (n < max)
+                n++;
+        }
+    }
+    return n;
 }
 
 /* First entry for site in the sorted table, or nsites. */

@@ -54,6 +54,16 @@ di_image *di_image_new(di_cache *c, uint64_t tsc, char *err, size_t errlen);
  * starts from an empty one. */
 di_image *di_image_new_resolved(di_cache *c, uint64_t tsc, const uint32_t *early, size_t nearly,
                                 bool own_cache, char *err, size_t errlen);
+/* A section cache of one decoder's own that several of its images share, so
+ * that the isids of blocks mean the same in all of them (a decoder that
+ * re-decodes a stretch with another image keeps its per-isid caches). */
+typedef struct di_store di_store;
+di_store *di_store_new(const di_cache *c);
+void di_store_free(di_store *s);
+/* di_image_new_resolved with its sections in store (NULL: the shared
+ * cache); the store must outlive the image. */
+di_image *di_image_new_in(di_cache *c, di_store *store, uint64_t tsc, const uint32_t *early,
+                          size_t nearly, char *err, size_t errlen);
 /* The section cache the image's sections (and the isids of its blocks)
  * belong to. */
 struct pt_image_section_cache *di_image_iscache(di_image *im);
@@ -79,6 +89,22 @@ uint64_t di_image_next_change(const di_image *im);
  * the thread is in the stub, so nothing decoded so far is affected. */
 bool di_cache_call_site(const di_cache *c, uint64_t ip);
 int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target);
+
+/* Patches applied ahead of their time, in the order applied (the early
+ * list the image was made with first): an image made at an earlier time of
+ * the same decoding gets the first n of them as its early list. */
+const uint32_t *di_image_early_log(const di_image *im, size_t *n);
+/* Whether patch idx is in the image (its time has come, or applied early). */
+bool di_image_has_patch(const di_image *im, uint32_t idx);
+/* Applies patch idx now, ahead of its record time (a decoder that found the
+ * image's bytes contradicted by the trace tries the bytes recorded next).
+ * 1 if applied, 0 if it is in the image already or does not apply (its
+ * code version is not live), -1 on a libipt error. */
+int di_image_apply_early(di_image *im, uint32_t idx);
+/* Up to max patches overlapping [lo, hi) recorded after time `after`,
+ * earliest first. */
+size_t di_cache_patches_in(const di_cache *c, uint64_t lo, uint64_t hi, uint64_t after,
+                           uint32_t *out, size_t max);
 
 /* Counters for reports. */
 typedef struct di_stats {

@@ -11,10 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <capstone/capstone.h>
 #include <glib.h>
 
 #include "common/jmrec.h"
 #include "decoder/bytecodes.h"
+#include "decoder/x86.h"
 
 /* qsort, which must not be given a NULL array even when it is empty. */
 static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
@@ -508,11 +510,52 @@ static const uint8_t *base_bytes(const dm_model *m, const dm_patch *p, const uin
 
 static void find_call_sites(dm_model *m, const uint8_t *code);
 
+static bool is_cond_branch_opcode(int op)
+{
+    return (op >= 0x99 && op <= 0xa6) || op == 0xc6 || op == 0xc7;  /* if*, ifnull, ifnonnull */
+}
+
+/* See dm_codelet.not_taken: the target of the first conditional jump of the
+ * template that goes forward within it. The codelet's bytes are those of
+ * the blob snapshot that holds it (the interpreter is generated at start-up
+ * and never changes). */
+static void find_branch_exits(dm_model *m, const uint8_t *code)
+{
+    csh cs;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+        return;
+    cs_insn *insn = cs_malloc(cs);
+    for (size_t i = 0; i < m->ncodelets; i++) {
+        dm_codelet *c = &m->codelets[i];
+        if (c->kind != DM_CL_BYTECODE || c->nops != 1 || !is_cond_branch_opcode(c->ops[0]))
+            continue;
+        const dm_blob *b = dm_blob_at(m, c->begin);
+        if (!b || c->end > b->vaddr + b->size || c->end <= c->begin ||
+            b->code_offset + b->size > m->code_size)
+            continue;
+        const uint8_t *p = code + b->code_offset + (c->begin - b->vaddr);
+        size_t avail = c->end - c->begin;
+        uint64_t addr = c->begin;
+        while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+            int64_t disp = 0;
+            int direct = 0;
+            if (x86_classify(insn->bytes, insn->size, &disp, &direct) != X_COND || !direct)
+                continue;
+            uint64_t target = addr + (uint64_t)disp;   /* addr: after the instruction */
+            if (disp > 0 && target < c->end)
+                c->not_taken = target;
+            break;
+        }
+    }
+    cs_free(insn, 1);
+    cs_close(&cs);
+}
+
 /* See model.h: patches over zeros apply from the start of their owner;
  * call-site resolutions are marked. */
 static void classify_patches(dm_model *m)
 {
-    if (!m->npatches || !m->code_size)
+    if ((!m->npatches && !m->ncodelets) || !m->code_size)
         return;
     int fd = open(m->code_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -537,6 +580,7 @@ static void classify_patches(dm_model *m)
     }
     sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
     find_call_sites(m, code);
+    find_branch_exits(m, code);
     munmap(map, m->code_size);
 }
 

@@ -78,6 +78,13 @@ typedef struct dm_codelet {
     dm_codelet_kind kind;
     uint8_t nops;            /* standard opcodes run by the template (0..2) */
     uint8_t ops[2];
+    /* Conditional-branch templates (if*): the address of their not-taken
+     * path. HotSpot's template tests the condition with one jcc to a label
+     * after the whole taken path (which dispatches to the branch target
+     * itself), so a dispatch before this address is the branch taken, at or
+     * after it not taken. 0 for other codelets, or when the code does not
+     * have that shape. */
+    uint64_t not_taken;
     char *desc;
 } dm_codelet;
 

@@ -66,6 +66,8 @@ static void print_event(printer *p, const dc_event *ev)
         fprintf(p->out, "%s", n ? n : "?");
         if (ev->exit_ip >= ev->ip)
             fprintf(p->out, "  exit +0x%" PRIx64, ev->exit_ip - ev->ip);
+        if (ev->flags & (DC_F_TAKEN | DC_F_NOT_TAKEN))
+            fprintf(p->out, "  %s", (ev->flags & DC_F_TAKEN) ? "taken" : "not taken");
         if (ev->desc && n && strcmp(ev->desc, n))
             fprintf(p->out, "  (%s%s)", ev->desc, (ev->flags & DC_F_FUSED) ? ", fused" : "");
         break;
@@ -146,6 +148,10 @@ static void print_summary(FILE *f, const dc_stats *st)
     if (st->chunks > 1)
         fprintf(f, "# decoded in %" PRIu64 " chunks (%" PRIu64 " with call-site resolutions "
                 "handed on from the chunk before)\n", st->chunks, st->chunk_redos);
+    if (st->retries)
+        fprintf(f, "# %" PRIu64 " stretches decoded again with code recorded later than their "
+                "time, %" PRIu64 " of them kept (the trace contradicted the older code)\n",
+                st->retries, st->retries_kept);
     if (st->jit_blocks_ends_only)
         fprintf(f, "# %" PRIu64 " compiled-code blocks had no unique inner path: positions at "
                 "their ends only\n", st->jit_blocks_ends_only);

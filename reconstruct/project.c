@@ -357,15 +357,27 @@ enum { SYM_ENTRY = 0x100, SYM_IRET = 0x200, SYM_STOP = 0x300 };
 
 static entry_kind_t entry_kind_of(const char *desc);
 
-static size_t lookahead(const rp_projector *r, size_t from, uint16_t *sym, size_t max)
+/* How a conditional branch went, where the decoder could tell (br[]). */
+enum { BR_UNKNOWN = 0, BR_TAKEN, BR_NOT_TAKEN };
+
+static uint8_t branch_of(const dc_event *e)
+{
+    return (e->flags & DC_F_TAKEN) ? BR_TAKEN : (e->flags & DC_F_NOT_TAKEN) ? BR_NOT_TAKEN
+                                                                             : BR_UNKNOWN;
+}
+
+static size_t lookahead(const rp_projector *r, size_t from, uint16_t *sym, uint8_t *br,
+                        size_t max)
 {
     size_t n = 0;
     for (size_t k = from; k < r->qlen && n < max; k++) {
         const dc_event *e = queued(r, k);
+        br[n] = BR_UNKNOWN;
         switch (e->kind) {
         case DC_BYTECODE:
             if (e->opcode < 0)
                 return n;
+            br[n] = branch_of(e);
             sym[n++] = (uint16_t)e->opcode;
             break;
         case DC_SAFEPOINT:
@@ -394,6 +406,7 @@ static bool entry_fits(entry_kind_t k, const rc_method *m);
 typedef struct walker {
     rp_projector *r;
     const uint16_t *sym;
+    const uint8_t *br;         /* per symbol: how a branch went (BR_*) */
     size_t n;
     int budget;
     struct { uint32_t method, insn; } stack[WALK_DEPTH];
@@ -403,6 +416,12 @@ typedef struct walker {
 enum { W_NO = 0, W_MAYBE = 1, W_YES = 2 };
 
 static int best(int a, int b) { return a > b ? a : b; }
+
+/* Whether a branch that went `how` can have followed an edge of this kind. */
+static bool edge_fits(int kind, uint8_t how)
+{
+    return how == BR_UNKNOWN || (how == BR_TAKEN ? kind == RC_EDGE_TAKEN : kind == RC_EDGE_NEXT);
+}
 
 /* Can the program produce sym[k..n) from the frames stack[0..depth)
  * (stack[depth - 1] about to run its instruction)? W_YES when it does up to
@@ -477,8 +496,9 @@ static int walk(walker *w, size_t depth, size_t k)
         return res;
     }
     int res = W_NO;
+    uint8_t how = w->br[k];
     for (uint32_t e = g->first[i]; e < g->first[i + 1] && res < W_YES; e++) {
-        if (g->edge[e].kind == RC_EDGE_EXCEPTION)
+        if (g->edge[e].kind == RC_EDGE_EXCEPTION || !edge_fits(g->edge[e].kind, how))
             continue;
         w->stack[depth - 1].insn = g->edge[e].to;
         res = best(res, walk(w, depth, k + 1));
@@ -487,9 +507,10 @@ static int walk(walker *w, size_t depth, size_t k)
     return res;
 }
 
-static int accepts(rp_projector *r, uint32_t method, uint32_t insn, const uint16_t *sym, size_t n)
+static int accepts(rp_projector *r, uint32_t method, uint32_t insn, const uint16_t *sym,
+                   const uint8_t *br, size_t n)
 {
-    walker w = { .r = r, .sym = sym, .n = n, .budget = WALK_BUDGET };
+    walker w = { .r = r, .sym = sym, .br = br, .n = n, .budget = WALK_BUDGET };
     w.stack[0].method = method;
     w.stack[0].insn = insn;
     return walk(&w, 1, 0);
@@ -595,7 +616,6 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
         return;
     uint32_t i = f->insn;
     h = record(r, h, FL_BYTECODE, m->id, (int32_t)g->bci[i], op, 0);
-    (void)e;
     if (is_return(op)) {
         const hist *hh = h;
         const frame *c = pop(r, f, &hh, 0);
@@ -619,8 +639,9 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
         add(r, frame_copy(r, &n), h);
         return;
     }
+    uint8_t how = e ? branch_of(e) : BR_UNKNOWN;
     for (uint32_t k = g->first[i]; k < g->first[i + 1]; k++) {
-        if (g->edge[k].kind == RC_EDGE_EXCEPTION)
+        if (g->edge[k].kind == RC_EDGE_EXCEPTION || !edge_fits(g->edge[k].kind, how))
             continue;
         /* switch targets may repeat */
         bool dup = false;
@@ -641,9 +662,11 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
                    const dc_event *e, bool context_call)
 {
     uint16_t ops[LOOKAHEAD];
-    size_t n = lookahead(r, r->ev_slot, ops, LOOKAHEAD);
+    uint8_t br[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot, ops, br, LOOKAHEAD);
     if (n == 0 || ops[0] != op) {
         ops[0] = (uint16_t)op;
+        br[0] = e ? branch_of(e) : BR_UNKNOWN;
         n = 1;
     }
     /* the positions that can explain more than the first opcode (the
@@ -672,7 +695,7 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
         pos ps = g_array_index(cands, pos, k);
         if (only_method != NONE && ps.method != only_method)
             continue;
-        int score = accepts(r, ps.method, ps.insn, ops, n);
+        int score = accepts(r, ps.method, ps.insn, ops, br, n);
         if (score < top)
             continue;
         if (returned != NONE && ps.insn > 0) {
@@ -883,7 +906,8 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         return;
     }
     uint16_t ops[LOOKAHEAD];
-    size_t n = lookahead(r, r->ev_slot + 1, ops, LOOKAHEAD);
+    uint8_t br[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot + 1, ops, br, LOOKAHEAD);
     if (n == 0 || ops[0] >= 0x100) {
         enter(r, caller, h, NULL, 0, EK_INTRINSIC, call_bci);
         return;
@@ -898,7 +922,7 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         const rc_method *m = rc_method_at(r->p, ps.method);
         if (!entry_fits(k, m))
             continue;
-        int score = accepts(r, ps.method, 0, ops, n);
+        int score = accepts(r, ps.method, 0, ops, br, n);
         if (score < top)
             continue;
         if (score > top) {
@@ -934,8 +958,9 @@ static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
     if (v && (v >> 2) == r->st.events)
         return (int)(v & 3);
     uint16_t ops[LOOKAHEAD];
-    size_t n = lookahead(r, r->ev_slot + 1, ops, LOOKAHEAD);
-    int score = n == 0 || ops[0] >= 0x100 ? W_MAYBE : accepts(r, t->index, 0, ops, n);
+    uint8_t br[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot + 1, ops, br, LOOKAHEAD);
+    int score = n == 0 || ops[0] >= 0x100 ? W_MAYBE : accepts(r, t->index, 0, ops, br, n);
     g_hash_table_insert(r->entry_memo, GUINT_TO_POINTER(t->index + 1),
                         GSIZE_TO_POINTER(((gsize)r->st.events << 2) | (gsize)score));
     return score;

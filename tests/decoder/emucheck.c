@@ -9,18 +9,21 @@
  *
  * Every block the decoder returns must lie on that sequence: its first
  * instruction at the current position and its last `ninsn - 1` positions
- * later. After a gap (code the metadata lacks, trace lost) the next block is
- * searched forward, but not past the PSB after the first one (in the log's
- * PSB markers) whose TSC is above the block's: a block that fits nowhere in
- * its own time must not match a far later iteration of the same loop and
- * leave every block in between misplaced. The search goes through an index
- * of the positions of every address, so a block that fits nowhere costs
- * little and checking goes on with the next block: one divergence counts
- * the blocks it misplaces, not everything after it. Blocks of compiled code whose inner path the decoder
- * recovers (decoder/jitpath.h) must have exactly the executed path; a wrong
- * one counts as a misplaced block. Prints per thread: instructions executed, instructions
- * decoded in place, blocks, blocks that do not fit, instructions skipped
- * in gaps, and the gaps from the collector's losses. Exits 0 if every block fits and at least PCT percent
+ * later. A block that does not fit there (after a gap: code the metadata
+ * lacks, trace lost) is looked for in its own time: among the executed
+ * positions between the PSBs (the log's PSB markers with their TSC) a few
+ * before and after the block's TSC, the first fit at or after the current
+ * position, else the first before it. The window follows the block's time,
+ * not the last match, so a block that once fitted a wrong loop iteration
+ * cannot leave the blocks after it behind; an index of the positions of
+ * every address makes a block that fits nowhere cheap. Executed positions
+ * are counted as decoded once, however often blocks land on them. Blocks of
+ * compiled code whose inner path the decoder recovers (decoder/jitpath.h)
+ * must have exactly the executed path; a wrong one counts as a misplaced
+ * block. Prints per thread: instructions executed, instructions decoded in
+ * place, blocks, blocks that do not fit, instructions not decoded, the
+ * decoder's gaps and those from the collector's losses. Exits 0 if every
+ * block fits and at least PCT percent
  * (default 50) of all executed instructions were decoded. --opcodes writes
  * the bytecode events' mnemonics of every thread, one per line ("# tid N"
  * headers). */
@@ -35,8 +38,8 @@
 #include "decoder/decode.h"
 #include "decoder/jitpath.h"
 
-/* How far past the current position a block is searched for after a gap. */
-#define SEARCH_LIMIT (4u << 20)
+/* How many PSBs a block's time may lag behind its place, or lead it. */
+#define PSB_SLACK 3
 
 typedef struct code_tab {
     uint64_t *ip;            /* by id - 1 */
@@ -197,12 +200,26 @@ typedef struct check {
     size_t n, pos;
     const psb_mark *psb;
     size_t npsb;
-    uint64_t blocks, bad_blocks, matched, skipped;
+    uint64_t *covered;          /* a bit per executed position decoded */
+    uint64_t blocks, bad_blocks, matched;
     uint64_t paths, bad_paths;  /* compiled-code blocks whose inner path was recovered */
     const dm_model *m;
     jp_cache *jp;
     FILE *ops;
 } check;
+
+/* Positions [at, at + n) were decoded: counted once however often a block
+ * lands on them. */
+static void cover(check *c, size_t at, size_t n)
+{
+    for (size_t q = at; q < at + n; q++) {
+        uint64_t bit = 1ull << (q & 63);
+        if (!(c->covered[q >> 6] & bit)) {
+            c->covered[q >> 6] |= bit;
+            c->matched++;
+        }
+    }
+}
 
 /* A recovered inner path must be exactly what ran. */
 static void check_path(check *c, const struct pt_block *b, uint64_t tsc, size_t at)
@@ -228,48 +245,60 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
     size_t need = b->ninsn;
     if (c->pos + need <= c->n && c->seq[c->pos] == b->ip && c->seq[c->pos + need - 1] == b->end_ip) {
         check_path(c, b, tsc, c->pos);
+        cover(c, c->pos, need);
         c->pos += need;
-        c->matched += need;
         return;
     }
-    /* After a gap: the next place where the block fits, in its time. */
-    size_t limit = c->n, k = 0, lo = 0, hi = c->npsb;
-    while (lo < hi) {           /* first PSB after pos */
+    /* Elsewhere (after a gap, or after a block that did not fit): where the
+     * block fits in its own time, found from the PSB markers: between the
+     * PSB a few before the last one whose TSC is not above the block's and
+     * the one a few after (libipt reports a PSB's time only once a later
+     * query consumed it, so a block's time may lag by a PSB or two). The
+     * first fit at or after the current position wins, else the first one
+     * before it: the window follows the block's time, not the last match,
+     * so a block that once fitted a wrong loop iteration cannot leave the
+     * blocks after it behind. */
+    size_t lo = 0, hi = c->npsb;
+    while (lo < hi) {           /* first PSB whose TSC is above the block's */
         size_t mid = (lo + hi) / 2;
-        if (c->psb[mid].pos <= c->pos)
+        if (c->psb[mid].tsc <= tsc)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (k = lo; k < c->npsb && c->psb[k].tsc <= tsc; k++)
-        ;
-    if (k + 1 < c->npsb)        /* one PSB of slack: libipt reads it lazily */
-        limit = c->psb[k + 1].pos;
-    if (limit - c->pos > SEARCH_LIMIT)
-        limit = c->pos + SEARCH_LIMIT;
+    size_t start = lo >= PSB_SLACK ? c->psb[lo - PSB_SLACK].pos : 0;
+    size_t limit = lo + PSB_SLACK < c->npsb ? c->psb[lo + PSB_SLACK].pos : c->n;
     gpointer v = g_hash_table_lookup(c->where->slot, &b->ip);
     if (!v)
         goto misplaced;
     uint32_t slot = (uint32_t)GPOINTER_TO_UINT(v) - 1;
     size_t from = c->where->first[slot], to = c->where->first[slot + 1];
-    while (from < to) {         /* first occurrence after pos */
+    while (from < to) {         /* first occurrence in the window */
         size_t mid = (from + to) / 2;
-        if (c->where->at[mid] <= c->pos)
+        if (c->where->at[mid] < start)
             from = mid + 1;
         else
             to = mid;
     }
+    size_t fit = SIZE_MAX;
     for (size_t e = from; e < c->where->first[slot + 1]; e++) {
         size_t q = c->where->at[e];
         if (q >= limit || q + need > c->n)
             break;
-        if (c->seq[q + need - 1] == b->end_ip) {
-            check_path(c, b, tsc, q);
-            c->skipped += q - c->pos;
-            c->pos = q + need;
-            c->matched += need;
-            return;
+        if (c->seq[q + need - 1] != b->end_ip)
+            continue;
+        if (q >= c->pos) {
+            fit = q;
+            break;
         }
+        if (fit == SIZE_MAX)
+            fit = q;
+    }
+    if (fit != SIZE_MAX) {
+        check_path(c, b, tsc, fit);
+        cover(c, fit, need);
+        c->pos = fit + need;
+        return;
     }
 misplaced:
     if (c->bad_blocks < 5)
@@ -336,7 +365,7 @@ int main(int argc, char **argv)
         check c = { .seq = (const uint64_t *)(void *)seq->data, .n = seq->len, .ops = ops,
                     .where = &where,
                     .m = m, .jp = jp, .psb = (const psb_mark *)(void *)psbs->data,
-                    .npsb = psbs->len };
+                    .npsb = psbs->len, .covered = g_new0(uint64_t, seq->len / 64 + 1) };
         if (ops)
             fprintf(ops, "# tid %u\n", tids[i]);
         char pt[4096], idx[4096];
@@ -350,10 +379,10 @@ int main(int argc, char **argv)
         }
         uint64_t gaps = st.gaps[1] + st.gaps[2] + st.gaps[3] + st.gaps[4];
         printf("tid %u: executed %zu, decoded in place %" PRIu64 " (%.2f%%), blocks %" PRIu64
-               ", misplaced blocks %" PRIu64 ", skipped %" PRIu64 " in %" PRIu64 " gaps, "
+               ", misplaced blocks %" PRIu64 ", not decoded %" PRIu64 ", %" PRIu64 " gaps, "
                "lost gaps %" PRIu64 ", bytecodes %" PRIu64 "\n", tids[i], c.n, c.matched,
                c.n ? 100.0 * (double)c.matched / (double)c.n : 100.0, c.blocks, c.bad_blocks,
-               c.skipped + (c.n - c.pos), gaps, st.gaps[DC_GAP_LOST], st.events[DC_BYTECODE]);
+               c.n - c.matched, gaps, st.gaps[DC_GAP_LOST], st.events[DC_BYTECODE]);
         if (c.paths)
             printf("tid %u: compiled-code blocks with a recovered inner path %" PRIu64
                    ", wrong %" PRIu64 "\n", tids[i], c.paths, c.bad_paths);
@@ -362,6 +391,7 @@ int main(int argc, char **argv)
         bad += c.bad_blocks + c.bad_paths;
         paths += c.paths;
         index_free(&where);
+        g_free(c.covered);
         g_array_free(seq, TRUE);
         g_array_free(psbs, TRUE);
     }

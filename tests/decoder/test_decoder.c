@@ -202,6 +202,8 @@ static char *make_trace(void)
     interp[0x61] = 0xe8;
     memcpy(interp + 0x62, &rel, 4);
     memcpy(interp + 0x66, "\xff\xe0", 2);
+    /* ifeq: je to its not-taken path (+4) past the taken path's dispatch */
+    memcpy(interp + 0x80, "\x74\x02\xff\xe0\xff\xe0", 6);
 
     jm_put_u64(&b, INTERP); jm_put_u64(&b, sizeof interp); jm_put_u64(&b, 0);
     jm_put_u32(&b, JM_BLOB_INTERPRETER); jm_put_str(&b, "Interpreter");
@@ -210,6 +212,7 @@ static char *make_trace(void)
     codelet(w, &b, INTERP + 0x20, INTERP + 0x40, 221, "fast_iaccess_0");
     codelet(w, &b, INTERP + 0x40, INTERP + 0x60, -1, "method entry point (kind = zerolocals)");
     codelet(w, &b, INTERP + 0x60, INTERP + 0x80, 104, "imul");
+    codelet(w, &b, INTERP + 0x80, INTERP + 0xa0, 153, "ifeq");
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
     method(w, &b, M3, "three");
@@ -307,7 +310,7 @@ Test(model, timeline_versions_and_inline_tables)
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
-    cr_expect_eq(m->ncodelets, 4);
+    cr_expect_eq(m->ncodelets, 5);
     cr_expect_eq(m->ncodes, 5, "three nmethod versions and two stubs (the liar is dropped)");
     cr_expect_eq(m->nwarnings, 2, "bad code offset and unknown unload reported");
     bool beyond = false, unknown = false;
@@ -326,7 +329,7 @@ Test(model, timeline_versions_and_inline_tables)
     c = dm_codelet_at(m, INTERP + 0x40);
     cr_assert_not_null(c);
     cr_expect_eq(c->kind, DM_CL_METHOD_ENTRY);
-    cr_expect_null(dm_codelet_at(m, INTERP + 0x80));
+    cr_expect_null(dm_codelet_at(m, INTERP + 0xa0));
 
     /* version 1 from the start (nothing there before) to its unload */
     const dm_code *v = dm_code_at(m, NM + 1, 50);
@@ -344,7 +347,7 @@ Test(model, timeline_versions_and_inline_tables)
     dm_where w = dm_lookup(m, INTERP + 0x61, 1);
     cr_expect_eq(w.kind, DM_AT_CODELET);
     cr_expect_str_eq(w.codelet->desc, "imul");
-    w = dm_lookup(m, INTERP + 0x90, 1);
+    w = dm_lookup(m, INTERP + 0xb0, 1);
     cr_expect_eq(w.kind, DM_AT_BLOB, "interpreter buffer outside any codelet");
     cr_expect_eq(dm_lookup(m, NM + 3, 5200).code->method_id, M3);
     cr_expect_eq(dm_lookup(m, 0x99999, 1).kind, DM_AT_NOTHING);
@@ -395,7 +398,7 @@ Test(model, truncated_metadata_keeps_what_came_before)
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m);
     cr_expect(m->truncated);
-    cr_expect_eq(m->ncodelets, 4);
+    cr_expect_eq(m->ncodelets, 5);
     bool named = false;
     for (size_t i = 0; i < m->nwarnings; i++)
         named |= strstr(m->warnings[i], "meta.jpt") != NULL;
@@ -583,6 +586,42 @@ Test(decode, interpreter_jit_patches_and_reuse)
         cr_expect_eq(log.ev[17].tsc, 7000);
     }
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, conditional_branches_say_which_way_they_went)
+{
+    char *dir = make_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_codelet *c = dm_codelet_at(m, INTERP + 0x80);
+    cr_assert_not_null(c);
+    cr_expect_eq(c->not_taken, INTERP + 0x84);
+    cr_expect_eq(dm_codelet_at(m, INTERP)->not_taken, 0, "iload_0 is no branch");
+    dm_free(m);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x80);    /* ifeq: je not taken, the branch is */
+    pkt(&e, (struct pt_packet){ .type = ppt_tnt_8, .payload.tnt = { .bit_size = 1, .payload = 0 } });
+    tip(&e, ppt_tip, INTERP + 0x80);    /* ifeq again: this time not */
+    pkt(&e, (struct pt_packet){ .type = ppt_tnt_8, .payload.tnt = { .bit_size = 1, .payload = 1 } });
+    tip(&e, ppt_tip, INTERP);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "ifeq", "ifeq", "iload_0" };
+    expect_kinds(&log, want, 3);
+    if (log.n == 3) {
+        cr_expect_eq(log.ev[0].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), DC_F_TAKEN);
+        cr_expect_eq(log.ev[1].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), DC_F_NOT_TAKEN);
+        cr_expect_eq(log.ev[2].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), 0);
+    }
     remove_tree(dir);
     g_free(dir);
 }
@@ -991,6 +1030,82 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
     cr_expect_eq(via_stub, 1, "B reaches the callee through the filled static stub");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* ---- code re-pointed long before its patch is recorded --------------------- */
+
+#define NMC 0xb0000ull
+#define STUB_A 0xb1000ull
+#define STUB_B 0xb2000ull
+
+/* M1 at NMC: call STUB_A; jmp *%rax. STUB_A is je +0; ret (a TNT bit, then a
+ * return), STUB_B a plain ret. While the thread is out of the traced code
+ * (after its jmp *%rax leaves it), HotSpot re-points the call at STUB_B; the
+ * patch watcher records that only at t 9000. */
+static char *make_repoint_trace(void)
+{
+    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
+    cr_assert_not_null(dir);
+    char *jvm = g_build_filename(dir, "jvm", NULL);
+    char *pt = g_build_filename(dir, "pt", NULL);
+    g_mkdir(jvm, 0755);
+    g_mkdir(pt, 0755);
+    char err[512];
+    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
+    cr_assert_not_null(w, "%s", err);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, STUB_A, "a", "\x74\x00\xc3", 3);
+    stub(w, &b, STUB_B, "b", "\xc3", 1);
+    uint8_t nm[16];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(STUB_A - (NMC + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    jm_put_u64(&b, NMC); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    rel = (int32_t)(STUB_B - (NMC + 5));
+    patch(w, &b, 9000, NMC + 1, &rel, 4);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    g_free(jvm);
+    g_free(pt);
+    return dir;
+}
+
+Test(decode, code_re_pointed_before_its_record_is_decoded_again_with_it)
+{
+    char *dir = make_repoint_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMC);
+    /* first pass through STUB_A: its je, its return */
+    pkt(&e, (struct pt_packet){ .type = ppt_tnt_8, .payload.tnt = { .bit_size = 1, .payload = 1 } });
+    tip(&e, ppt_tip, NMC + 5);
+    tip(&e, ppt_tip_pgd, 0x100000);     /* jmp *%rax into the VM */
+    tip(&e, ppt_tip_pge, NMC);          /* back: the site now calls STUB_B */
+    tip(&e, ppt_tip, NMC + 5);          /* STUB_B returns */
+    tip(&e, ppt_tip_pgd, 0x100000);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    /* With the recorded bytes only, the second pass would take STUB_A's je
+     * against a TIP and lose the rest of the stream. */
+    cr_expect_eq(count_stub(&log, "a"), 1);
+    cr_expect_eq(count_stub(&log, "b"), 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_geq(st.retries, 1);
+    cr_expect_eq(st.retries_kept, 1);
     remove_tree(dir);
     g_free(dir);
 }
