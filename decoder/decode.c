@@ -1173,7 +1173,11 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
          * a codelet made, the codelet continues (getstatic resuming after the
          * VM ran a class initializer); anywhere else it is entered. */
         bool matched = shadow_pop(x, o->ip);
-        entered = !same && !(matched && u.kind == U_CODELET);
+        /* A stub resumed elsewhere than after a call it made is entered
+         * again, even if the thread left from it: the VM returns from the
+         * call stub and calls Java through it again. */
+        bool stub = u.kind == U_CODE && ((const dm_code *)u.p)->kind == DM_CODE_STUB;
+        entered = (!same || (stub && !matched)) && !(matched && u.kind == U_CODELET);
         flags |= DC_F_RESUMED;
     } else {
         flags |= how_flags(x->prev_xfer);

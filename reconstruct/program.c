@@ -17,10 +17,14 @@ _Static_assert(sizeof(void *) == 8, "method ids are kept in pointer-sized hash k
 
 typedef struct rc_class rc_class;
 
+struct site;
+
 typedef struct rc_mx {
     rc_method m;               /* first: rc_method pointers convert back */
     rc_class *cls;
     rc_cfg *cfg;               /* atomic; &failed_cfg when the build failed */
+    struct site **sites;       /* atomic, made on first use: call targets by
+                                * instruction index (each slot atomic) */
 } rc_mx;
 
 struct rc_class {
@@ -71,7 +75,6 @@ struct rc_program {
     GHashTable *names;         /* interned method names and descriptors */
     GPtrArray *bare_virtual;   /* rc_mx * of bare classes that may be interface targets */
     GMutex lock;
-    GHashTable *sites;         /* (index << 32 | bci) -> site */
     GHashTable *vm_sites;      /* the same for rc_vm_call_targets */
     GPtrArray *load_class;     /* loadClass(String) of every class loader; NULL: not yet */
     GHashTable *cha;           /* (class index << 32 | resolved method index) -> site */
@@ -146,12 +149,14 @@ void rc_program_free(rc_program *p)
         return;
     for (uint32_t i = 0; i < p->nmethods; i++) {
         rc_cfg *g = p->mx[i].cfg;
+        if (p->mx[i].sites && g && g != &failed_cfg)
+            for (uint32_t k = 0; k < g->ninsn; k++)
+                g_free(p->mx[i].sites[k]);
+        g_free(p->mx[i].sites);
         if (g && g != &failed_cfg)
             rc_cfg_free(g);
     }
     g_free(p->mx);
-    if (p->sites)
-        g_hash_table_destroy(p->sites);
     if (p->vm_sites)
         g_hash_table_destroy(p->vm_sites);
     if (p->load_class)
@@ -247,7 +252,6 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     p->strs = g_string_chunk_new(1 << 16);
     p->bare_virtual = g_ptr_array_new();
     p->names = g_hash_table_new(g_str_hash, g_str_equal);
-    p->sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
     p->vm_sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
     p->cha = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
 
@@ -933,21 +937,24 @@ size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
     uint8_t op = m->code[bci];
     if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
         return 0;
-    gpointer key = GSIZE_TO_POINTER((uint64_t)m->index << 32 | bci);
-    g_mutex_lock(&p->lock);
-    site *st = g_hash_table_lookup(p->sites, key);
-    g_mutex_unlock(&p->lock);
+    /* Lock-free after the first query of a site: a table per method,
+     * published with compare-and-exchange like the CFG (a losing builder
+     * frees its copy). The projection asks about the same sites millions of
+     * times. */
+    site **slots = g_atomic_pointer_get(&x->sites);
+    if (!slots) {
+        site **mine = g_new0(site *, g->ninsn);
+        if (!g_atomic_pointer_compare_and_exchange(&x->sites, NULL, mine))
+            g_free(mine);
+        slots = g_atomic_pointer_get(&x->sites);
+    }
+    int i = rc_cfg_index(g, bci);
+    site *st = g_atomic_pointer_get(&slots[i]);
     if (!st) {
         site *mine = compute_site(p, x, bci);
-        g_mutex_lock(&p->lock);
-        st = g_hash_table_lookup(p->sites, key);
-        if (!st) {
-            g_hash_table_insert(p->sites, key, mine);
-            st = mine;
-        } else {
+        if (!g_atomic_pointer_compare_and_exchange(&slots[i], NULL, mine))
             g_free(mine);
-        }
-        g_mutex_unlock(&p->lock);
+        st = g_atomic_pointer_get(&slots[i]);
     }
     *targets = st->t;
     *open = st->open;

@@ -132,6 +132,10 @@ struct rp_projector {
     size_t qhead, qlen;
     rp_stats st;
     GHashTable *entry_memo;    /* method index + 1 -> event number << 2 | entry_score */
+    /* expand's scored candidates for the event being processed: every
+     * hypothesis whose context is unknown asks the same question */
+    uint64_t fit_event;
+    GPtrArray *fit_memo;       /* fit_entry */
     bool seg_open, seg_chosen;
     bool after_gap;            /* the next segment follows a gap in the trace */
     uint64_t seg_seq;
@@ -592,9 +596,13 @@ static const frame *returned_to(rp_projector *r, const frame *caller, uint32_t m
     }
     /* The VM's call returns to the VM, inside the instruction that made it
      * call: that frame is as it was (an invoke in progress stays so). */
-    if (caller->kind == FR_VMCALL && caller->calling)
-        return caller->caller && caller->caller->kind == FR_INTERP
-                   ? caller->caller : returned_to(r, caller->caller, NONE);
+    if (caller->kind == FR_VMCALL && caller->calling) {
+        const frame *below = caller->caller;
+        if (below && below->kind == FR_INTERP)
+            return below;
+        /* (an unknown frame: at any instruction, not after an invoke) */
+        return below && below->kind == FR_UNKNOWN ? below : returned_to(r, below, NONE);
+    }
     if (caller->kind == FR_UNKNOWN) {
         frame u = *caller;
         u.after_return = true;
@@ -655,12 +663,68 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
     }
 }
 
+typedef struct fit_entry {
+    const void *cands;         /* expand: the index list; enter_any: NULL */
+    uint32_t only_method, returned;
+    int op;                    /* expand: the opcode; enter_any: -1 - entry kind */
+    GArray *fit;               /* expand: pos; enter_any: method indices */
+} fit_entry;
+
+static void fit_entry_free(gpointer p)
+{
+    fit_entry *f = p;
+    g_array_free(f->fit, TRUE);
+    g_free(f);
+}
+
 /* Candidates from an index, filtered by the lookahead; each becomes a frame
  * on top of `below` (and is run through the current bytecode). */
-static void expand(rp_projector *r, const frame *below, const hist *h, GArray *cands,
-                   const pos_pairs *pp, uint32_t only_method, uint32_t returned, int op,
-                   const dc_event *e, bool context_call)
+/* The candidates that best explain the lookahead (expand); the same for
+ * every hypothesis at this event, so computed once per event. */
+typedef struct scored_pos {
+    pos ps;
+    int score;
+} scored_pos;
+
+#define RAW_SCORES (NONE - 1)  /* fit_entry.returned of a scores() entry */
+
+static fit_entry *memo_find(rp_projector *r, const void *cands, uint32_t only_method,
+                            uint32_t returned, int op)
 {
+    if (r->fit_event != r->st.events) {
+        g_ptr_array_set_size(r->fit_memo, 0);
+        r->fit_event = r->st.events;
+    }
+    for (guint k = 0; k < r->fit_memo->len; k++) {
+        fit_entry *f = g_ptr_array_index(r->fit_memo, k);
+        if (f->cands == cands && f->only_method == only_method && f->returned == returned &&
+            f->op == op)
+            return f;
+    }
+    return NULL;
+}
+
+static const GArray *memo_add(rp_projector *r, const void *cands, uint32_t only_method,
+                              uint32_t returned, int op, GArray *fit)
+{
+    fit_entry *memo = g_new0(fit_entry, 1);
+    memo->cands = cands;
+    memo->only_method = only_method;
+    memo->returned = returned;
+    memo->op = op;
+    memo->fit = fit;
+    g_ptr_array_add(r->fit_memo, memo);
+    return fit;
+}
+
+/* How well each candidate explains the lookahead (scored_pos, W_NO left
+ * out); once per event for each candidate list. */
+static const GArray *scores(rp_projector *r, GArray *cands, const pos_pairs *pp,
+                            uint32_t only_method, int op, const dc_event *e)
+{
+    const fit_entry *f = memo_find(r, cands, only_method, RAW_SCORES, op);
+    if (f)
+        return f->fit;
     uint16_t ops[LOOKAHEAD];
     uint8_t br[LOOKAHEAD];
     size_t n = lookahead(r, r->ev_slot, ops, br, LOOKAHEAD);
@@ -671,56 +735,83 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
     }
     /* the positions that can explain more than the first opcode (the
      * others score W_NO: see pos_pairs) */
-    GArray *narrowed = only_method == NONE ? pairs_narrow(pp, ops, n) : NULL;
+    GArray *list = only_method == NONE ? pairs_narrow(pp, ops, n) : NULL;
     if (only_method != NONE) {
         /* the method's own instructions of that opcode (in the order of the
          * program-wide list, without going through it) */
         const rc_method *om = rc_method_at(r->p, only_method);
         const rc_cfg *og = om ? rc_cfg_get(r->p, om) : NULL;
-        narrowed = g_array_new(FALSE, FALSE, sizeof(pos));
+        list = g_array_new(FALSE, FALSE, sizeof(pos));
         for (uint32_t i = 0; og && i < og->ninsn; i++) {
             if (og->op[i] != op)
                 continue;
             pos ps = { only_method, i };
-            g_array_append_val(narrowed, ps);
+            g_array_append_val(list, ps);
         }
     }
-    if (narrowed)
-        cands = narrowed;
-    /* Score every candidate first: where some explain the whole lookahead,
-     * the ones that only might (open call sites, budget) are dropped. */
+    const GArray *c = list ? list : cands;
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(scored_pos));
+    for (guint k = 0; k < c->len; k++) {
+        scored_pos sp = { g_array_index(c, pos, k), W_NO };
+        if (only_method != NONE && sp.ps.method != only_method)
+            continue;
+        sp.score = accepts(r, sp.ps.method, sp.ps.insn, ops, br, n);
+        if (sp.score > W_NO)
+            g_array_append_val(out, sp);
+    }
+    if (list)
+        g_array_free(list, TRUE);
+    return memo_add(r, cands, only_method, RAW_SCORES, op, out);
+}
+
+/* The candidates that best explain the lookahead (expand), where the frame
+ * below returned from `returned` (NONE: not known to): the same for every
+ * hypothesis at this event with that method. Where some explain the whole
+ * lookahead, the ones that only might (open call sites, budget) are dropped. */
+static const GArray *scored(rp_projector *r, GArray *cands, const pos_pairs *pp,
+                            uint32_t only_method, uint32_t returned, int op, const dc_event *e)
+{
+    const fit_entry *f = memo_find(r, cands, only_method, returned, op);
+    if (f)
+        return f->fit;
+    const GArray *all = scores(r, cands, pp, only_method, op, e);
     GArray *fit = g_array_new(FALSE, FALSE, sizeof(pos));
     int top = W_MAYBE;
-    for (guint k = 0; k < cands->len; k++) {
-        pos ps = g_array_index(cands, pos, k);
-        if (only_method != NONE && ps.method != only_method)
+    for (guint k = 0; k < all->len; k++) {
+        scored_pos sp = g_array_index(all, scored_pos, k);
+        if (sp.score < top)
             continue;
-        int score = accepts(r, ps.method, ps.insn, ops, br, n);
-        if (score < top)
-            continue;
-        if (returned != NONE && ps.insn > 0) {
+        if (returned != NONE && sp.ps.insn > 0) {
             /* the instruction before is the invoke that called `returned` */
-            const rc_method *cm = rc_method_at(r->p, ps.method);
+            const rc_method *cm = rc_method_at(r->p, sp.ps.method);
             const rc_cfg *g = rc_cfg_get(r->p, cm);
             const rc_method *const *t;
             bool open = false;
-            size_t nt = rc_call_targets(r->p, cm, g->bci[ps.insn - 1], &t, &open);
+            size_t nt = rc_call_targets(r->p, cm, g->bci[sp.ps.insn - 1], &t, &open);
             bool found = false;
             for (size_t j = 0; j < nt && !found; j++)
                 found = t[j]->index == returned;
             if (!found && !open)
                 continue;
-            if (!found && score == W_YES)
-                score = W_MAYBE;
-            if (score < top)
+            if (!found && sp.score == W_YES)
+                sp.score = W_MAYBE;
+            if (sp.score < top)
                 continue;
         }
-        if (score > top) {
+        if (sp.score > top) {
             g_array_set_size(fit, 0);
-            top = score;
+            top = sp.score;
         }
-        g_array_append_val(fit, ps);
+        g_array_append_val(fit, sp.ps);
     }
+    return memo_add(r, cands, only_method, returned, op, fit);
+}
+
+static void expand(rp_projector *r, const frame *below, const hist *h, GArray *cands,
+                   const pos_pairs *pp, uint32_t only_method, uint32_t returned, int op,
+                   const dc_event *e, bool context_call)
+{
+    const GArray *fit = scored(r, cands, pp, only_method, returned, op, e);
     for (guint k = 0; k < fit->len; k++) {
         pos ps = g_array_index(fit, pos, k);
         if (r->next->len >= MAX_HYP) {
@@ -738,9 +829,6 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
             hh = record(r, hh, FL_CALL, id, -1, -1, FL_F_CONTEXT);
         step_interp_bc(r, push(r, below, f), hh, op, e);
     }
-    g_array_free(fit, TRUE);
-    if (narrowed)
-        g_array_free(narrowed, TRUE);
 }
 
 /* The exception thrown at `f` is caught by a handler of f or of a caller. */
@@ -912,36 +1000,54 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         enter(r, caller, h, NULL, 0, EK_INTRINSIC, call_bci);
         return;
     }
-    pos_index *x = index_get(r);
-    GArray *narrowed = pairs_narrow(&x->start2, ops, n);
-    GArray *c = narrowed ? narrowed : x->start[ops[0]];
-    GPtrArray *fit = g_ptr_array_new();
-    int top = W_MAYBE;
-    for (guint j = 0; j < c->len; j++) {
-        pos ps = g_array_index(c, pos, j);
-        const rc_method *m = rc_method_at(r->p, ps.method);
-        if (!entry_fits(k, m))
-            continue;
-        int score = accepts(r, ps.method, 0, ops, br, n);
-        if (score < top)
-            continue;
-        if (score > top) {
-            g_ptr_array_set_size(fit, 0);
-            top = score;
+    /* the methods that best explain what follows: the same for every
+     * hypothesis at this event (kept with expand's, keyed by the kind) */
+    if (r->fit_event != r->st.events) {
+        g_ptr_array_set_size(r->fit_memo, 0);
+        r->fit_event = r->st.events;
+    }
+    const GArray *fit = NULL;
+    for (guint j = 0; j < r->fit_memo->len && !fit; j++) {
+        const fit_entry *f = g_ptr_array_index(r->fit_memo, j);
+        if (f->cands == NULL && f->op == -1 - (int)k)
+            fit = f->fit;
+    }
+    if (!fit) {
+        pos_index *x = index_get(r);
+        GArray *narrowed = pairs_narrow(&x->start2, ops, n);
+        GArray *c = narrowed ? narrowed : x->start[ops[0]];
+        GArray *v = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+        int top = W_MAYBE;
+        for (guint j = 0; j < c->len; j++) {
+            pos ps = g_array_index(c, pos, j);
+            const rc_method *m = rc_method_at(r->p, ps.method);
+            if (!entry_fits(k, m))
+                continue;
+            int score = accepts(r, ps.method, 0, ops, br, n);
+            if (score < top)
+                continue;
+            if (score > top) {
+                g_array_set_size(v, 0);
+                top = score;
+            }
+            g_array_append_val(v, ps.method);
         }
-        g_ptr_array_add(fit, (gpointer)m);
+        if (narrowed)
+            g_array_free(narrowed, TRUE);
+        fit_entry *memo = g_new0(fit_entry, 1);
+        memo->op = -1 - (int)k;
+        memo->fit = v;
+        g_ptr_array_add(r->fit_memo, memo);
+        fit = v;
     }
     for (guint j = 0; j < fit->len; j++) {
         if (r->next->len >= MAX_HYP) {
             r->st.capped++;
             break;
         }
-        const rc_method *m = g_ptr_array_index(fit, j);
+        const rc_method *m = rc_method_at(r->p, g_array_index(fit, uint32_t, j));
         enter(r, caller, h, m, m->id, k, call_bci);
     }
-    g_ptr_array_free(fit, TRUE);
-    if (narrowed)
-        g_array_free(narrowed, TRUE);
 }
 
 /* How well callee t explains the bytecodes after this entry (once per
@@ -999,12 +1105,16 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
         return;
     }
     if (f->kind == FR_COMPILED && f->bci >= 0 && f->method != NONE) {
-        /* compiled code calling an interpreted method (c2i) */
+        /* compiled code calling an interpreted method (c2i): the targets of
+         * the invoke at the frame's bci rank first, but that bci is the last
+         * one a PC record named before the call, not always the call's own
+         * (records are sparse where DebugNonSafepoints was off, and code
+         * HotSpot adds around calls has none): any method stays possible */
         const rc_method *m = rc_method_at(r->p, f->method);
         const rc_method *const *t;
         bool open = false;
         size_t nt = m && m->code ? rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) : 0;
-        enter_targets(r, f, h, t, nt, open || nt == 0, k, f->bci);
+        enter_targets(r, f, h, t, nt, true, k, f->bci);
         return;
     }
     if (f->kind == FR_VMCALL && !f->calling) {
@@ -1067,8 +1177,8 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         add(r, push(r, NULL, compiled_frame(r, e, e->method_id, 1)), hh);
         return;
     }
-    if (f && f->kind == FR_COMPILED && f->code == e->code)
-        return add(r, f, h);   /* a jump inside it */
+    if (f && f->kind == FR_COMPILED && f->code == e->code && !(e->flags & DC_F_BY_CALL))
+        return add(r, f, h);   /* a jump inside it (a call is recursion) */
     int32_t call_bci = -1;
     if (f && f->kind == FR_INTERP && f->calling && f->last != NONE) {
         /* i2c: the compiled callee must be a target of the invoke */
@@ -1194,6 +1304,23 @@ static void step(rp_projector *r, const hyp *x, const dc_event *e)
             frame v = { .kind = FR_VMCALL, .method = NONE, .insn = NONE, .last = NONE,
                         .returned = NONE };
             f = push(r, f, v);
+        } else if (e->desc && !strcmp(e->desc, "call_stub") && (e->flags & DC_F_BY_RETURN) &&
+                   f && (f->kind == FR_COMPILED || f->kind == FR_OPAQUE)) {
+            /* A compiled method the VM called returned to it: its frames go,
+             * and the VM goes back to the instruction that called it. */
+            while (f && (f->kind == FR_COMPILED || f->kind == FR_OPAQUE))
+                f = pop(r, f, &h, 0);
+            if (f && f->kind == FR_VMCALL && f->calling)
+                f = returned_to(r, f, NONE);
+        } else if (e->desc && !strcmp(e->desc, "call_stub") && f && f->kind == FR_UNKNOWN &&
+                   f->after_return) {
+            /* A method the VM called returned to it, and the VM goes back to
+             * the instruction that called it (a new, a getstatic, ...), not
+             * to an invoke: the next bytecode may follow any instruction. */
+            frame u = *f;
+            u.after_return = false;
+            u.returned = NONE;
+            f = frame_copy(r, &u);
         }
         add(r, f, h);
         return;
@@ -1460,6 +1587,8 @@ rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, v
     r->next = g_array_new(FALSE, FALSE, sizeof(hyp));
     r->a = arena_new();
     r->entry_memo = g_hash_table_new(g_direct_hash, g_direct_equal);
+    r->fit_memo = g_ptr_array_new_with_free_func(fit_entry_free);
+    r->fit_event = UINT64_MAX;
     return r;
 }
 
@@ -1499,6 +1628,7 @@ void rp_free(rp_projector *r)
     g_array_free(r->cur, TRUE);
     g_array_free(r->next, TRUE);
     g_hash_table_destroy(r->entry_memo);
+    g_ptr_array_free(r->fit_memo, TRUE);
     arena_free(r->a);
     g_free(r);
 }
