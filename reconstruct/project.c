@@ -15,7 +15,9 @@
 #define MAX_PENDING 200000
 /* Decoder events looked ahead (the opcodes that follow filter candidates). */
 #define LOOKAHEAD 64
-#define QUEUE (LOOKAHEAD + 1)
+/* Events held for the lookahead: compiled code between two interpreted
+ * bytecodes (an interpreted invoke's compiled callee) can be long. */
+#define QUEUE 1024
 /* Work bound of one lookahead walk through a CFG. */
 #define WALK_BUDGET 2048
 /* Frames a lookahead walk follows into callees. */
@@ -357,7 +359,7 @@ static const dc_event *queued(const rp_projector *r, size_t k)
 /* Lookahead symbols: the opcodes that follow, with the method entries and
  * interpreter returns between them, up to the first event the walk cannot
  * follow (compiled code, stubs, exceptions). */
-enum { SYM_ENTRY = 0x100, SYM_IRET = 0x200, SYM_STOP = 0x300 };
+enum { SYM_ENTRY = 0x100, SYM_IRET = 0x200, SYM_STOP = 0x300, SYM_COMPILED = 0x400 };
 
 static entry_kind_t entry_kind_of(const char *desc);
 
@@ -370,13 +372,63 @@ static uint8_t branch_of(const dc_event *e)
                                                                              : BR_UNKNOWN;
 }
 
+static uint32_t index_of_id(const rp_projector *r, uint64_t id);
+
+static bool is_adapter_stub(const dc_event *e)
+{
+    return e->desc && strstr(e->desc, "I2C") != NULL;   /* "I2C/C2I adapters" */
+}
+
+/* Skips a compiled callee's events after queue position k (its DC_JIT_ENTER)
+ * to the interpreter's return into the caller: the position of that
+ * DC_INTERP_RETURN, or the queue's length if it is not in the queue (or
+ * something the walk cannot follow comes first). Interpreted methods the
+ * compiled code calls meanwhile are counted in and out. */
+static size_t skip_compiled(const rp_projector *r, size_t k)
+{
+    unsigned nest = 0;
+    for (k++; k < r->qlen; k++) {
+        const dc_event *e = queued(r, k);
+        switch (e->kind) {
+        case DC_METHOD_ENTRY: {
+            /* a method without bytecodes (native, intrinsic) leaves without
+             * a return bytecode: its end cannot be told here */
+            entry_kind_t ek = entry_kind_of(e->desc);
+            if (ek != EK_JAVA && ek != EK_SYNC)
+                return r->qlen;
+            nest++;
+            break;
+        }
+        case DC_BYTECODE:
+            if (nest && is_return(e->opcode))
+                nest--;
+            break;
+        case DC_INTERP_RETURN:
+            if (!nest)
+                return k;
+            break;
+        case DC_GAP:
+        case DC_EXCEPTION:
+        case DC_THROW:
+        case DC_DEOPT:
+        case DC_EARLYRET:
+        case DC_INTERP_OTHER:
+            return r->qlen;
+        default:
+            break;
+        }
+    }
+    return r->qlen;
+}
+
 static size_t lookahead(const rp_projector *r, size_t from, uint16_t *sym, uint8_t *br,
-                        size_t max)
+                        uint32_t *callee, size_t max)
 {
     size_t n = 0;
     for (size_t k = from; k < r->qlen && n < max; k++) {
         const dc_event *e = queued(r, k);
         br[n] = BR_UNKNOWN;
+        callee[n] = NONE;
         switch (e->kind) {
         case DC_BYTECODE:
             if (e->opcode < 0)
@@ -398,6 +450,23 @@ static size_t lookahead(const rp_projector *r, size_t from, uint16_t *sym, uint8
             sym[n++] = (uint16_t)(SYM_ENTRY | ek);
             break;
         }
+        case DC_STUB:
+            if (!is_adapter_stub(e))
+                return n;
+            break;             /* i2c: the compiled callee follows */
+        case DC_JIT_ENTER: {
+            /* an interpreted invoke's compiled callee: one symbol naming
+             * it, then the interpreter's return into the caller */
+            if (!n || !is_invoke(sym[n - 1]) || (e->flags & DC_F_BY_RETURN))
+                return n;
+            callee[n] = index_of_id(r, e->method_id);
+            sym[n++] = SYM_COMPILED;
+            k = skip_compiled(r, k);
+            if (k >= r->qlen)
+                return n;
+            k--;               /* the DC_INTERP_RETURN comes next */
+            break;
+        }
         default:
             return n;
         }
@@ -411,6 +480,7 @@ typedef struct walker {
     rp_projector *r;
     const uint16_t *sym;
     const uint8_t *br;         /* per symbol: how a branch went (BR_*) */
+    const uint32_t *callee;    /* per SYM_COMPILED: the compiled callee (NONE: unknown) */
     size_t n;
     int budget;
     struct { uint32_t method, insn; } stack[WALK_DEPTH];
@@ -462,6 +532,26 @@ static int walk(walker *w, size_t depth, size_t k)
             return W_YES;
         if (depth >= WALK_DEPTH)
             return W_YES;       /* consistent as far as it was followed */
+        if (w->sym[k + 1] == SYM_COMPILED && next != NONE) {
+            /* a compiled callee (i2c): it must be a target; the caller
+             * goes on after the interpreter's return */
+            const rc_method *const *t;
+            bool open = false;
+            size_t nt = rc_call_targets(w->r->p, m, g->bci[i], &t, &open);
+            uint32_t c = w->callee[k + 1];
+            bool found = c == NONE || open;   /* (open: any method may be it) */
+            for (size_t j = 0; j < nt && !found; j++)
+                found = t[j]->index == c;
+            if (!found)
+                return W_NO;
+            size_t q = k + 2;
+            if (q < w->n && w->sym[q] == SYM_IRET)
+                q++;
+            w->stack[depth - 1].insn = next;
+            int res = walk(w, depth, q);
+            w->stack[depth - 1].insn = i;
+            return res;
+        }
         if ((w->sym[k + 1] & 0xff00) != SYM_ENTRY || next == NONE)
             return W_MAYBE;
         entry_kind_t ek = (entry_kind_t)(w->sym[k + 1] & 0xff);
@@ -512,9 +602,10 @@ static int walk(walker *w, size_t depth, size_t k)
 }
 
 static int accepts(rp_projector *r, uint32_t method, uint32_t insn, const uint16_t *sym,
-                   const uint8_t *br, size_t n)
+                   const uint8_t *br, const uint32_t *callee, size_t n)
 {
-    walker w = { .r = r, .sym = sym, .br = br, .n = n, .budget = WALK_BUDGET };
+    walker w = { .r = r, .sym = sym, .br = br, .callee = callee, .n = n,
+                 .budget = WALK_BUDGET };
     w.stack[0].method = method;
     w.stack[0].insn = insn;
     return walk(&w, 1, 0);
@@ -727,10 +818,12 @@ static const GArray *scores(rp_projector *r, GArray *cands, const pos_pairs *pp,
         return f->fit;
     uint16_t ops[LOOKAHEAD];
     uint8_t br[LOOKAHEAD];
-    size_t n = lookahead(r, r->ev_slot, ops, br, LOOKAHEAD);
+    uint32_t jm[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot, ops, br, jm, LOOKAHEAD);
     if (n == 0 || ops[0] != op) {
         ops[0] = (uint16_t)op;
         br[0] = e ? branch_of(e) : BR_UNKNOWN;
+        jm[0] = NONE;
         n = 1;
     }
     /* the positions that can explain more than the first opcode (the
@@ -755,7 +848,7 @@ static const GArray *scores(rp_projector *r, GArray *cands, const pos_pairs *pp,
         scored_pos sp = { g_array_index(c, pos, k), W_NO };
         if (only_method != NONE && sp.ps.method != only_method)
             continue;
-        sp.score = accepts(r, sp.ps.method, sp.ps.insn, ops, br, n);
+        sp.score = accepts(r, sp.ps.method, sp.ps.insn, ops, br, jm, n);
         if (sp.score > W_NO)
             g_array_append_val(out, sp);
     }
@@ -995,7 +1088,8 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
     }
     uint16_t ops[LOOKAHEAD];
     uint8_t br[LOOKAHEAD];
-    size_t n = lookahead(r, r->ev_slot + 1, ops, br, LOOKAHEAD);
+    uint32_t jm[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot + 1, ops, br, jm, LOOKAHEAD);
     if (n == 0 || ops[0] >= 0x100) {
         enter(r, caller, h, NULL, 0, EK_INTRINSIC, call_bci);
         return;
@@ -1023,7 +1117,7 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
             const rc_method *m = rc_method_at(r->p, ps.method);
             if (!entry_fits(k, m))
                 continue;
-            int score = accepts(r, ps.method, 0, ops, br, n);
+            int score = accepts(r, ps.method, 0, ops, br, jm, n);
             if (score < top)
                 continue;
             if (score > top) {
@@ -1065,8 +1159,9 @@ static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
         return (int)(v & 3);
     uint16_t ops[LOOKAHEAD];
     uint8_t br[LOOKAHEAD];
-    size_t n = lookahead(r, r->ev_slot + 1, ops, br, LOOKAHEAD);
-    int score = n == 0 || ops[0] >= 0x100 ? W_MAYBE : accepts(r, t->index, 0, ops, br, n);
+    uint32_t jm[LOOKAHEAD];
+    size_t n = lookahead(r, r->ev_slot + 1, ops, br, jm, LOOKAHEAD);
+    int score = n == 0 || ops[0] >= 0x100 ? W_MAYBE : accepts(r, t->index, 0, ops, br, jm, n);
     g_hash_table_insert(r->entry_memo, GUINT_TO_POINTER(t->index + 1),
                         GSIZE_TO_POINTER(((gsize)r->st.events << 2) | (gsize)score));
     return score;
