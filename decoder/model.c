@@ -608,23 +608,28 @@ static bool is_resolve_stub_at(const dm_model *m, uint64_t addr, uint64_t tsc)
 /* See model.h: patches that resolve one call site. The bytes a patch
  * replaced are its owner's snapshot with the earlier patches of the same
  * owner laid over it (a site may be patched more than once: resolve stub,
- * then c2i adapter, then the compiled callee). */
+ * then c2i adapter, then the compiled callee). An inline-cache site is
+ * `movabs rax, imm64; call`: its resolution rewrites the cached value and
+ * the call together, so the changed bytes may also cover the immediate. */
+#define SITE_WINDOW 32       /* bytes around a patch searched for its call */
 static void find_call_sites(dm_model *m, const uint8_t *code)
 {
     for (size_t i = 0; i < m->npatches; i++) {
         dm_patch *p = &m->patches[i];
-        if (p->owner < 0 || p->size > 4)
+        if (p->owner < 0 || p->size > 13)   /* imm64 + call at most */
             continue;
         const dm_code *c = &m->codes[p->owner];
         if (p->vaddr <= c->vaddr || p->vaddr + p->size > c->vaddr + c->size)
             continue;
-        /* The 5-byte windows that can hold a call whose rel32 covers the
-         * patch: [lo, lo + 9) holds all of them. */
-        uint64_t lo = p->vaddr + p->size >= 5 ? p->vaddr + p->size - 5 : 0;
-        if (lo < c->vaddr)
-            lo = c->vaddr;
-        uint8_t old[9], now[9];
-        uint64_t n = c->vaddr + c->size - lo < 9 ? c->vaddr + c->size - lo : 9;
+        /* [lo, lo + n): the patch with 10 bytes before it (a movabs whose
+         * immediate the patch starts in, or a call whose rel32 it does) and
+         * 4 after. */
+        uint64_t lo = p->vaddr >= c->vaddr + 10 ? p->vaddr - 10 : c->vaddr;
+        uint64_t hi = p->vaddr + p->size + 4;
+        if (hi > c->vaddr + c->size)
+            hi = c->vaddr + c->size;
+        uint64_t n = hi - lo;
+        uint8_t old[SITE_WINDOW], now[SITE_WINDOW];
         memcpy(old, code + c->code_offset + (lo - c->vaddr), n);
         for (size_t j = 0; j < i; j++) {
             const dm_patch *q = &m->patches[j];
@@ -645,12 +650,18 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
             }
         if (first == UINT64_MAX)
             continue;
-        for (uint64_t a = lo; a + 5 <= lo + n && a < p->vaddr; a++) {
-            if (old[a - lo] != 0xe8 || first <= a || last >= a + 5)
+        for (uint64_t a = lo; a + 5 <= lo + n; a++) {
+            if (old[a - lo] != 0xe8 || now[a - lo] != 0xe8 || last >= a + 5 || first == a)
+                continue;
+            /* Changed bytes before the call must be a movabs rax's immediate. */
+            bool ic = a >= lo + 10 && old[a - lo - 10] == 0x48 && old[a - lo - 9] == 0xb8;
+            if (first < a && !(ic && first >= a - 8))
                 continue;
             int32_t rel_old, rel_new;
             memcpy(&rel_old, old + (a - lo) + 1, 4);
             memcpy(&rel_new, now + (a - lo) + 1, 4);
+            if (rel_old == rel_new)
+                continue;
             uint64_t from = a + 5 + (uint64_t)(int64_t)rel_old;
             if (!is_resolve_stub_at(m, from, p->tsc))
                 continue;

@@ -26,8 +26,9 @@
  *   handlers) applies from the start of what it patched: zeros were never
  *   executed, so whenever that code ran, it was the patch's bytes.
  * - A patch that only retargets one direct call (all its changed bytes lie
- *   in the call's rel32) away from one of HotSpot's resolve_*_call stubs is
- *   a call-site resolution: unresolved calls go to these stubs, whose
+ *   in the call's rel32, or for an inline-cache site `movabs rax, imm64;
+ *   call` also in the cached value) away from one of HotSpot's
+ *   resolve_*_call stubs is a call-site resolution: unresolved calls go to these stubs, whose
  *   runtime call patches the site before the stub goes on to the real
  *   target. The patch watcher sees the change only at its
  *   next scan, often after the site has run the new way many times; the

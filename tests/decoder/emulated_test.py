@@ -38,7 +38,12 @@ decode in place. The rest is where the agent's code versions could not show
 a patch in time: HotSpot re-points call sites and refills stubs between two
 scans of the agent's patch watcher, and some of those versions are never
 recorded at all (the decoder re-decodes a stretch with the versions recorded
-later, decoder/README.md). The numbers are printed for the record.
+later, decoder/README.md). How much that is depends on when the watcher's
+scans fall (luindex on JDK 17: 78.7% to 93.1% in place over runs), so the
+floor guards against collapse, not for the target. Whatever decodes must
+be right: at most MAX_MISPLACED_PCT percent of the decoded blocks may lie off
+the executed sequence (0.01% to 0.03% measured). The numbers are printed for
+the record.
 """
 import json
 import os
@@ -53,7 +58,8 @@ SQUARE = ['iload_0', 'iload_0', 'imul', 'ireturn']
 MIN_DECODED_PCT = '75'
 JIT_MIN_PCT = 70.0
 JIT_OUTPUT = 'Jit -785422551540'
-WORKLOAD_MIN_PCT = 85.0
+WORKLOAD_MIN_PCT = 75.0
+MAX_MISPLACED_PCT = 0.1
 
 
 def count(seq, pat):
@@ -130,6 +136,12 @@ def workload(ptrec, plugin, agent, emucheck, jbin, work, script, variables):
           % (pct, m.group(1), m.group(3)))
     if pct < WORKLOAD_MIN_PCT:
         print('FAIL: under %.0f%% decoded in place' % WORKLOAD_MIN_PCT)
+        return 1
+    blocks = sum(int(b) for b in re.findall(r', blocks (\d+),', chk.stdout))
+    misplaced = 100.0 * int(m.group(3)) / max(blocks, 1)
+    print('misplaced: %.4f%% of %d decoded blocks' % (misplaced, blocks))
+    if misplaced > MAX_MISPLACED_PCT:
+        print('FAIL: over %.2f%% of the decoded blocks misplaced' % MAX_MISPLACED_PCT)
         return 1
     print('PASS')
     shutil.rmtree(work)

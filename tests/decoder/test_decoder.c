@@ -995,6 +995,67 @@ Test(model, call_site_resolutions_are_recognized)
     g_free(dir);
 }
 
+/* An inline-cache site, `movabs rax, -1; call resolve_virtual_call`, is
+ * resolved by one patch over the cached value and the call's rel32 (HotSpot
+ * sets both). Bytes changed before a call that are not a movabs rax's
+ * immediate make no site. */
+#define RS_VIRT 0x80200ull
+Test(model, inline_cache_resolutions_are_recognized)
+{
+    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
+    cr_assert_not_null(dir);
+    char *jvm = g_build_filename(dir, "jvm", NULL);
+    g_mkdir(jvm, 0755);
+    char err[512];
+    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
+    cr_assert_not_null(w, "%s", err);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, CALLEE, "callee", "\xc3", 1);
+    uint8_t nm[0x40];
+    memset(nm, 0x90, sizeof nm);
+    /* site 1 at NMR+10 after a movabs at NMR; site 2 at NMR+0x25 after a
+     * 5-byte `mov ecx, imm32` at NMR+0x20 */
+    memcpy(nm, "\x48\xb8\xff\xff\xff\xff\xff\xff\xff\xff", 10);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 15));
+    nm[10] = 0xe8;
+    memcpy(nm + 11, &rel, 4);
+    memcpy(nm + 0x20, "\xb9\x01\x00\x00\x00", 5);
+    rel = (int32_t)(RS_VIRT - (NMR + 0x2a));
+    nm[0x25] = 0xe8;
+    memcpy(nm + 0x26, &rel, 4);
+    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 2); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    /* site 1: the klass (its low bytes as before) and the call, 11 bytes */
+    uint8_t ic[11] = { 0x40, 0x10, 0, 0, 0, 0, 0xe8 };
+    rel = (int32_t)(CALLEE - (NMR + 15));
+    memcpy(ic + 7, &rel, 4);
+    patch(w, &b, 9000, NMR + 4, ic, sizeof ic);
+    /* site 2: the mov's immediate and the call */
+    uint8_t other[9] = { 0x02, 0, 0, 0, 0xe8 };
+    rel = (int32_t)(CALLEE - (NMR + 0x2a));
+    memcpy(other + 5, &rel, 4);
+    patch(w, &b, 9001, NMR + 0x21, other, sizeof other);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_assert_eq(m->npatches, 2);
+    cr_expect_eq(m->call_site_patches, 1);
+    cr_expect_eq(m->patches[0].site, NMR + 10);
+    cr_expect_eq(m->patches[0].old_target, RS_VIRT);
+    cr_expect_eq(m->patches[0].new_target, CALLEE);
+    cr_expect_eq(m->patches[1].site, 0, "a changed mov imm32 is no inline-cache value");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+    g_free(jvm);
+}
+
 Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
 {
     char *dir = make_resolve_trace();
