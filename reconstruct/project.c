@@ -1550,11 +1550,24 @@ static bool same_state(const frame *a, const frame *b)
 
 static guint frame_hash(gconstpointer p)
 {
+    /* every field same_state compares, each mixed in by a multiply-xorshift
+     * step, so that hypotheses differing in one small field do not collide */
     const frame *f = p;
-    uint64_t h = (uint64_t)(uintptr_t)f->caller * 0x9e3779b97f4a7c15ull;
-    h ^= ((uint64_t)f->kind << 56) ^ ((uint64_t)f->method << 24) ^ f->insn;
-    h ^= ((uint64_t)f->last << 32) ^ (uint64_t)(uint32_t)f->bci ^ f->method_id;
-    h ^= (uint64_t)(uintptr_t)f->code ^ ((uint64_t)f->calling << 1) ^ ((uint64_t)f->throwing << 2);
+    const uint64_t fields[] = {
+        (uint64_t)(uintptr_t)f->caller,
+        (uint64_t)f->kind | (uint64_t)f->calling << 8 | (uint64_t)f->throwing << 9 |
+            (uint64_t)f->after_return << 10 | (uint64_t)f->inline_depth << 32,
+        (uint64_t)f->method << 32 | f->insn,
+        (uint64_t)f->last << 32 | f->returned,
+        (uint64_t)(uint32_t)f->bci,
+        f->method_id,
+        (uint64_t)(uintptr_t)f->code,
+    };
+    uint64_t h = 0x243f6a8885a308d3ull;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        h = (h ^ fields[i]) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
     return (guint)(h ^ (h >> 32));
 }
 
@@ -1573,7 +1586,7 @@ static size_t dedup(GArray *v)
         return 0;
     guint out = 0;
     size_t merged = 0;
-    if (v->len <= 16) {
+    if (v->len <= 8) {
         for (guint i = 0; i < v->len; i++) {
             hyp x = g_array_index(v, hyp, i);
             bool seen = false;
