@@ -927,14 +927,29 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
 size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
                        const rc_method *const **targets, bool *open)
 {
+    rc_mx *x = mx_of(p, m);
+    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
+    int64_t i = rc_cfg_index(g, bci);
+    if (i < 0) {
+        static const rc_method *const none[1];
+        *targets = none;
+        *open = false;
+        return 0;
+    }
+    return rc_call_targets_at(p, m, (uint32_t)i, targets, open);
+}
+
+size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
+                          const rc_method *const **targets, bool *open)
+{
     static const rc_method *const none[1];
     *targets = none;
     *open = false;
     rc_mx *x = mx_of(p, m);
     const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
-    if (!g || rc_cfg_index(g, bci) < 0)
+    if (!g || insn >= g->ninsn)
         return 0;
-    uint8_t op = m->code[bci];
+    uint8_t op = g->op[insn];
     if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
         return 0;
     /* Lock-free after the first query of a site: a table per method,
@@ -948,13 +963,12 @@ size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
             g_free(mine);
         slots = g_atomic_pointer_get(&x->sites);
     }
-    int i = rc_cfg_index(g, bci);
-    site *st = g_atomic_pointer_get(&slots[i]);
+    site *st = g_atomic_pointer_get(&slots[insn]);
     if (!st) {
-        site *mine = compute_site(p, x, bci);
-        if (!g_atomic_pointer_compare_and_exchange(&slots[i], NULL, mine))
+        site *mine = compute_site(p, x, g->bci[insn]);
+        if (!g_atomic_pointer_compare_and_exchange(&slots[insn], NULL, mine))
             g_free(mine);
-        st = g_atomic_pointer_get(&slots[i]);
+        st = g_atomic_pointer_get(&slots[insn]);
     }
     *targets = st->t;
     *open = st->open;

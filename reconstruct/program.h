@@ -97,6 +97,9 @@ int64_t rc_cfg_index(const rc_cfg *g, uint32_t bci);
  * bootstraps, method handles). Built once per call site. */
 size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
                        const rc_method *const **targets, bool *open);
+/* The same for the instruction at index insn of m's CFG (no bci lookup). */
+size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
+                          const rc_method *const **targets, bool *open);
 
 /* Methods the VM itself may call, through the call stub, while the
  * instruction at bci of m runs: the class initializers it may trigger (new,

@@ -537,7 +537,7 @@ static int walk(walker *w, size_t depth, size_t k)
              * goes on after the interpreter's return */
             const rc_method *const *t;
             bool open = false;
-            size_t nt = rc_call_targets(w->r->p, m, g->bci[i], &t, &open);
+            size_t nt = rc_call_targets_at(w->r->p, m, i, &t, &open);
             uint32_t c = w->callee[k + 1];
             bool found = c == NONE || open;   /* (open: any method may be it) */
             for (size_t j = 0; j < nt && !found; j++)
@@ -557,7 +557,7 @@ static int walk(walker *w, size_t depth, size_t k)
         entry_kind_t ek = (entry_kind_t)(w->sym[k + 1] & 0xff);
         const rc_method *const *t;
         bool open = false;
-        size_t nt = rc_call_targets(w->r->p, m, g->bci[i], &t, &open);
+        size_t nt = rc_call_targets_at(w->r->p, m, i, &t, &open);
         int res = W_NO;
         if (ek != EK_JAVA && ek != EK_SYNC) {
             /* runs no bytecodes: continues in this frame after the interpreter's return */
@@ -877,10 +877,9 @@ static const GArray *scored(rp_projector *r, GArray *cands, const pos_pairs *pp,
         if (returned != NONE && sp.ps.insn > 0) {
             /* the instruction before is the invoke that called `returned` */
             const rc_method *cm = rc_method_at(r->p, sp.ps.method);
-            const rc_cfg *g = rc_cfg_get(r->p, cm);
             const rc_method *const *t;
             bool open = false;
-            size_t nt = rc_call_targets(r->p, cm, g->bci[sp.ps.insn - 1], &t, &open);
+            size_t nt = rc_call_targets_at(r->p, cm, sp.ps.insn - 1, &t, &open);
             bool found = false;
             for (size_t j = 0; j < nt && !found; j++)
                 found = t[j]->index == returned;
