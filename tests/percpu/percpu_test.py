@@ -17,7 +17,11 @@ usage: percpu_test.py PTREC PLUGIN AGENT PTDECODE TSCCHECK JAVA_BIN_DIR SAMPLES_
    stream offsets left out: they are positions in different files). No
    context switch may be reported as unattachable.
    A thread that never waited for a virtual CPU (eval/percpu.json) must have
-   exactly the same events, times included. A thread that waited had its
+   exactly the same events, and the same times except for at most
+   RETIMED_MAX events: where a chunk of the stream starts at a PSB, its first
+   events may carry that PSB's time rather than the one a decoder reading on
+   would still report (decoder/README.md, "Time"), and the two layouts have
+   their PSBs in different places. A thread that waited had its
    times shifted by the wait while the agent's records of code loads and
    patches keep the real times, so where code changed during the wait the
    decoder may see other code: its events are compared without the time, and
@@ -35,6 +39,7 @@ import sys
 
 SWITCH, AUX, ITRACE_START, EXIT = 14, 11, 12, 4
 SHIFTED_MAX_DIFF = 0.01
+RETIMED_MAX = 10
 SWITCH_OUT = 0x2000
 
 
@@ -176,13 +181,21 @@ def main():
     for tid in sorted(b):
         total += len(b[tid])
         if not delay.get(tid):
-            if a[tid] != b[tid]:
-                for i, (x, y) in enumerate(zip(a[tid], b[tid])):
-                    if x != y:
-                        fail('thread %d, event %d: per-CPU "%s", per-thread "%s"' %
-                             (tid, i, x, y))
+            if len(a[tid]) != len(b[tid]):
                 fail('thread %d: %d events per CPU, %d per thread' %
                      (tid, len(a[tid]), len(b[tid])))
+            x, y = strip_time(a[tid]), strip_time(b[tid])
+            retimed = 0
+            for i in range(len(y)):
+                if x[i] != y[i]:
+                    fail('thread %d, event %d: per-CPU "%s", per-thread "%s"' %
+                         (tid, i, a[tid][i], b[tid][i]))
+                if a[tid][i] != b[tid][i]:
+                    retimed += 1
+                    print('thread %d, event %d: time differs: per-CPU "%s", per-thread "%s"' %
+                          (tid, i, a[tid][i].strip(), b[tid][i].strip()))
+            if retimed > RETIMED_MAX:
+                fail('thread %d: %d events with other times' % (tid, retimed))
             exact += 1
             continue
         x, y = strip_time(a[tid]), strip_time(b[tid])
