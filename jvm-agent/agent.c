@@ -1108,8 +1108,18 @@ static void shutdown_agent(bool jvmti_usable)
 
 static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *jni)
 {
-    (void)jvmti;
     (void)jni;
+    /* HotSpot posts CompiledMethodLoad from its service thread; on a busy
+     * machine a short program can end with loads still queued there, and
+     * the dead phase drops them. Replaying the live compiled methods now
+     * records those (the ones already recorded are dropped as duplicates). */
+    if (atomic_load(&ag.live) && !atomic_load(&ag.dead) &&
+        ag.caps.can_generate_compiled_method_load_events) {
+        jvmtiError e = (*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD);
+        if (e != JVMTI_ERROR_NONE)
+            jq_warn("GenerateEvents(COMPILED_METHOD_LOAD) at VMDeath: %s: compiled methods "
+                    "whose load events were still queued are missing", errname(e));
+    }
     shutdown_agent(true);
 }
 
