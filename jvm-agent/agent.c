@@ -14,7 +14,8 @@
  *   compiled code   CompiledMethodLoad (on from Agent_OnLoad, so HotSpot keeps
  *                   non-safepoint debug info: dense pc -> inline-stack maps),
  *                   code bytes copied in the callback; tier from hotspot.c;
- *                   GenerateEvents at VMInit replays code compiled earlier
+ *                   GenerateEvents at VMInit replays code compiled earlier,
+ *                   and at VMDeath loads HotSpot had not posted yet
  *   stubs           DynamicCodeGenerated (+ GenerateEvents at VMInit)
  *   classes         ClassFileLoadHook; classes loaded before it are rebuilt
  *                   with RetransformClasses at VMInit; hidden classes (never
