@@ -924,30 +924,15 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
     return st;
 }
 
-size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
-                       const rc_method *const **targets, bool *open)
-{
-    rc_mx *x = mx_of(p, m);
-    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
-    int64_t i = rc_cfg_index(g, bci);
-    if (i < 0) {
-        static const rc_method *const none[1];
-        *targets = none;
-        *open = false;
-        return 0;
-    }
-    return rc_call_targets_at(p, m, (uint32_t)i, targets, open);
-}
-
-size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
-                          const rc_method *const **targets, bool *open)
+/* The call targets of instruction insn of x's CFG g (see rc_call_targets);
+ * none where there is no CFG or no such instruction. */
+static size_t site_targets(rc_program *p, rc_mx *x, const rc_cfg *g, int64_t insn,
+                           const rc_method *const **targets, bool *open)
 {
     static const rc_method *const none[1];
     *targets = none;
     *open = false;
-    rc_mx *x = mx_of(p, m);
-    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
-    if (!g || insn >= g->ninsn)
+    if (!g || insn < 0 || insn >= g->ninsn)
         return 0;
     uint8_t op = g->op[insn];
     if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
@@ -973,6 +958,22 @@ size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
     *targets = st->t;
     *open = st->open;
     return st->n;
+}
+
+size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
+                       const rc_method *const **targets, bool *open)
+{
+    rc_mx *x = mx_of(p, m);
+    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
+    return site_targets(p, x, g, rc_cfg_index(g, bci), targets, open);
+}
+
+size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
+                          const rc_method *const **targets, bool *open)
+{
+    rc_mx *x = mx_of(p, m);
+    const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
+    return site_targets(p, x, g, insn, targets, open);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -170,6 +170,23 @@ static void method(jm_writer *w, jm_buf *b, uint64_t id, const char *name)
     emit(w, JM_METHOD, 11, b, NULL, 0);
 }
 
+/* A fresh trace directory with jvm/ and pt/, and a metadata writer on jvm/. */
+static jm_writer *open_trace_dir(char **dir)
+{
+    *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
+    cr_assert_not_null(*dir);
+    char *jvm = g_build_filename(*dir, "jvm", NULL);
+    char *pt = g_build_filename(*dir, "pt", NULL);
+    g_mkdir(jvm, 0755);
+    g_mkdir(pt, 0755);
+    char err[512];
+    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
+    cr_assert_not_null(w, "%s", err);
+    g_free(jvm);
+    g_free(pt);
+    return w;
+}
+
 /* Interpreter: iload_0 [0x00,0x20), fast_iaccess_0 [0x20,0x40), method entry
  * [0x40,0x60), imul [0x60,0x80) which calls the stub and returns. Each ends
  * in HotSpot's dispatch, an indirect jmp *%rax (ff e0). The stub is a ret.
@@ -178,15 +195,8 @@ static void method(jm_writer *w, jm_buf *b, uint64_t id, const char *name)
  * NM+4 holds a ret. M3 reuses NM from t 6000 (nop, jmp *%rax). */
 static char *make_trace(void)
 {
-    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
-    cr_assert_not_null(dir);
-    char *jvm = g_build_filename(dir, "jvm", NULL);
-    char *pt = g_build_filename(dir, "pt", NULL);
-    g_mkdir(jvm, 0755);
-    g_mkdir(pt, 0755);
-    char err[512];
-    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
-    cr_assert_not_null(w, "%s", err);
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
 
@@ -281,15 +291,13 @@ static char *make_trace(void)
     jm_put_u64(&b, 50);
     jm_put_u64(&b, 0x50000); jm_put_u64(&b, 16); jm_put_u64(&b, 1u << 30);
     jm_put_str(&b, "liar");
-    char *meta = g_build_filename(jvm, JM_META_FILE, NULL);
+    char *meta = g_build_filename(dir, "jvm", JM_META_FILE, NULL);
     FILE *f = fopen(meta, "ab");
     cr_assert_not_null(f);
     cr_assert_eq(fwrite(b.data, 1, b.len, f), b.len);
     fclose(f);
     g_free(meta);
     jm_buf_free(&b);
-    g_free(jvm);
-    g_free(pt);
     return dir;
 }
 
@@ -918,15 +926,8 @@ static void patch(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, const void
  * static stub, which was filled to jump to the callee. */
 static char *make_resolve_trace(void)
 {
-    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
-    cr_assert_not_null(dir);
-    char *jvm = g_build_filename(dir, "jvm", NULL);
-    char *pt = g_build_filename(dir, "pt", NULL);
-    g_mkdir(jvm, 0755);
-    g_mkdir(pt, 0755);
-    char err[512];
-    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
-    cr_assert_not_null(w, "%s", err);
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
@@ -962,8 +963,6 @@ static char *make_resolve_trace(void)
     emit(w, JM_THREAD_START, 20, &b, NULL, 0);
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
-    g_free(jvm);
-    g_free(pt);
     return dir;
 }
 
@@ -1002,13 +1001,8 @@ Test(model, call_site_resolutions_are_recognized)
 #define RS_VIRT 0x80200ull
 Test(model, inline_cache_resolutions_are_recognized)
 {
-    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
-    cr_assert_not_null(dir);
-    char *jvm = g_build_filename(dir, "jvm", NULL);
-    g_mkdir(jvm, 0755);
-    char err[512];
-    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
-    cr_assert_not_null(w, "%s", err);
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
@@ -1042,6 +1036,7 @@ Test(model, inline_cache_resolutions_are_recognized)
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
 
+    char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
     cr_assert_eq(m->npatches, 2);
@@ -1053,7 +1048,6 @@ Test(model, inline_cache_resolutions_are_recognized)
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
-    g_free(jvm);
 }
 
 Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
@@ -1107,15 +1101,8 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
  * patch watcher records that only at t 9000. */
 static char *make_repoint_trace(void)
 {
-    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
-    cr_assert_not_null(dir);
-    char *jvm = g_build_filename(dir, "jvm", NULL);
-    char *pt = g_build_filename(dir, "pt", NULL);
-    g_mkdir(jvm, 0755);
-    g_mkdir(pt, 0755);
-    char err[512];
-    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
-    cr_assert_not_null(w, "%s", err);
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
@@ -1136,8 +1123,6 @@ static char *make_repoint_trace(void)
     emit(w, JM_THREAD_START, 20, &b, NULL, 0);
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
-    g_free(jvm);
-    g_free(pt);
     return dir;
 }
 
@@ -1530,15 +1515,8 @@ static void *spin_decode(void *p)
 
 Test(decode, a_trace_free_loop_is_a_gap_not_a_crash_or_a_hang, .timeout = 60)
 {
-    char *dir = g_dir_make_tmp("jpt-dec-XXXXXX", NULL);
-    cr_assert_not_null(dir);
-    char *jvm = g_build_filename(dir, "jvm", NULL);
-    char *ptd = g_build_filename(dir, "pt", NULL);
-    g_mkdir(jvm, 0755);
-    g_mkdir(ptd, 0755);
-    char err[512];
-    jm_writer *w = jm_writer_open(jvm, 1, 42, err, sizeof err);
-    cr_assert_not_null(w, "%s", err);
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
@@ -1595,7 +1573,5 @@ Test(decode, a_trace_free_loop_is_a_gap_not_a_crash_or_a_hang, .timeout = 60)
     cr_expect_leq(r->st.insns, 8 * 65535ull, "%" PRIu64 " instructions", r->st.insns);
     g_free(r);
     remove_tree(dir);
-    g_free(jvm);
-    g_free(ptd);
     g_free(dir);
 }
