@@ -15,19 +15,19 @@
 #include <glib.h>
 
 #include "common/jerr.h"
+#include "common/seqalign.h"
 #include "profile/source.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
 #include "recover/recover.h"
 
 #define ALIGN_K 8            /* symbols of an alignment anchor */
-#define RA_LOOKAHEAD 16      /* truth symbols a recovered one may skip to find its match */
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-guess]\n"
-            "                      [--no-eval]\n"
+            "                      [--cut-disputed] [--no-eval]\n"
             "\n"
             "How much of each thread's trace was lost, captured, decoded and recovered, and\n"
             "how accurate the result is when the recording kept a lossless copy of every\n"
@@ -53,9 +53,10 @@ static void usage(FILE *f)
             "       bytecodes missing (the reference's bytecodes minus the decoded ones)\n"
             "  RA   recovery accuracy (lossless copy needed): a fill that follows a segment\n"
             "       is compared, in order, with the reference between that segment's aligned\n"
-            "       end and the next segment's aligned start (a recovered bytecode matches\n"
-            "       the next reference bytecode equal to it within 16); RA = matched over\n"
-            "       recovered bytecodes\n"
+            "       end and the next segment's aligned start: both are walked together,\n"
+            "       resynchronizing at a difference where the next 8 bytecodes agree (the\n"
+            "       matches form a common subsequence); RA = matched over recovered\n"
+            "       bytecodes\n"
             "  GA   the same for the bytecodes guessed along an ICFG path where no recovered\n"
             "       fill reached the next segment\n"
             "  overall (lossless copy needed): decoded bytecodes right at their place plus\n"
@@ -70,8 +71,9 @@ static void usage(FILE *f)
             "  --thread TID   only this thread\n"
             "  --no-recover   do not run recovery (no PR, RA)\n"
             "  --no-guess     recover, but without the ICFG paths (no GA)\n"
-            "  --keep-disputed  keep fills that never rejoin beyond the point where the\n"
-            "                 candidates stop agreeing (more recovered, less accurate)\n"
+            "  --cut-disputed  cut fills that never rejoin where the top candidates stop\n"
+            "                 agreeing (less recovered; on xalan at 35%% loss no more\n"
+            "                 accurate: recover/README.md)\n"
             "  --no-eval      do not decode the lossless copies (no DA, PR, RA)\n"
             "\n"
             "example:\n"
@@ -133,6 +135,19 @@ typedef struct tstats {
 static bool same(const fsym *a, const fsym *b)
 {
     return a->method_id && a->method_id == b->method_id && a->bci == b->bci;
+}
+
+/* A symbol for seq_aligned that is equal where same() is: a bytecode without
+ * a method gets `unplaced`, which the other sequence never uses. */
+static uint64_t fsym_key(const fsym *a, uint64_t unplaced)
+{
+    if (!a->method_id)
+        return unplaced;
+    uint64_t k = (a->method_id * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uint32_t)a->bci;
+    k ^= k >> 31;
+    k *= 0xbf58476d1ce4e5b9ull;
+    k ^= k >> 29;
+    return k < 3 ? k + 3 : k;
 }
 
 /* The reference's K-grams, sorted by (hash, position). */
@@ -291,15 +306,18 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         }
         const fsym *x = (const fsym *)s->fill->data;
         size_t nx = s->fill->len;
+        /* the fill against the hole by the alignment flowcmp's sequence
+         * agreement uses: in order, resynchronizing where 8 bytecodes agree */
+        size_t nh = (size_t)(qend - q);
+        uint64_t *fa = g_new(uint64_t, nx), *ha = g_new(uint64_t, nh ? nh : 1);
+        for (size_t i = 0; i < nx; i++)
+            fa[i] = fsym_key(&x[i], 2);
+        for (size_t j = 0; j < nh; j++)
+            ha[j] = fsym_key(&r[q + j], 1);
         uint8_t *ok = g_new0(uint8_t, nx);
-        for (size_t i = 0; i < nx && q < qend; i++) {
-            for (uint64_t j = q; j < qend && j < q + RA_LOOKAHEAD; j++)
-                if (same(&x[i], &r[j])) {
-                    ok[i] = 1;
-                    q = j + 1;
-                    break;
-                }
-        }
+        seq_aligned(fa, nx, ha, nh, ok);
+        g_free(fa);
+        g_free(ha);
         for (size_t i = 0; i < nx; i++) {
             if (x[i].origin == FL_GUESSED)
                 ts->ga_match += ok[i];
@@ -477,7 +495,7 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static bool keep_disputed;
+static bool cut_disputed;
 
 static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool eval,
                       tstats *ts)
@@ -490,7 +508,7 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool 
     ts->eval = eval && access(lossless, R_OK) == 0;
     collector c = { .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
     rv_icfg ic = rv_program_icfg(rt_program(t));
-    rv_options ro = { .icfg = guess ? &ic : NULL, .keep_disputed = keep_disputed };
+    rv_options ro = { .icfg = guess ? &ic : NULL, .cut_disputed = cut_disputed };
     rv_filter *rv = recover ? rv_new(&ro, collect, &c) : NULL;
     uint64_t t0 = cpu_ns();
     int rc = rt_thread_flow(t, tid, recover ? rv_event : collect, recover ? (void *)rv
@@ -537,7 +555,7 @@ int cmd_stats(int argc, char **argv)
         { "no-recover", no_argument, NULL, 'R' },
         { "no-eval", no_argument, NULL, 'E' },
         { "no-guess", no_argument, NULL, 'G' },
-        { "keep-disputed", no_argument, NULL, 'K' },
+        { "cut-disputed", no_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -545,7 +563,7 @@ int cmd_stats(int argc, char **argv)
     bool json = false, recover = true, eval = true, guess = true;
     int c;
     optind = 1;
-    keep_disputed = false;
+    cut_disputed = false;
     while ((c = getopt_long(argc, argv, "t:jh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -569,8 +587,8 @@ int cmd_stats(int argc, char **argv)
         case 'G':
             guess = false;
             break;
-        case 'K':
-            keep_disputed = true;
+        case 'C':
+            cut_disputed = true;
             break;
         case 'h':
             usage(stdout);

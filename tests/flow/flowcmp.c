@@ -15,13 +15,10 @@
  *   - per-(method, bci) execution counts over all threads: the sum of
  *     absolute differences over the reference total;
  *   - the aligned sequence agreement of the thread that ran most of the
- *     selected bytecodes in each run: bytecodes matched by a greedy alignment
- *     that walks both sequences and, at a difference, resynchronizes at the
- *     nearest place (fewest bytecodes skipped on both sides) where the next 8
- *     bytecodes agree, over the longer sequence. It is linear in the length for
- *     sequences that mostly agree (unlike a full LCS, which the millions of
- *     bytecodes of a real application do not allow), and never counts more than
- *     an LCS would;
+ *     selected bytecodes in each run: bytecodes matched by seq_aligned
+ *     (common/seqalign.h: a greedy alignment that resynchronizes where the
+ *     next 8 bytecodes agree, never counting more than an LCS would), over
+ *     the longer sequence;
  *   - the methods and bcis whose counts differ most (--worst N, default 10).
  * Exit status 0, or 2 when a flow cannot be read. */
 #include <glib.h>
@@ -31,14 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/seqalign.h"
 #include "profile/names.h"
 #include "profile/source.h"
 
-#define RESYNC_GRAM 8
-#define RESYNC_WINDOW 4096
 
 typedef struct side {
-    GHashTable *seq;           /* tid -> GArray of uint32_t (pair index) */
+    GHashTable *seq;           /* tid -> GArray of uint64_t (pair index) */
     uint64_t total;            /* selected bytecodes */
     uint64_t all;              /* all bytecodes */
 } side;
@@ -159,11 +155,12 @@ static int on_event(const fl_event *e, void *ctx)
     c->cur->total += e->count;
     GArray *seq = g_hash_table_lookup(c->cur->seq, GUINT_TO_POINTER(e->tid));
     if (!seq) {
-        seq = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+        seq = g_array_new(FALSE, FALSE, sizeof(uint64_t));
         g_hash_table_insert(c->cur->seq, GUINT_TO_POINTER(e->tid), seq);
     }
+    uint64_t sp = p;
     for (uint64_t i = 0; i < e->count && i < 1000000; i++)
-        g_array_append_val(seq, p);
+        g_array_append_val(seq, sp);
     return 0;
 }
 
@@ -204,82 +201,6 @@ static GArray *longest(const side *s, uint32_t *tid)
         }
     }
     return best;
-}
-
-static uint32_t gram_hash(const uint32_t *p)
-{
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < RESYNC_GRAM; i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* First position >= from of a gram with hash h in b (sorted hash << 32 | pos),
- * or UINT64_MAX. */
-static uint64_t next_gram(const uint64_t *idx, size_t n, uint32_t h, uint32_t from)
-{
-    uint64_t want = (uint64_t)h << 32 | from;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (idx[mid] < want)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < n && idx[lo] >> 32 == h)
-        return (uint32_t)idx[lo];
-    return UINT64_MAX;
-}
-
-/* Bytecodes matched by the greedy alignment described at the top. */
-static uint64_t aligned(const uint32_t *a, size_t n, const uint32_t *b, size_t m)
-{
-    size_t grams = m >= RESYNC_GRAM ? m - RESYNC_GRAM + 1 : 0;
-    uint64_t *idx = g_new(uint64_t, grams ? grams : 1);
-    for (size_t j = 0; j < grams; j++)
-        idx[j] = (uint64_t)gram_hash(b + j) << 32 | j;
-    qsort(idx, grams, sizeof *idx, cmp_u64);
-    uint64_t same = 0;
-    size_t i = 0, j = 0;
-    while (i < n && j < m) {
-        if (a[i] == b[j]) {
-            same++, i++, j++;
-            continue;
-        }
-        size_t best_i = 0, best_j = 0, best = SIZE_MAX;
-        for (size_t di = 0; di < RESYNC_WINDOW && i + di + RESYNC_GRAM <= n && di < best; di++) {
-            uint32_t h = gram_hash(a + i + di);
-            size_t from = j;
-            for (;;) {      /* hash collisions: try the next place with that hash */
-                uint64_t pj = next_gram(idx, grams, h, (uint32_t)from);
-                if (pj == UINT64_MAX || pj - j >= RESYNC_WINDOW || di + (pj - j) >= best)
-                    break;
-                if (!memcmp(a + i + di, b + pj, RESYNC_GRAM * sizeof *a)) {
-                    best = di + (pj - j), best_i = i + di, best_j = pj;
-                    break;
-                }
-                from = pj + 1;
-            }
-        }
-        if (best == SIZE_MAX) {   /* nothing in reach: skip the window on both sides */
-            i += RESYNC_WINDOW;
-            j += RESYNC_WINDOW;
-        } else if (best_i == i && best_j == j) {
-            i++, j++;             /* cannot happen (a[i] != b[j]); keeps the loop finite */
-        } else {
-            i = best_i;
-            j = best_j;
-        }
-    }
-    g_free(idx);
-    return same;
 }
 
 typedef struct worst {
@@ -347,8 +268,8 @@ int main(int argc, char **argv)
     uint32_t ta = 0, tb = 0;
     GArray *a = longest(&s[0], &ta), *b = longest(&s[1], &tb);
     if (a && b) {
-        uint64_t same = aligned((const uint32_t *)a->data, a->len, (const uint32_t *)b->data,
-                                b->len);
+        uint64_t same = seq_aligned((const uint64_t *)a->data, a->len,
+                                    (const uint64_t *)b->data, b->len, NULL);
         size_t len = MAX(a->len, b->len);
         printf("sequence_tid_traced=%u sequence_tid_reference=%u sequence_traced=%u "
                "sequence_reference=%u\n", ta, tb, a->len, b->len);

@@ -1,0 +1,99 @@
+/* Units of the in-order sequence agreement (common/seqalign.h). */
+#include <criterion/criterion.h>
+
+#include <glib.h>
+
+#include "common/seqalign.h"
+
+/* Length of a longest common subsequence, by dynamic programming. */
+static uint64_t lcs(const uint64_t *a, size_t n, const uint64_t *b, size_t m)
+{
+    uint32_t *row = g_new0(uint32_t, m + 1);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t diag = 0;
+        for (size_t j = 0; j < m; j++) {
+            uint32_t up = row[j + 1];
+            row[j + 1] = a[i] == b[j] ? diag + 1 : MAX(up, row[j]);
+            diag = up;
+        }
+    }
+    uint64_t r = row[m];
+    g_free(row);
+    return r;
+}
+
+static size_t loop(uint64_t *out, size_t at, int iterations)
+{
+    for (int k = 0; k < iterations; k++)
+        for (uint64_t s = 10; s < 20; s++)
+            out[at++] = s;
+    return at;
+}
+
+Test(seqalign, identical_sequences_match_whole)
+{
+    uint64_t a[100];
+    for (int i = 0; i < 100; i++)
+        a[i] = (uint64_t)(i * 7 % 13);
+    uint8_t ok[100];
+    cr_assert_eq(seq_aligned(a, 100, a, 100, ok), 100);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(ok[i], 1);
+}
+
+/* The same code with a loop that ran 3 times in one and 5 times in the other:
+ * the code after the loop is found again (the old within-16 matching lost
+ * it for good). */
+Test(seqalign, resynchronizes_after_a_different_loop_count)
+{
+    uint64_t a[200], b[200];
+    size_t n = 0, m = 0;
+    for (uint64_t s = 1; s <= 9; s++)
+        a[n++] = b[m++] = s;
+    n = loop(a, n, 3);
+    m = loop(b, m, 5);
+    for (uint64_t s = 30; s < 60; s++)
+        a[n++] = b[m++] = s;
+    uint8_t ok[200];
+    uint64_t same = seq_aligned(a, n, b, m, ok);
+    cr_assert_eq(same, n, "%llu of %zu matched", (unsigned long long)same, n);
+    cr_assert_eq(same, lcs(a, n, b, m));
+}
+
+/* Whatever the inputs, what is counted is a common subsequence: never more
+ * than an LCS, and the symbols marked matched are that many. */
+Test(seqalign, never_more_than_lcs)
+{
+    GRand *rng = g_rand_new_with_seed(7);
+    for (int round = 0; round < 300; round++) {
+        size_t n = (size_t)g_rand_int_range(rng, 0, 120);
+        size_t m = (size_t)g_rand_int_range(rng, 0, 120);
+        int alphabet = g_rand_int_range(rng, 1, 5);
+        uint64_t a[120], b[120];
+        for (size_t i = 0; i < n; i++)
+            a[i] = (uint64_t)g_rand_int_range(rng, 0, alphabet);
+        for (size_t j = 0; j < m; j++)
+            b[j] = (uint64_t)g_rand_int_range(rng, 0, alphabet);
+        uint8_t ok[120];
+        uint64_t same = seq_aligned(a, n, b, m, ok);
+        uint64_t marked = 0;
+        for (size_t i = 0; i < n; i++)
+            marked += ok[i];
+        cr_assert_eq(marked, same);
+        cr_assert_leq(same, lcs(a, n, b, m), "round %d: %llu > LCS", round,
+                      (unsigned long long)same);
+    }
+    g_rand_free(rng);
+}
+
+Test(seqalign, empty_and_disjoint)
+{
+    uint64_t a[20], b[20];
+    for (int i = 0; i < 20; i++) {
+        a[i] = (uint64_t)i;
+        b[i] = (uint64_t)(100 + i);
+    }
+    cr_assert_eq(seq_aligned(a, 0, b, 20, NULL), 0);
+    cr_assert_eq(seq_aligned(a, 20, b, 0, NULL), 0);
+    cr_assert_eq(seq_aligned(a, 20, b, 20, NULL), 0);
+}
