@@ -57,6 +57,14 @@ typedef struct cand {
     uint32_t l1, l2, l3;
 } cand;
 
+/* The rate a gap's time span is turned into bytecodes with is that of the
+ * newest 32K bytecodes or so: the thread's start-up runs far fewer bytecodes
+ * per tick than its steady state (class loading and linking are native
+ * code), so the whole history's average would fill a hole with a small
+ * part of what it held. */
+#define RATE_STEP 1024u
+#define RATE_SLOTS 32u
+
 struct rv_filter {
     rv_options o;
     fl_sink sink;
@@ -76,8 +84,14 @@ struct rv_filter {
     uint32_t tid;
     int seen_segment;
     int holding;
-    uint64_t seg_first_tsc, seg_last_tsc, seg_bytecodes;
-    uint64_t rate_ticks, rate_bytecodes;   /* decoded segments' time and bytecodes */
+    /* The thread's recent rate of bytecodes per tick: bytecodes and ticks
+     * (counted within segments) since the start, and a ring of checkpoints
+     * every RATE_STEP bytecodes, so the rate is taken over the newest
+     * RATE_SLOTS * RATE_STEP bytecodes. */
+    uint64_t rate_bytecodes, rate_ticks, rate_tsc, rate_pending;
+    uint32_t rate_segno;
+    int rate_started;
+    uint64_t rate_ring[RATE_SLOTS][2];
     GArray *stk;              /* frame: the current segment's call stack as far as known */
     GArray *pending;          /* pev */
     unsigned pending_syms;
@@ -216,15 +230,48 @@ static void compact(rv_filter *f)
     f->segbase += sd;
 }
 
-/* A segment of the history ends: its time and bytecodes give the thread's
- * rate of bytecodes per tick, which bounds a fill by the gap's time span. */
-static void segment_done(rv_filter *f)
+/* Counts a history event into the thread's rate. Times are coarse (one per
+ * PSB): the bytecodes seen at one time ran until the next time of the same
+ * segment, so they count when that time comes, with the ticks between; the
+ * last ones of a segment have no known duration and do not count, and
+ * neither does a gap's time (what the rate is used to fill). */
+static void rate_add(rv_filter *f, const fl_event *ev)
 {
-    if (f->seg_bytecodes && f->seg_last_tsc > f->seg_first_tsc) {
-        f->rate_ticks += f->seg_last_tsc - f->seg_first_tsc;
-        f->rate_bytecodes += f->seg_bytecodes;
+    if (f->rate_segno != f->segno || !f->rate_started) {
+        f->rate_started = 1;
+        f->rate_segno = f->segno;
+        f->rate_tsc = ev->tsc;
+        f->rate_pending = 0;
+    } else if (ev->tsc > f->rate_tsc) {
+        uint64_t before = f->rate_bytecodes / RATE_STEP;
+        f->rate_ticks += ev->tsc - f->rate_tsc;
+        f->rate_bytecodes += f->rate_pending;
+        f->rate_tsc = ev->tsc;
+        f->rate_pending = 0;
+        uint64_t now = f->rate_bytecodes / RATE_STEP;
+        if (now != before) {
+            uint64_t *slot = f->rate_ring[now % RATE_SLOTS];
+            slot[0] = f->rate_bytecodes;
+            slot[1] = f->rate_ticks;
+        }
     }
-    f->seg_bytecodes = 0;
+    if (ev->kind == FL_BYTECODE)
+        f->rate_pending++;
+}
+
+/* Bytecodes and ticks of the newest stretch of history the ring covers
+ * (the whole history while it is shorter). */
+static void recent_rate(const rv_filter *f, uint64_t *bytecodes, uint64_t *ticks)
+{
+    uint64_t n = f->rate_bytecodes / RATE_STEP;
+    *bytecodes = f->rate_bytecodes;
+    *ticks = f->rate_ticks;
+    if (n < RATE_SLOTS)
+        return;
+    /* the oldest checkpoint still in the ring */
+    const uint64_t *slot = f->rate_ring[(n + 1) % RATE_SLOTS];
+    *bytecodes -= slot[0];
+    *ticks -= slot[1];
 }
 
 static void segment_start(rv_filter *f)
@@ -280,11 +327,7 @@ static void track(rv_filter *f, const fl_event *ev)
 
 static void history_add(rv_filter *f, const fl_event *ev)
 {
-    if (ev->kind == FL_BYTECODE) {
-        if (!f->seg_bytecodes++)
-            f->seg_first_tsc = ev->tsc;
-        f->seg_last_tsc = ev->tsc;
-    }
+    rate_add(f, ev);
     uint64_t abs = ev_end(f);
     uint8_t tier = tier_of(ev);
     hev e = { .kind = (uint8_t)ev->kind, .flags = (uint8_t)ev->flags, .tsc = ev->tsc,
@@ -530,7 +573,7 @@ static int by_l1(const void *pa, const void *pb)
 }
 
 /* The top N candidates for the past, best first, into top. */
-static void rank(rv_filter *f, const past *ps, GArray *top)
+static void rank(rv_filter *f, const past *ps, unsigned n, GArray *top)
 {
     g_array_set_size(top, 0);
     GArray *all = g_array_new(FALSE, FALSE, sizeof(cand));
@@ -564,7 +607,6 @@ static void rank(rv_filter *f, const past *ps, GArray *top)
     f->st.candidates += all->len;
     if (all->len > 1)
         qsort(all->data, all->len, sizeof(cand), by_l1);
-    unsigned n = f->o.candidates;
     for (guint i = 0; i < all->len; i++) {
         cand *cd = &g_array_index(all, cand, i);
         const cand *worst = top->len == n ? &g_array_index(top, cand, n - 1) : NULL;
@@ -594,7 +636,7 @@ static void rank(rv_filter *f, const past *ps, GArray *top)
             g_array_set_size(top, n);
     }
     g_array_free(all, TRUE);
-    if (f->o.on_rank) {
+    if (f->o.on_rank && n == f->o.candidates) {
         rv_ranked r[RV_MAX_CANDIDATES];
         unsigned m = top->len < RV_MAX_CANDIDATES ? top->len : RV_MAX_CANDIDATES;
         for (unsigned i = 0; i < m; i++) {
@@ -937,10 +979,12 @@ static void fill_gap(rv_filter *f)
     budget bd = { .events = f->o.max_fill, .bytecodes = UINT64_MAX,
                   .timed = !f->o.no_time && gap_end >= gap_start };
     bd.span = gap_end >= gap_start ? gap_end - gap_start : 0;
-    /* the bytecodes the gap's time allows at the thread's own rate, twice
+    /* the bytecodes the gap's time allows at the thread's recent rate, twice
      * over (the trace's times are coarse) */
-    if (bd.timed && f->rate_ticks && f->rate_bytecodes) {
-        double x = (double)bd.span * (double)f->rate_bytecodes / (double)f->rate_ticks;
+    uint64_t rate_bc, rate_ticks;
+    recent_rate(f, &rate_bc, &rate_ticks);
+    if (bd.timed && rate_ticks && rate_bc) {
+        double x = (double)bd.span * (double)rate_bc / (double)rate_ticks;
         if (2.0 * x + f->o.k < 1e18) {
             bd.bytecodes = (uint64_t)(2.0 * x + f->o.k);
             bd.expect = (uint64_t)x;
@@ -969,9 +1013,6 @@ static void fill_gap(rv_filter *f)
     g_array_set_size(sim, 0);
     g_array_append_vals(sim, f->stk->data, f->stk->len);
     for (unsigned link = 0; anchored && link < f->o.max_links && !rejoined; link++) {
-        rank(f, &ps, top);
-        if (!top->len)
-            break;
         /* in rank order: the first that rejoins, else the first that ran to
          * its segment's end (to chain on), else the first bounded one */
         int pick = -1, pick_end = -1;
@@ -980,34 +1021,43 @@ static void fill_gap(rv_filter *f)
          * most RV_MAX_CANDIDATES, so each one has its slot) */
         uint64_t cs[RV_MAX_CANDIDATES], cl[RV_MAX_CANDIDATES];
         unsigned nc = 0, pick_c = 0;
-        for (guint i = 0; i < top->len; i++) {
-            const cand *cd = &g_array_index(top, cand, i);
-            GArray *s = g_array_new(FALSE, FALSE, sizeof(frame));
-            g_array_append_vals(s, sim->data, sim->len);
-            uint64_t len, nbc, ticks = 0;
-            int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks);
-            if (r == END_STACK) {
-                f->st.inconsistent++;
+        /* when every one of the top N contradicts the stack, the next ones
+         * are tried: the ranking again with 4 times as many */
+        for (unsigned n = f->o.candidates, tried = 0;;) {
+            rank(f, &ps, n, top);
+            for (guint i = tried; i < top->len; i++) {
+                const cand *cd = &g_array_index(top, cand, i);
+                GArray *s = g_array_new(FALSE, FALSE, sizeof(frame));
+                g_array_append_vals(s, sim->data, sim->len);
+                uint64_t len, nbc, ticks = 0;
+                int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks);
+                if (r == END_STACK) {
+                    f->st.inconsistent++;
+                    g_array_free(s, TRUE);
+                    continue;
+                }
+                int better = pick < 0 || r < pick_end;
+                unsigned c = nc++;
+                cs[c] = cd->p + 1;
+                cl[c] = len;
+                if (better) {
+                    pick_c = c;
+                    pick = (int)i;
+                    pick_end = r;
+                    pick_len = len;
+                    pick_nbc = nbc;
+                    pick_ticks = ticks;
+                    g_array_set_size(best_sim, 0);
+                    g_array_append_vals(best_sim, s->data, s->len);
+                }
                 g_array_free(s, TRUE);
-                continue;
+                if (r == END_REJOIN)
+                    break;
             }
-            int better = pick < 0 || r < pick_end;
-            unsigned c = nc++;
-            cs[c] = cd->p + 1;
-            cl[c] = len;
-            if (better) {
-                pick_c = c;
-                pick = (int)i;
-                pick_end = r;
-                pick_len = len;
-                pick_nbc = nbc;
-                pick_ticks = ticks;
-                g_array_set_size(best_sim, 0);
-                g_array_append_vals(best_sim, s->data, s->len);
-            }
-            g_array_free(s, TRUE);
-            if (r == END_REJOIN)
+            if (pick >= 0 || top->len < n || n >= RV_MAX_CANDIDATES)
                 break;
+            tried = top->len;
+            n = n * 4 < RV_MAX_CANDIDATES ? n * 4 : RV_MAX_CANDIDATES;
         }
         if (pick < 0)
             break;
@@ -1056,7 +1106,7 @@ static void fill_gap(rv_filter *f)
     if (rejoined) {
         f->st.rejoined++;
     } else {
-        if (!f->o.keep_disputed) {
+        if (f->o.cut_disputed) {
             /* unconfirmed by a rejoin: keep the fill only as far as the
              * candidates agree */
             for (guint k = 0; k < pieces->len; k++) {
@@ -1139,7 +1189,6 @@ static int release(rv_filter *f)
     for (guint i = 0; i < f->pending->len; i++) {
         pev *p = &g_array_index(f->pending, pev, i);
         if (p->ev.kind == FL_SEGMENT) {
-            segment_done(f);
             segment_start(f);
         } else {
             history_add(f, &p->ev);
@@ -1220,7 +1269,7 @@ rv_filter *rv_new(const rv_options *opt, fl_sink sink, void *ctx)
     if (!f->o.window)
         f->o.window = 1u << 20;
     if (!f->o.max_fill)
-        f->o.max_fill = 1u << 16;
+        f->o.max_fill = 1u << 18;
     if (!f->o.candidates)
         f->o.candidates = 16;
     if (f->o.candidates > RV_MAX_CANDIDATES)
@@ -1257,8 +1306,6 @@ int rv_event(const fl_event *ev, void *vf)
             return 1;
         if (!f->seen_segment || !(ev->flags & FL_F_AFTER_GAP)) {
             /* nothing is missing before it: no hole to fill */
-            if (f->seen_segment)
-                segment_done(f);
             f->seen_segment = 1;
             segment_start(f);
             track(f, ev);

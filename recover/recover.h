@@ -73,7 +73,7 @@ typedef struct rv_ranked {
 typedef struct rv_options {
     unsigned k;               /* anchor length in symbols (0: 8) */
     size_t window;            /* history events kept (0: 1 << 20) */
-    size_t max_fill;          /* events filled into one gap at most (0: 1 << 16) */
+    size_t max_fill;          /* events filled into one gap at most (0: 1 << 18) */
     unsigned candidates;      /* N: candidates kept after ranking (0: 16; at most
                                * RV_MAX_CANDIDATES) */
     unsigned suffix_cap;      /* common suffix compared at most, events (0: 4096) */
@@ -83,10 +83,12 @@ typedef struct rv_options {
     int no_prune;             /* nonzero: compute every tier of every candidate */
     int no_unjoined;          /* nonzero: drop a fill that does not rejoin (and has no
                                * ICFG path to the rejoin point) */
-    int keep_disputed;        /* nonzero: keep a fill that does not rejoin beyond the
-                               * point where the top candidates stop agreeing */
+    int cut_disputed;         /* nonzero: keep a fill that does not rejoin only as far
+                               * as the top candidates agree */
     const rv_icfg *icfg;      /* NULL: no ICFG fallback */
-    /* Called with the top N of every ranking, best first (may be NULL). */
+    /* Called with the top N of every ranking, best first (may be NULL); not
+     * with the wider rankings tried when all of the top N contradict the
+     * call stack. */
     void (*on_rank)(void *ctx, const rv_ranked *top, unsigned n);
     void *rank_ctx;
 } rv_options;

@@ -313,7 +313,10 @@ Test(recover, bounded_by_rate)
     seg(&fd);
     fd.coarse = 0;
     BCS(&fd, 500, 501, 502, 503);
-    fd.tsc += 1;                   /* a span of 2 ticks: 2 * 2 * 20 / 19 + 4 = 8 */
+    /* a span of 2 ticks at the rate of 22 bytecodes in 22 ticks (19 + 3: the
+     * last bytecodes of a segment and the coarse one count no time, so
+     * their bytecodes do not count either): 2 * 2 * 22 / 22 + 4 = 8 */
+    fd.tsc += 1;
     seg(&fd);
     BCS(&fd, 900, 901, 902, 903);
     rv_finish(fd.f, NULL);
@@ -321,6 +324,36 @@ Test(recover, bounded_by_rate)
     const int want[] = { 600, 601, 602, 603, 604, 605, 606, 607 };
     expect(r, want, 8);
     g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* A thread whose start-up ran few bytecodes in a long time (class loading is
+ * native code), then, after a first hole, a steady loop: the second hole is
+ * filled at the loop's rate, not at the average of the thread's history
+ * (which would allow 2 * 0.04 * 100 + 4 = 12 bytecodes here). */
+Test(recover, bounded_by_the_recent_rate)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    for (int i = 0; i < 10; i++) {   /* start-up: 10 bytecodes in a million ticks */
+        BCS(&fd, 1000 + i);
+        fd.tsc += 100000;
+    }
+    fd.tsc += 100000;
+    seg(&fd);
+    for (int i = 0; i < 5000; i++)   /* the loop: one bytecode per tick */
+        BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
+    fd.tsc += 100;                   /* a hole of 100 ticks */
+    seg(&fd);
+    BCS(&fd, 900, 901, 902, 903);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    cr_assert(st.bytecodes >= 90 && st.bytecodes <= 2 * 100 + 4,
+              "%llu bytecodes recovered in a hole of 100 ticks at 1 per tick",
+              (unsigned long long)st.bytecodes);
     rv_free(fd.f);
     g_array_free(o.ev, TRUE);
 }
@@ -664,6 +697,45 @@ Test(recover, stack_inconsistent_candidate_passed_over)
     g_array_free(o.ev, TRUE);
 }
 
+/* The same flows with N = 1: the one candidate ranked (the most recent)
+ * contradicts the stack, so a wider ranking is tried and the next one fills
+ * the hole. */
+Test(recover, wider_ranking_when_the_top_contradicts_the_stack)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    op.candidates = 1;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 30);
+    callret(&fd, FL_CALL, 5);
+    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 40, 41);
+    callret(&fd, FL_RETURN, 5);
+    BCS(&fd, 31, 32, 33, 34);
+    seg(&fd);
+    BCS_IN(&fd, 8, 30);
+    callret(&fd, FL_CALL, 5);
+    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 42, 43);
+    callret(&fd, FL_RETURN, 5);
+    BCS_IN(&fd, 8, 50, 51, 52, 53);
+    seg(&fd);
+    BCS(&fd, 99);
+    callret(&fd, FL_CALL, 5);
+    BCS_IN(&fd, 5, 1, 2, 3, 4, 5);
+    fd.tsc += 50;
+    seg(&fd);
+    BCS(&fd, 31, 32, 33, 34);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 40, 41, -205 };
+    expect(r, want, 3);
+    cr_assert_eq(st.inconsistent, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* A hole longer than any one earlier stretch: the first candidate runs to
  * its segment's end, the search starts again from there (5 6 as the newest
  * part of the anchor) and the second stretch reaches the rejoin point. */
@@ -772,16 +844,16 @@ Test(recover, icfg_fallback)
     rc_cfg_free(pg.cfg[2]);
 }
 
-/* A fill that never rejoins is kept only as far as the top candidates agree:
- * three earlier stretches continue the anchor with 10 11, then each its own
- * way; the fill stops after 10 11 (keep_disputed: the most recent one's whole
- * continuation). */
+/* A fill that never rejoins is the most recent candidate's whole
+ * continuation; with cut_disputed it is kept only as far as the top
+ * candidates agree: three earlier stretches continue the anchor with 10 11,
+ * then each its own way, so the fill stops after 10 11. */
 Test(recover, unconfirmed_fill_cut_where_candidates_split)
 {
     for (int keep = 0; keep < 2; keep++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = opts();
-        op.keep_disputed = keep;
+        op.cut_disputed = !keep;
         feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4, 10, 11, 20, 21, 90);
@@ -874,7 +946,6 @@ Test(recover, candidates_clamped)
     ranks rk = { g_array_new(FALSE, FALSE, sizeof(GArray *)) };
     rv_options op = opts();
     op.candidates = 100000;
-    op.keep_disputed = 1;
     op.on_rank = on_rank;
     op.rank_ctx = &rk;
     feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
