@@ -1,8 +1,13 @@
-/* ParCCT speedup: builds the CCT of one large synthetic flow sequentially
- * and with the thread-pool builder, checks the trees are equal, and prints
- * the times and the speedup. Run through bench/cct-build.
+/* ParCCT speedup: builds the CCT of one large flow sequentially and with
+ * the thread-pool builder, checks the trees are equal, and prints the times
+ * and the speedup. Run through bench/cct-build.
  *
- *   cct-build [--events N] [--threads T] [--methods M] [--depth D] [--runs R]
+ *   cct-build [--trace DIR] [--events N] [--threads T] [--methods M] [--depth D]
+ *             [--runs R]
+ *
+ * With --trace, the flow is a recorded trace's, as the profiles see it
+ * (pf_flow_source: decoded, projected and recovered), read into memory
+ * first; without, a synthetic one.
  *
  * The flow: 4 application threads, random walks of calls and returns over
  * M methods (skewed towards a few hot ones) up to depth D, with bytecode
@@ -18,6 +23,7 @@
 #include <time.h>
 
 #include "profile/cct.h"
+#include "profile/source.h"
 
 /* CPU seconds of the whole process (all threads). */
 static double cpu(void)
@@ -42,14 +48,25 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A compact event, expanded into an fl_event as it is delivered (both
- * builders pay the same for that). */
-typedef struct bench_event {
-    uint64_t tsc;
-    uint32_t method;
-    uint16_t tid;
-    uint8_t kind;
-} bench_event;
+/* The flow in memory: events, and the stacks FL_SEGMENT events point to. */
+typedef struct flow {
+    GArray *ev;               /* fl_event */
+    GPtrArray *stacks;
+} flow;
+
+static int keep_event(const fl_event *e, void *ctx)
+{
+    flow *fw = ctx;
+    fl_event c = *e;
+    c.stack = NULL;
+    if (e->stack && e->depth) {
+        uint64_t *st = g_memdup2(e->stack, e->depth * sizeof *st);
+        g_ptr_array_add(fw->stacks, st);
+        c.stack = st;
+    }
+    g_array_append_val(fw->ev, c);
+    return 0;
+}
 
 static double load_average(void)
 {
@@ -63,17 +80,18 @@ static double load_average(void)
     return l;
 }
 
-static bench_event *generate(uint64_t n, uint32_t methods, uint32_t max_depth)
+static void generate(flow *fw, uint64_t n, uint32_t methods, uint32_t max_depth)
 {
-    bench_event *ev = g_new0(bench_event, n);
+    g_array_set_size(fw->ev, n);
+    fl_event *ev = (fl_event *)fw->ev->data;
     GRand *r = g_rand_new_with_seed(11);
     uint32_t depth[4] = { 0 };
     uint32_t (*stack)[256] = g_malloc0(4 * sizeof *stack);
     uint64_t tsc[4] = { 1, 1, 1, 1 };
     for (uint64_t i = 0; i < n; i++) {
         uint32_t t = (uint32_t)(i / 4096 % 4);   /* threads interleave in runs */
-        bench_event *e = &ev[i];
-        e->tid = (uint16_t)(1000 + t);
+        fl_event *e = &ev[i];
+        *e = (fl_event){ .tid = 1000 + t, .bci = -1, .opcode = -1, .count = 1 };
         e->tsc = tsc[t] += (uint64_t)g_rand_int_range(r, 1, 100);
         int k = g_rand_int_range(r, 0, 10);
         if (k < 4 && depth[t] < max_depth) {
@@ -82,8 +100,9 @@ static bench_event *generate(uint64_t n, uint32_t methods, uint32_t max_depth)
              * ones far more often, like hot paths. */
             double u = g_rand_double(r);
             uint32_t caller = depth[t] ? stack[t][depth[t] - 1] : t;
-            e->method = 1 + (caller * 31u + (uint32_t)(u * u * u * 4)) % methods;
-            stack[t][depth[t]++] = e->method;
+            uint32_t m = 1 + (caller * 31u + (uint32_t)(u * u * u * 4)) % methods;
+            e->method_id = m;
+            stack[t][depth[t]++] = m;
         } else if (k < 8 && depth[t] > 0) {
             e->kind = FL_RETURN;
             depth[t]--;
@@ -93,14 +112,6 @@ static bench_event *generate(uint64_t n, uint32_t methods, uint32_t max_depth)
     }
     g_rand_free(r);
     g_free(stack);
-    return ev;
-}
-
-static void deliver(const bench_event *b, fl_sink sink, void *ctx)
-{
-    fl_event e = { .kind = b->kind, .tid = b->tid, .tsc = b->tsc, .method_id = b->method,
-                   .bci = -1, .opcode = -1, .count = 1 };
-    sink(&e, ctx);
 }
 
 int main(int argc, char **argv)
@@ -108,7 +119,9 @@ int main(int argc, char **argv)
     uint64_t n = 4000000;
     unsigned threads = 2, runs = 3;
     uint32_t methods = 400, max_depth = 16;
+    const char *trace = NULL;
     static const struct option opts[] = {
+        { "trace", required_argument, NULL, 'T' },
         { "events", required_argument, NULL, 'e' }, { "threads", required_argument, NULL, 't' },
         { "methods", required_argument, NULL, 'm' }, { "runs", required_argument, NULL, 'r' },
         { "depth", required_argument, NULL, 'd' },
@@ -122,8 +135,10 @@ int main(int argc, char **argv)
         case 'm': methods = (uint32_t)atoi(optarg); break;
         case 'r': runs = (unsigned)atoi(optarg); break;
         case 'd': max_depth = (uint32_t)atoi(optarg); break;
+        case 'T': trace = optarg; break;
         default:
-            fprintf(stderr, "usage: cct-build [--events N] [--threads T] [--methods M] [--depth D] [--runs R]\n");
+            fprintf(stderr, "usage: cct-build [--trace DIR] [--events N] [--threads T] "
+                    "[--methods M] [--depth D] [--runs R]\n");
             return 2;
         }
     }
@@ -131,7 +146,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "cct-build: counts must be positive\n");
         return 2;
     }
-    bench_event *ev = generate(n, methods, max_depth);
+    flow fw = { g_array_new(FALSE, FALSE, sizeof(fl_event)), g_ptr_array_new_with_free_func(g_free) };
+    if (trace) {
+        char err[512];
+        fprintf(stderr, "cct-build: reading the flow of %s ...\n", trace);
+        if (pf_flow_source(trace, keep_event, &fw, err, sizeof err) != 0) {
+            fprintf(stderr, "cct-build: %s\n", err);
+            return 2;
+        }
+        n = fw.ev->len;
+    } else {
+        generate(&fw, n, methods, max_depth);
+    }
+    const fl_event *ev = (const fl_event *)fw.ev->data;
     pf_cct_opts o = pf_cct_default_opts();
     double best_seq = 1e30, best_par = 1e30, cpu_seq = 0, cpu_par = 0;
     /* The parallel builder's serial parts, on the calling thread: feeding
@@ -143,13 +170,13 @@ int main(int argc, char **argv)
         double c0 = cpu(), t0 = now();
         pf_seq *s = pf_seq_new(&o);
         for (uint64_t i = 0; i < n; i++)
-            deliver(&ev[i], pf_seq_sink, s);
+            pf_seq_sink(&ev[i], s);
         pf_cct *t = pf_seq_finish(s);
         double t1 = now(), c1 = cpu();
         double f0 = thread_cpu();
         pf_par *p = pf_par_new(&o, threads, 1u << 16);
         for (uint64_t i = 0; i < n; i++)
-            deliver(&ev[i], pf_par_sink, p);
+            pf_par_sink(&ev[i], p);
         double f1 = thread_cpu();
         pf_cct *u = pf_par_finish(p);
         double f2 = thread_cpu();
@@ -172,8 +199,8 @@ int main(int argc, char **argv)
     pf_cct *a = pf_cct_finalize(seq_tree), *b = pf_cct_finalize(par_tree);
     char why[256];
     bool same = pf_cct_equal(a, b, why, sizeof why);
-    printf("events %" PRIu64 ", CCT nodes %u, %u processors\n", n, a->count,
-           g_get_num_processors());
+    printf("%s: events %" PRIu64 ", CCT nodes %u, %u processors\n", trace ? trace : "synthetic flow",
+           n, a->count, g_get_num_processors());
     printf("sequential         %8.3f s  (%.1f M events/s, %.3f s CPU)\n", best_seq,
            (double)n / best_seq / 1e6, cpu_seq);
     printf("parallel, %u threads %7.3f s  (%.1f M events/s, %.3f s CPU)\n", threads, best_par,
@@ -199,6 +226,7 @@ int main(int argc, char **argv)
     pf_cct_free(b);
     pf_cct_free(seq_tree);
     pf_cct_free(par_tree);
-    g_free(ev);
+    g_array_free(fw.ev, TRUE);
+    g_ptr_array_free(fw.stacks, TRUE);
     return same ? 0 : 1;
 }
