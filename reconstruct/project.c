@@ -134,6 +134,14 @@ struct rp_projector {
     size_t qhead, qlen;
     rp_stats st;
     GHashTable *entry_memo;    /* method index + 1 -> event number << 2 | entry_score */
+    /* Classes (their interned name) whose constructor the emitted flow ran: an
+     * object of a class, or of a subclass, exists (a subclass's constructor
+     * runs its superclasses'). Rapid type analysis: a virtual call's targets
+     * in such classes are entered first, so that when the trace cannot tell
+     * two targets apart (the same bytecodes: Lucene's ClassicTokenizer and
+     * StandardTokenizer.incrementToken), the hypothesis kept is one whose
+     * receiver can exist. */
+    GHashTable *instantiated;
     /* expand's scored candidates for the event being processed: every
      * hypothesis whose context is unknown asks the same question */
     uint64_t fit_event;
@@ -1168,6 +1176,11 @@ static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
 
 /* Enters the call targets that best explain what follows; with open
  * targets, and none that explains it fully, any method may be the callee. */
+static bool may_have_receiver(const rp_projector *r, const rc_method *m)
+{
+    return g_hash_table_contains(r->instantiated, m->klass);
+}
+
 static void enter_targets(rp_projector *r, const frame *f, const hist *h,
                           const rc_method *const *t, size_t nt, bool open, entry_kind_t k,
                           int32_t bci)
@@ -1175,9 +1188,12 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     int top = W_NO;
     for (size_t j = 0; j < nt; j++)
         top = best(top, entry_score(r, t[j], k));
-    if (top > W_NO)
+    /* with several targets, those whose class has objects go first
+     * (hypotheses keep their order, and of two that the trace cannot tell
+     * apart the first is kept) */
+    for (int pass = nt > 1 ? 0 : 1; top > W_NO && pass < 2; pass++)
         for (size_t j = 0; j < nt; j++)
-            if (entry_score(r, t[j], k) == top)
+            if (entry_score(r, t[j], k) == top && (nt == 1 || may_have_receiver(r, t[j]) == !pass))
                 enter(r, f, h, t[j], t[j]->id, k, bci);
     if (open && top < W_YES)
         enter_any(r, f, h, k, bci);
@@ -1461,6 +1477,10 @@ static void emit_history(rp_projector *r, const hist *h)
                 r->st.placed++;
             else
                 r->st.unplaced++;
+        } else if (x->kind == FL_CALL && x->method_id) {
+            const rc_method *m = rc_method_by_id(r->p, x->method_id);
+            if (m && !strcmp(m->name, "<init>"))
+                g_hash_table_add(r->instantiated, (gpointer)m->klass);
         }
         emit(r, &ev);
     }
@@ -1694,6 +1714,7 @@ rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, v
     r->next = g_array_new(FALSE, FALSE, sizeof(hyp));
     r->a = arena_new();
     r->entry_memo = g_hash_table_new(g_direct_hash, g_direct_equal);
+    r->instantiated = g_hash_table_new(g_direct_hash, g_direct_equal);
     r->fit_memo = g_ptr_array_new_with_free_func(fit_entry_free);
     r->fit_event = UINT64_MAX;
     return r;
@@ -1735,6 +1756,7 @@ void rp_free(rp_projector *r)
     g_array_free(r->cur, TRUE);
     g_array_free(r->next, TRUE);
     g_hash_table_destroy(r->entry_memo);
+    g_hash_table_destroy(r->instantiated);
     g_ptr_array_free(r->fit_memo, TRUE);
     arena_free(r->a);
     g_free(r);

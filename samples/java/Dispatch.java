@@ -31,6 +31,21 @@ public class Dispatch {
         @Override public int scaled(int k) { return w * k * h; }
     }
 
+    /* Two implementations with the same bytecode: in interpreted code a trace cannot tell
+     * which one runs. Unused is loaded (after Used, which puts it first among the call's
+     * targets in class-hierarchy order) but never instantiated, so only Used can be the
+     * receiver; reconstruction prefers targets whose class has objects. */
+    interface Counter { int next(int x); }
+
+    static final class Unused implements Counter {
+        static int touch() { return 1; }
+        public int next(int x) { return x + 1; }
+    }
+
+    static final class Used implements Counter {
+        public int next(int x) { return x + 1; }
+    }
+
     static int depth(int n) {
         if (n == 0)
             throw new IllegalStateException("bottom");
@@ -77,6 +92,10 @@ public class Dispatch {
             out.add(r);
             acc += r;
         }
+        Counter c = new Used();
+        acc += Unused.touch();
+        for (int i = 0; i < rounds * 50; i++)
+            acc += c.next(i);
         System.out.println("Dispatch " + rounds + " " + acc + " " + seen.size() + " " + out.size());
     }
 }
