@@ -662,30 +662,38 @@ Test(recover, top_n_order)
  * method 7); the more recent one ranks first, but it returns from 5 into
  * method 8, not the caller the segment shows: it is passed over for the
  * other one, which returns into 7. */
+/* Two earlier calls of method 5 continue the anchor 1 2 3 4 5: the more
+ * recent one from method 8, whose continuation returns into method 8 and so
+ * contradicts the stack of the segment with the hole (called from M). */
+static void stack_conflict_flows(feeder *fd)
+{
+    seg(fd);
+    BCS(fd, 30);
+    callret(fd, FL_CALL, 5);
+    BCS_IN(fd, 5, 1, 2, 3, 4, 5, 40, 41);
+    callret(fd, FL_RETURN, 5);
+    BCS(fd, 31, 32, 33, 34);
+    seg(fd);
+    BCS_IN(fd, 8, 30);
+    callret(fd, FL_CALL, 5);
+    BCS_IN(fd, 5, 1, 2, 3, 4, 5, 42, 43);
+    callret(fd, FL_RETURN, 5);
+    BCS_IN(fd, 8, 50, 51, 52, 53);
+    seg(fd);
+    BCS(fd, 99);
+    callret(fd, FL_CALL, 5);
+    BCS_IN(fd, 5, 1, 2, 3, 4, 5);
+    fd->tsc += 50;
+    seg(fd);
+    BCS(fd, 31, 32, 33, 34);
+}
+
 Test(recover, stack_inconsistent_candidate_passed_over)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
-    seg(&fd);
-    BCS(&fd, 30);
-    callret(&fd, FL_CALL, 5);
-    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 40, 41);
-    callret(&fd, FL_RETURN, 5);
-    BCS(&fd, 31, 32, 33, 34);
-    seg(&fd);
-    BCS_IN(&fd, 8, 30);
-    callret(&fd, FL_CALL, 5);
-    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 42, 43);
-    callret(&fd, FL_RETURN, 5);
-    BCS_IN(&fd, 8, 50, 51, 52, 53);
-    seg(&fd);
-    BCS(&fd, 99);
-    callret(&fd, FL_CALL, 5);
-    BCS_IN(&fd, 5, 1, 2, 3, 4, 5);
-    fd.tsc += 50;
-    seg(&fd);
-    BCS(&fd, 31, 32, 33, 34);
+    stack_conflict_flows(&fd);
     rv_stats st;
     rv_finish(fd.f, &st);
     GArray *r = recovered(&o);
@@ -706,25 +714,7 @@ Test(recover, wider_ranking_when_the_top_contradicts_the_stack)
     rv_options op = opts();
     op.candidates = 1;
     feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
-    seg(&fd);
-    BCS(&fd, 30);
-    callret(&fd, FL_CALL, 5);
-    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 40, 41);
-    callret(&fd, FL_RETURN, 5);
-    BCS(&fd, 31, 32, 33, 34);
-    seg(&fd);
-    BCS_IN(&fd, 8, 30);
-    callret(&fd, FL_CALL, 5);
-    BCS_IN(&fd, 5, 1, 2, 3, 4, 5, 42, 43);
-    callret(&fd, FL_RETURN, 5);
-    BCS_IN(&fd, 8, 50, 51, 52, 53);
-    seg(&fd);
-    BCS(&fd, 99);
-    callret(&fd, FL_CALL, 5);
-    BCS_IN(&fd, 5, 1, 2, 3, 4, 5);
-    fd.tsc += 50;
-    seg(&fd);
-    BCS(&fd, 31, 32, 33, 34);
+    stack_conflict_flows(&fd);
     rv_stats st;
     rv_finish(fd.f, &st);
     GArray *r = recovered(&o);
