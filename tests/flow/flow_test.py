@@ -15,7 +15,8 @@ usage: flow_test.py PTREC PLUGIN AGENT PTDECODE FLOWCMP JAVA_BIN_DIR SAMPLES_DIR
 2. flowcmp (tests/flow/flowcmp.c) reconstructs the traced run through the profiles' flow
    source and compares it with the reference, over the sample's own methods (class
    SAMPLE and its nested classes) or, for a workload, every method outside the JDK: the
-   per-(method, bci) execution counts of the two runs must agree within 1% (sum of
+   per-(method, bci) execution counts of the two runs must agree within 1% (2% for a
+   workload, whose own runs differ: MAX_COUNT_DIFF_WORKLOAD) (sum of
    absolute differences over the reference total), and the aligned sequence agreement
    of the thread that runs most of them must be at least 99% (printed, not required,
    for workloads).
@@ -29,6 +30,13 @@ import subprocess
 import sys
 
 MAX_COUNT_DIFF = 0.01
+# A workload is not the same bytecodes twice: two native reference runs of
+# luindex (LUCENE_DOCS=10) differ by 0.27% in their counts (hash orders by
+# identity hash change how much sorting it does). Traced against the
+# reference it measured 0.57-0.92% in six runs; the test's bound leaves room
+# for that variation and still catches a wrong choice between methods (4.1%
+# before projection preferred classes with objects).
+MAX_COUNT_DIFF_WORKLOAD = 0.02
 MIN_SEQ_AGREEMENT = 0.99
 
 # Dispatch.round(0, ...): the sample's own calls, in order, up to the exception.
@@ -106,7 +114,9 @@ def record_pair(ptrec, plugin, agent, jbin, work, program, env_extra):
 
 
 def main():
-    ptrec, plugin, agent, ptdecode, flowcmp, jbin, samples, work = sys.argv[1:9]
+    # absolute: a workload script runs java from a directory of its own
+    ptrec, plugin, agent, ptdecode, flowcmp, jbin, samples, work = \
+        [os.path.abspath(a) for a in sys.argv[1:9]]
     rest = sys.argv[9:]
     if os.path.exists(work):
         shutil.rmtree(work)
@@ -147,8 +157,9 @@ def main():
     print('%s: %s bytecodes in the reference, %s reconstructed; per-(method, bci) count '
           'difference %.3f%%; aligned sequence agreement %.3f%%' %
           (name, res['selected_reference'], res['selected_traced'], diff, agree))
-    if diff > 100 * MAX_COUNT_DIFF:
-        print('FAIL: counts differ by more than %.0f%%' % (100 * MAX_COUNT_DIFF))
+    bound = MAX_COUNT_DIFF_WORKLOAD if workload else MAX_COUNT_DIFF
+    if diff > 100 * bound:
+        print('FAIL: counts differ by more than %.0f%%' % (100 * bound))
         ok = False
     if not workload and not agree >= 100 * MIN_SEQ_AGREEMENT:
         print('FAIL: sequence agreement under %.0f%%' % (100 * MIN_SEQ_AGREEMENT))
