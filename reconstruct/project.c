@@ -1174,13 +1174,14 @@ static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
     return score;
 }
 
-/* Enters the call targets that best explain what follows; with open
- * targets, and none that explains it fully, any method may be the callee. */
+/* Whether m's class has objects (see rp_projector.instantiated). */
 static bool may_have_receiver(const rp_projector *r, const rc_method *m)
 {
     return g_hash_table_contains(r->instantiated, m->klass);
 }
 
+/* Enters the call targets that best explain what follows; with open
+ * targets, and none that explains it fully, any method may be the callee. */
 static void enter_targets(rp_projector *r, const frame *f, const hist *h,
                           const rc_method *const *t, size_t nt, bool open, entry_kind_t k,
                           int32_t bci)
