@@ -102,6 +102,15 @@ def main():
           abs(nr['da'] - tot['da']) < 1e-9,
           '--no-recover: no PR/RA, the same DA')
 
+    # a cut fill is a prefix of the whole one, and fills never enter the
+    # history: cutting can only recover less
+    p = run([ptdecode, 'stats', trace, '--json', '--cut-disputed'])
+    cut = json.loads(p.stdout)['total']
+    check(p.returncode == 0 and cut['recovery']['bytecodes'] <= rv['bytecodes'] and
+          cut['da'] == tot['da'],
+          '--cut-disputed: %d bytecodes recovered, at most the %d of whole fills, the same DA'
+          % (cut['recovery']['bytecodes'], rv['bytecodes']))
+
     p = run([ptdecode, 'flow', trace, '--recover', '--json'])
     check(p.returncode == 0, 'ptdecode flow --recover --json succeeded')
     n = g = 0
