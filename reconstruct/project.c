@@ -762,17 +762,41 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
     }
 }
 
+/* Which of a scores() list's candidates may follow the return of a given
+ * method: a candidate at instruction 0, or after an open call site, may
+ * follow any (`any`); one after a call site follows the return of each of
+ * the site's targets (`by_callee`: method index -> candidate indices). Both
+ * hold indices into the list in increasing order. Built once per list and
+ * event, so that each of the event's hypotheses (one per method returned
+ * from, hundreds at some events) is filtered without looking up every
+ * candidate's call site again. */
+typedef struct callee_index {
+    GArray *any;               /* guint */
+    GHashTable *by_callee;     /* GUINT_TO_POINTER(method index + 1) -> GArray of guint */
+} callee_index;
+
 typedef struct fit_entry {
     const void *cands;         /* expand: the index list; enter_any: NULL */
     uint32_t only_method, returned;
     int op;                    /* expand: the opcode; enter_any: -1 - entry kind */
     GArray *fit;               /* expand: pos; enter_any: method indices */
+    callee_index *callees;     /* a scores() entry's, once scored() needed it */
 } fit_entry;
+
+static void index_list_free(gpointer p)
+{
+    g_array_free(p, TRUE);
+}
 
 static void fit_entry_free(gpointer p)
 {
     fit_entry *f = p;
     g_array_free(f->fit, TRUE);
+    if (f->callees) {
+        g_array_free(f->callees->any, TRUE);
+        g_hash_table_destroy(f->callees->by_callee);
+        g_free(f->callees);
+    }
     g_free(f);
 }
 
@@ -865,6 +889,38 @@ static const GArray *scores(rp_projector *r, GArray *cands, const pos_pairs *pp,
     return memo_add(r, cands, only_method, RAW_SCORES, op, out);
 }
 
+static callee_index *callee_index_of(rp_projector *r, const GArray *all)
+{
+    callee_index *ci = g_new0(callee_index, 1);
+    ci->any = g_array_new(FALSE, FALSE, sizeof(guint));
+    ci->by_callee = g_hash_table_new_full(NULL, NULL, NULL, index_list_free);
+    for (guint k = 0; k < all->len; k++) {
+        const scored_pos *sp = &g_array_index(all, scored_pos, k);
+        if (sp->ps.insn == 0) {
+            g_array_append_val(ci->any, k);
+            continue;
+        }
+        const rc_method *cm = rc_method_at(r->p, sp->ps.method);
+        const rc_method *const *t;
+        bool open = false;
+        size_t nt = rc_call_targets_at(r->p, cm, sp->ps.insn - 1, &t, &open);
+        if (open)
+            g_array_append_val(ci->any, k);
+        for (size_t j = 0; j < nt; j++) {
+            gpointer key = GUINT_TO_POINTER(t[j]->index + 1);
+            GArray *l = g_hash_table_lookup(ci->by_callee, key);
+            if (!l) {
+                l = g_array_new(FALSE, FALSE, sizeof(guint));
+                g_hash_table_insert(ci->by_callee, key, l);
+            }
+            /* a target listed twice adds the candidate once */
+            if (!l->len || g_array_index(l, guint, l->len - 1) != k)
+                g_array_append_val(l, k);
+        }
+    }
+    return ci;
+}
+
 /* The candidates that best explain the lookahead (expand), where the frame
  * below returned from `returned` (NONE: not known to): the same for every
  * hypothesis at this event with that method. Where some explain the whole
@@ -878,26 +934,42 @@ static const GArray *scored(rp_projector *r, GArray *cands, const pos_pairs *pp,
     const GArray *all = scores(r, cands, pp, only_method, op, e);
     GArray *fit = g_array_new(FALSE, FALSE, sizeof(pos));
     int top = W_MAYBE;
-    for (guint k = 0; k < all->len; k++) {
-        scored_pos sp = g_array_index(all, scored_pos, k);
-        if (sp.score < top)
-            continue;
-        if (returned != NONE && sp.ps.insn > 0) {
-            /* the instruction before is the invoke that called `returned` */
-            const rc_method *cm = rc_method_at(r->p, sp.ps.method);
-            const rc_method *const *t;
-            bool open = false;
-            size_t nt = rc_call_targets_at(r->p, cm, sp.ps.insn - 1, &t, &open);
-            bool found = false;
-            for (size_t j = 0; j < nt && !found; j++)
-                found = t[j]->index == returned;
-            if (!found && !open)
-                continue;
-            if (!found && sp.score == W_YES)
-                sp.score = W_MAYBE;
+    if (returned == NONE) {
+        for (guint k = 0; k < all->len; k++) {
+            scored_pos sp = g_array_index(all, scored_pos, k);
             if (sp.score < top)
                 continue;
+            if (sp.score > top) {
+                g_array_set_size(fit, 0);
+                top = sp.score;
+            }
+            g_array_append_val(fit, sp.ps);
         }
+        return memo_add(r, cands, only_method, returned, op, fit);
+    }
+    /* The instruction before a candidate is the invoke that called
+     * `returned`: its targets must include it, unless the site is open
+     * (then the candidate only might fit). The two index lists are merged
+     * in the list's order. */
+    fit_entry *raw = memo_find(r, cands, only_method, RAW_SCORES, op);
+    if (!raw->callees)
+        raw->callees = callee_index_of(r, all);
+    const GArray *any = raw->callees->any;
+    const GArray *hit = g_hash_table_lookup(raw->callees->by_callee,
+                                            GUINT_TO_POINTER(returned + 1));
+    guint na = any->len, nh = hit ? hit->len : 0;
+    for (guint a = 0, h = 0; a < na || h < nh;) {
+        guint ka = a < na ? g_array_index(any, guint, a) : G_MAXUINT;
+        guint kh = h < nh ? g_array_index(hit, guint, h) : G_MAXUINT;
+        guint k = MIN(ka, kh);
+        bool found = kh == k;
+        a += ka == k;
+        h += kh == k;
+        scored_pos sp = g_array_index(all, scored_pos, k);
+        if (!found && sp.ps.insn > 0 && sp.score == W_YES)
+            sp.score = W_MAYBE;
+        if (sp.score < top)
+            continue;
         if (sp.score > top) {
             g_array_set_size(fit, 0);
             top = sp.score;
