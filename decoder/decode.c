@@ -442,10 +442,14 @@ typedef struct spec {
     bool done;
 } spec;
 
-/* One decoder's run over a chunk. */
+/* One decoder's run over a chunk. A decoder reads the segment's bytes, or
+ * a resumption's (see resume_at_branch): a made-up PSB+ followed by a
+ * stretch of the segment, whose offsets are the segment's minus `shift`. */
 typedef struct pass {
     struct pt_block_decoder *dec;
     di_image *im;
+    const uint8_t *base, *base_end; /* the bytes the decoder reads */
+    int64_t shift;            /* segment offset = decoder offset + shift */
     int status;
     bool boundary;            /* the next chunk's PSB+ has been read */
     uint64_t err_off;         /* where it failed (offset in the segment) */
@@ -499,7 +503,7 @@ static void checkpoint(wctx *w, chunk *k, pass *ps, uint64_t psb)
  * the next chunk's PSB+ (ps->boundary). */
 static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
 {
-    const uint8_t *seg = k->buf + k->seg->begin, *seg_end = k->buf + k->end;
+    const uint8_t *seg = ps->base, *seg_end = ps->base_end;
     struct pt_block_decoder *dec = ps->dec;
     di_image *im = ps->im;
     int status = ps->status;
@@ -518,7 +522,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
             if (ev.status_update && !ps->boundary) {
                 uint64_t off = 0;
                 pt_blk_get_offset(dec, &off);
-                ps->boundary = off > stop;
+                ps->boundary = (uint64_t)((int64_t)off + ps->shift) > stop;
                 /* the PSB whose header this is */
                 for (uint64_t back = 0; back <= RETRY_SCAN_BACK && back <= off; back++)
                     if (is_psb_at(seg + off - back, seg_end)) {
@@ -546,7 +550,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
                 uint64_t off = 0;
                 pt_blk_get_offset(dec, &off);
                 op *o = push_op(k, OP_OVERFLOW, w->tsc);
-                o->ip = k->seg->begin + off;
+                o->ip = k->seg->begin + (uint64_t)((int64_t)off + ps->shift);
                 w->resolve_site = 0;
                 break;
             }
@@ -617,8 +621,11 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
     }
     ps->status = status;
     ps->err_off = 0;
-    if (status < 0)
-        pt_blk_get_offset(dec, &ps->err_off);
+    if (status < 0) {
+        uint64_t off = 0;
+        pt_blk_get_offset(dec, &off);
+        ps->err_off = (uint64_t)((int64_t)off + ps->shift);
+    }
 }
 
 /* The patches recorded first after each block of ops[from, to) was decoded,
@@ -736,7 +743,8 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         tries++;
         g[gi].after = ndis;
         g[gi].done = false;
-        pass np = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)) };
+        pass np = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)), .base = ps->base,
+                    .base_end = ps->base_end };
         k->st = ck.st;
         w->tsc = ck.tsc;
         w->resolve_site = ck.resolve_site;
@@ -800,6 +808,213 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     return kept;
 }
 
+/* ---- resuming at the next branch target ------------------------------------
+ *
+ * Where decoding fails for good (code the metadata does not have, or a code
+ * version the trace contradicts), the next PSB may be kilobytes away. The
+ * packets before it still say where the thread went: the first TIP or
+ * TIP.PGE after the failure holds the target of an indirect branch or the
+ * address where tracing resumed, and the packets after it describe the flow
+ * from there on. Its full address follows from the IP packets since the last
+ * PSB (an IP packet is compressed against the one before). libipt
+ * synchronizes only at a PSB, so it is given a PSB+ of our own (TSC,
+ * MODE.Exec, FUP at that address) followed by the stream's bytes after that
+ * packet, up to the end of the next PSB+: there the segment's decoder takes
+ * over, as at a chunk boundary. The flow before that target stays unknown
+ * (a gap, its state forgotten); what follows is decoded as the stream has it. */
+
+enum { RESUME_NONE, RESUME_AT_PSB, RESUME_EOS, RESUME_END };
+
+static uint64_t psb_header_end(const uint8_t *buf, uint64_t begin, uint64_t end, uint64_t off);
+
+typedef struct resume_point {
+    bool found;
+    uint64_t tip_end;         /* segment offset after the TIP packet */
+    uint64_t ip;              /* its target */
+    uint64_t next_psb;        /* the next PSB's offset, UINT64_MAX if none */
+} resume_point;
+
+static uint64_t ip_update(uint64_t last, const struct pt_packet_ip *p)
+{
+    switch (p->ipc) {
+    case pt_ipc_update_16:
+        return (last & ~0xffffull) | (p->ip & 0xffffull);
+    case pt_ipc_update_32:
+        return (last & ~0xffffffffull) | (p->ip & 0xffffffffull);
+    case pt_ipc_update_48:
+        return (last & ~0xffffffffffffull) | (p->ip & 0xffffffffffffull);
+    case pt_ipc_sext_48: {
+        uint64_t v = p->ip & 0xffffffffffffull;
+        return v & (1ull << 47) ? v | 0xffff000000000000ull : v;
+    }
+    case pt_ipc_full:
+        return p->ip;
+    default:
+        return last;
+    }
+}
+
+/* Scans the segment's packets from the PSB at psb: the first TIP or TIP.PGE
+ * with an address at or after offset `from` that is no FUP's pair, and the
+ * next PSB. Returns false where the packets cannot be read. */
+static bool find_resume(const uint8_t *seg, uint64_t len, uint64_t psb, uint64_t from,
+                        resume_point *rp)
+{
+    memset(rp, 0, sizeof *rp);
+    rp->next_psb = UINT64_MAX;
+    struct pt_config cfg;
+    pt_config_init(&cfg);
+    cfg.begin = (uint8_t *)seg;
+    cfg.end = (uint8_t *)seg + len;
+    struct pt_packet_decoder *pd = pt_pkt_alloc_decoder(&cfg);
+    if (!pd)
+        return false;
+    bool ok = pt_pkt_sync_set(pd, psb) >= 0;
+    uint64_t last = 0;
+    bool after_fup = false;
+    for (bool first = true; ok; first = false) {
+        uint64_t off = 0;
+        struct pt_packet p;
+        if (pt_pkt_get_offset(pd, &off) < 0 || pt_pkt_next(pd, &p, sizeof p) < 0)
+            break;
+        if (p.type == ppt_psb) {
+            if (!first) {
+                rp->next_psb = off;
+                break;
+            }
+            last = 0;
+        }
+        if (p.type == ppt_ovf && !rp->found)
+            break;            /* the packets after an overflow need the next PSB */
+        if (p.type == ppt_tip || p.type == ppt_tip_pge || p.type == ppt_tip_pgd ||
+            p.type == ppt_fup) {
+            last = ip_update(last, &p.payload.ip);
+            if (!rp->found && off >= from && !after_fup && p.payload.ip.ipc != pt_ipc_suppressed &&
+                (p.type == ppt_tip || p.type == ppt_tip_pge)) {
+                rp->found = true;
+                rp->ip = last;
+                pt_pkt_get_offset(pd, &rp->tip_end);
+            }
+        }
+        if (p.type != ppt_pad)
+            after_fup = p.type == ppt_fup;
+    }
+    pt_pkt_free_decoder(pd);
+    return ok;
+}
+
+/* A PSB+ that starts the flow at ip at time tsc; its length (0: no room). */
+static size_t resume_header(uint8_t *buf, size_t cap, uint64_t tsc, uint64_t ip)
+{
+    struct pt_config c;
+    pt_config_init(&c);
+    c.begin = buf;
+    c.end = buf + cap;
+    struct pt_encoder *e = pt_alloc_encoder(&c);
+    if (!e)
+        return 0;
+    struct pt_packet p[5];
+    int n = 0;
+    memset(p, 0, sizeof p);
+    p[n++].type = ppt_psb;
+    if (tsc) {
+        p[n].type = ppt_tsc;
+        p[n++].payload.tsc.tsc = tsc;
+    }
+    p[n].type = ppt_mode;
+    p[n].payload.mode.leaf = pt_mol_exec;
+    p[n++].payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+    p[n].type = ppt_fup;
+    p[n].payload.ip.ipc = pt_ipc_full;
+    p[n++].payload.ip.ip = ip;
+    p[n++].type = ppt_psbend;
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        ok = pt_enc_next(e, &p[i]) > 0;
+    uint64_t len = 0;
+    ok = ok && pt_enc_get_offset(e, &len) >= 0;
+    pt_free_encoder(e);
+    return ok ? (size_t)len : 0;
+}
+
+/* After the segment's decoder ps failed at ps->err_off (the gap is open and
+ * the flow forgotten): decodes from each branch target after a failure up
+ * to the next PSB. RESUME_AT_PSB: the segment's decoder goes on at *psb;
+ * RESUME_EOS: the decoding reached the end of the stream; RESUME_END: that
+ * of the chunk; RESUME_NONE: no branch target before the next PSB (the
+ * caller synchronizes forward). */
+static int resume_at_branch(wctx *w, chunk *k, pass *ps, const struct pt_config *cfg,
+                            uint64_t stop, uint64_t *psb)
+{
+    const segment *s = k->seg;
+    const uint8_t *seg = k->buf + s->begin;
+    const uint64_t len = k->end - s->begin;
+    if (!ps->nck || ps->ck[ps->nck - 1].psb > ps->err_off)
+        return RESUME_NONE;
+    const uint64_t from_psb = ps->ck[ps->nck - 1].psb;
+    uint64_t from = ps->err_off;
+    for (;;) {
+        resume_point rp;
+        if (!find_resume(seg, len, from_psb, from, &rp) || !rp.found)
+            return RESUME_NONE;
+        uint64_t tail_end = len;
+        if (rp.next_psb != UINT64_MAX) {
+            uint64_t he = psb_header_end(k->buf, s->begin, k->end, s->begin + rp.next_psb);
+            tail_end = he ? he - s->begin : rp.next_psb;
+        }
+        uint8_t hdr[64];
+        size_t hl = resume_header(hdr, sizeof hdr, w->tsc, rp.ip);
+        if (!hl || tail_end < rp.tip_end)
+            return RESUME_NONE;
+        size_t n = hl + (size_t)(tail_end - rp.tip_end);
+        uint8_t *b = g_malloc(n);
+        memcpy(b, hdr, hl);
+        memcpy(b + hl, seg + rp.tip_end, (size_t)(tail_end - rp.tip_end));
+        struct pt_config c = *cfg;
+        c.begin = b;
+        c.end = b + n;
+        pass tp = { .dec = pt_blk_alloc_decoder(&c), .im = ps->im, .base = b, .base_end = b + n,
+                    .shift = (int64_t)rp.tip_end - (int64_t)hl,
+                    .dis = g_array_new(FALSE, FALSE, sizeof(guint)) };
+        tp.status = tp.dec ? pt_blk_sync_set(tp.dec, 0) : -pte_nomem;
+        if (tp.status < 0) {
+            if (tp.dec)
+                pt_blk_free_decoder(tp.dec);
+            g_array_free(tp.dis, TRUE);
+            g_free(b);
+            return RESUME_NONE;
+        }
+        pt_blk_set_image(tp.dec, di_image_get(ps->im));
+        op *so = push_op(k, OP_SYNC, w->tsc);
+        so->ip = s->begin + rp.tip_end;
+        k->st.resumes++;
+        /* as far as the next PSB, or the chunk's stop */
+        uint64_t tstop = rp.next_psb != UINT64_MAX && rp.next_psb < stop ? rp.next_psb - 1 : stop;
+        decode_run(w, k, &tp, tstop, NULL);
+        /* the image may have been rebuilt for a later time */
+        pt_blk_set_image(ps->dec, di_image_get(ps->im));
+        pt_blk_free_decoder(tp.dec);
+        g_array_free(tp.dis, TRUE);
+        g_free(b);
+        if (atomic_load_explicit(w->cancel, memory_order_relaxed))
+            return RESUME_END;
+        if (tp.boundary) {
+            if (rp.next_psb == UINT64_MAX || rp.next_psb >= stop)
+                return RESUME_END;
+            *psb = rp.next_psb;
+            return RESUME_AT_PSB;
+        }
+        if (tp.status == -pte_eos)
+            return rp.next_psb == UINT64_MAX ? RESUME_EOS : RESUME_NONE;
+        if (tp.err_off >= stop)
+            return RESUME_END;
+        op_gap(w, k, tp.status == -pte_nomap ? DC_GAP_NOCODE : DC_GAP_DECODE, tp.status,
+               s->begin + tp.err_off);
+        op_forget(w, k);
+        from = tp.err_off > rp.tip_end ? tp.err_off : rp.tip_end;
+    }
+}
+
 /* Decodes chunk k: from k->begin until the decoder reaches k->stop, the
  * PSB where the next chunk starts. The bytes given to libipt run on to the
  * end of that PSB's header, so the block in flight there ends where a
@@ -826,7 +1041,8 @@ static void decode_chunk(wctx *w, chunk *k)
     }
     /* Calls end blocks so every call is seen (shadow stack, call_VM). */
     cfg.flags.variant.block.end_on_call = 1;
-    pass ps = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)) };
+    pass ps = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)), .base = cfg.begin,
+                .base_end = cfg.end };
     di_store *store = di_store_new(w->cache);
     ps.dec = store ? pt_blk_alloc_decoder(&cfg) : NULL;
     if (!ps.dec) {
@@ -908,8 +1124,17 @@ static void decode_chunk(wctx *w, chunk *k)
                 break;
             op_gap(w, k, ps.status == -pte_nomap ? DC_GAP_NOCODE : DC_GAP_DECODE, ps.status,
                    s->begin + off);
-            ps.status = pt_blk_sync_forward(ps.dec);
             op_forget(w, k);
+            uint64_t at = 0;
+            int how = resume_at_branch(w, k, &ps, &cfg, stop, &at);
+            if (how == RESUME_END)
+                break;
+            if (how == RESUME_EOS)
+                ps.status = -pte_eos;
+            else if (how == RESUME_AT_PSB)
+                ps.status = pt_blk_sync_set(ps.dec, at);
+            else
+                ps.status = pt_blk_sync_forward(ps.dec);
         }
     }
     if (ps.im) {
@@ -1705,6 +1930,7 @@ static void merge_stats(dc_stats *st, const dc_stats *c)
     st->patches_resolved += c->patches_resolved;
     st->retries += c->retries;
     st->retries_kept += c->retries_kept;
+    st->resumes += c->resumes;
     st->jit_blocks_ends_only += c->jit_blocks_ends_only;
     if (c->first_tsc && (!st->first_tsc || c->first_tsc < st->first_tsc))
         st->first_tsc = c->first_tsc;

@@ -4,8 +4,11 @@
  * (AUX records with TRUNCATED in pt/<name>.idx); each segment is decoded by
  * its own libipt block decoder, so bytes after a loss never confuse the
  * state before it. Within a segment, a decode error or an OVF ends the
- * current stretch: decoding resumes at the next PSB (libipt 2.0.5 has no
- * resync call) and a DC_GAP event records where and for how long.
+ * current stretch and a DC_GAP event records where and for how long.
+ * After an OVF decoding resumes at the next PSB (libipt 2.0.5 has no resync
+ * call); after a decode error, at the next branch target the packets give
+ * in full (a TIP or TIP.PGE whose address follows from the IP packets since
+ * the last PSB), else at the next PSB.
  *
  * Blocks are mapped to events by where they start and how control got
  * there (the previous block's last instruction):
@@ -49,6 +52,8 @@ typedef struct dc_stats {
                                  * were decoded again when decoded without it) */
     uint64_t retries;           /* stretches decoded again with code recorded later */
     uint64_t retries_kept;      /* ... that got further, and replaced the first attempt */
+    uint64_t resumes;           /* decoding resumed at a branch target after a failure,
+                                 * before the next PSB (decode.c, resume_at_branch) */
     /* Problems with the inputs around the stream (a damaged index, a code
      * image libipt refused): how many, and the first one's message. */
     uint64_t problems;

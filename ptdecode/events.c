@@ -152,6 +152,9 @@ static void print_summary(FILE *f, const dc_stats *st)
         fprintf(f, "# %" PRIu64 " stretches decoded again with code recorded later than their "
                 "time, %" PRIu64 " of them kept (the trace contradicted the older code)\n",
                 st->retries, st->retries_kept);
+    if (st->resumes)
+        fprintf(f, "# decoding resumed %" PRIu64 " times at the next branch target after a "
+                "failure (instead of at the next PSB)\n", st->resumes);
     if (st->jit_blocks_ends_only)
         fprintf(f, "# %" PRIu64 " compiled-code blocks had no unique inner path: positions at "
                 "their ends only\n", st->jit_blocks_ends_only);

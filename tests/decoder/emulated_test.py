@@ -38,13 +38,15 @@ decode in place. The rest is where the agent's code versions could not show
 a patch in time: HotSpot re-points call sites and refills stubs between two
 scans of the agent's patch watcher, and some of those versions are never
 recorded at all (the decoder re-decodes a stretch with the versions recorded
-later, decoder/README.md). How much that is depends on when the watcher's
-scans fall (luindex on JDK 17: 78.7% to 93.1% in place over runs), so the
-floor guards against collapse, not for the target. Whatever decodes must
-be mostly right: at most MAX_MISPLACED_PCT percent of the decoded blocks may
-lie off the executed sequence (0.009% to 0.23% measured: where the decoder
-follows a stale code version that the trace does not contradict at once,
-it misplaces blocks until it does). The numbers are printed for the record.
+later, and resumes at the next branch target where that fails,
+decoder/README.md). How much that is depends on when the watcher's scans
+fall (about 98.3% in place on JDK 17; 78.7% to 93.1% before decoding
+resumed at branch targets), so the floor guards against collapse, not for
+the target. Whatever decodes must be mostly right: at most
+MAX_MISPLACED_PCT percent of the decoded blocks may lie off the executed
+sequence (0.07% to 0.38% measured: where the decoder follows a stale code
+version that the trace does not contradict at once, it misplaces blocks
+until it does). The numbers are printed for the record.
 """
 import json
 import os

@@ -719,7 +719,9 @@ Test(decode, gaps_for_unknown_code_and_collector_loss)
     pt_enc_get_offset(e.enc, &seg1);
     psb(&e, 2000, INTERP + 0x20);       /* after the collector's loss */
     tip(&e, ppt_tip, 0x99990);          /* no code known there */
-    tip(&e, ppt_tip, INTERP);
+    tip(&e, ppt_tip, INTERP);           /* decoding resumes here (iload_0, origin unknown) */
+    uint64_t resumed = 0;
+    pt_enc_get_offset(e.enc, &resumed);
     for (int i = 0; i < 40; i++)        /* filler so the next PSB is elsewhere */
         pkt(&e, (struct pt_packet){ .type = ppt_pad });
     uint64_t psb2 = 0;
@@ -751,13 +753,57 @@ Test(decode, gaps_for_unknown_code_and_collector_loss)
         cr_expect_eq(log.ev[2].offset, seg1);
         cr_expect_eq(log.ev[2].end_tsc, 2000);
         cr_expect_eq(log.ev[3].reason, DC_GAP_NOCODE);
-        cr_expect_eq(log.ev[3].end_offset, psb2);
-        cr_expect_eq(log.ev[3].end_tsc, 3000);
-        cr_expect_eq(log.ev[4].tsc, 3000);
+        cr_expect_eq(log.ev[3].end_offset, resumed, "the gap ends at the next branch target");
+        cr_expect_eq(log.ev[3].end_tsc, 2000);
+        cr_expect_eq(log.ev[4].tsc, 3000, "after the next PSB (at %" PRIu64 ")", psb2);
     }
     cr_expect_eq(st.segments, 2);
     cr_expect_eq(st.lost_bytes, 777);
     cr_expect_eq(st.gaps[DC_GAP_LOST], 1);
+    cr_expect_eq(st.gaps[DC_GAP_NOCODE], 1);
+    cr_expect_eq(st.resumes, 1);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* After a failure, decoding resumes at the next TIP even where its address is
+ * compressed against the IP packets before it; a TIP that pairs with a FUP
+ * (an asynchronous event) is no place to resume. As after a PSB, the first
+ * block's codelet may have been entered before the failure: it makes no
+ * event. */
+Test(decode, resumes_at_a_compressed_branch_target)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x20);    /* aload_0 getfield */
+    tip(&e, ppt_tip, INTERP + 0xf000);  /* no code known there */
+    tip(&e, ppt_fup, INTERP + 0xf100);  /* an asynchronous event's pair: skipped */
+    struct pt_packet t = { .type = ppt_tip };
+    t.payload.ip.ipc = pt_ipc_update_16;
+    t.payload.ip.ip = 0x0000;           /* INTERP, from the upper bits of the FUP's */
+    pkt(&e, t);
+    t.payload.ip.ip = 0x0020;           /* INTERP + 0x20: resumed here */
+    pkt(&e, t);
+    uint64_t resumed = 0;
+    pt_enc_get_offset(e.enc, &resumed);
+    t.payload.ip.ip = 0x0000;           /* INTERP: iload_0 */
+    pkt(&e, t);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "aload_0", "getfield", "gap", "iload_0" };
+    expect_kinds(&log, want, sizeof want / sizeof want[0]);
+    if (log.n == 4) {
+        cr_expect_eq(log.ev[2].reason, DC_GAP_NOCODE);
+        cr_expect_eq(log.ev[2].end_offset, resumed);
+        cr_expect_eq(log.ev[3].ip, INTERP);
+    }
+    cr_expect_eq(st.resumes, 1);
     cr_expect_eq(st.gaps[DC_GAP_NOCODE], 1);
     remove_tree(dir);
     g_free(dir);
