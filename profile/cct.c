@@ -171,23 +171,88 @@ int pf_cct_merge(pf_cct *dst, const pf_cct *src, bool collapse_threads)
 
 /* ---- canonical form ------------------------------------------------------ */
 
+/* Fills the links, the inclusive metrics from the self ones and the
+ * subtree sizes of a tree whose nodes are in canonical order, and its
+ * index. */
+static bool canonical_links(pf_cct *out)
+{
+    for (uint32_t i = 0; i < out->count; i++) {
+        pf_node *n = &out->nodes[i];
+        n->first_child = n->next_sibling = -1;
+    }
+    for (int32_t i = (int32_t)out->count - 1; i > 0; i--) {
+        pf_node *n = &out->nodes[i];
+        n->next_sibling = out->nodes[n->parent].first_child;
+        out->nodes[n->parent].first_child = i;
+    }
+    for (uint32_t i = 0; i < out->count; i++) {
+        pf_node *n = &out->nodes[i];
+        n->bytecodes = n->self_bytecodes;
+        n->bc_events = n->self_bc_events;
+        n->time = n->self_time;
+        n->subtree = 1;
+    }
+    for (int32_t i = (int32_t)out->count - 1; i > 0; i--) {
+        pf_node *n = &out->nodes[i], *p = &out->nodes[n->parent];
+        p->bytecodes += n->bytecodes;
+        p->bc_events += n->bc_events;
+        p->time += n->time;
+        p->subtree += n->subtree;
+    }
+    if (!slots_grow(out))
+        return false;
+    out->finalized = true;
+    return true;
+}
+
+static pf_cct *finalized_copy(const pf_cct *t)
+{
+    pf_cct *out = calloc(1, sizeof *out);
+    if (!out)
+        return NULL;
+    out->opts = t->opts;
+    out->cap = out->count = t->count;
+    out->nodes = malloc((size_t)t->count * sizeof *out->nodes);
+    if (!out->nodes) {
+        pf_cct_free(out);
+        return NULL;
+    }
+    memcpy(out->nodes, t->nodes, (size_t)t->count * sizeof *out->nodes);
+    /* The order is canonical already; the inclusive values are summed
+     * again in case metrics were changed since. */
+    if (!canonical_links(out)) {
+        pf_cct_free(out);
+        return NULL;
+    }
+    return out;
+}
+
 typedef struct child_key {
     uint64_t method;
     int64_t site;
     int32_t index;
 } child_key;
 
-static int child_key_cmp(const void *a, const void *b)
+/* The order of siblings in a finalized tree. */
+static int key_cmp(uint64_t method_a, int64_t site_a, uint64_t method_b, int64_t site_b)
 {
-    const child_key *x = a, *y = b;
-    if (x->method != y->method)
-        return x->method < y->method ? -1 : 1;
-    if (x->site != y->site)
-        return x->site < y->site ? -1 : 1;
+    if (method_a != method_b)
+        return method_a < method_b ? -1 : 1;
+    if (site_a != site_b)
+        return site_a < site_b ? -1 : 1;
     return 0;
 }
 
-pf_cct *pf_cct_finalize(const pf_cct *t)
+static int child_key_cmp(const void *a, const void *b)
+{
+    const child_key *x = a, *y = b;
+    return key_cmp(x->method, x->site, y->method, y->site);
+}
+
+/* t's nodes in canonical order with their subtree sizes: what merging
+ * needs, without the links, inclusive values and index of a finalized
+ * tree. */
+static pf_cct *ordered_copy(const pf_cct *t)
 {
     pf_cct *out = calloc(1, sizeof *out);
     int32_t *stack = malloc((size_t)t->count * sizeof *stack);
@@ -218,29 +283,10 @@ pf_cct *pf_cct_finalize(const pf_cct *t)
         while (nk)
             stack[sp++] = keys[--nk].index;
     }
-    /* Links and index in the new order; children listed in key order. */
-    for (int32_t i = (int32_t)out->count - 1; i > 0; i--) {
-        pf_node *n = &out->nodes[i];
-        n->next_sibling = out->nodes[n->parent].first_child;
-        out->nodes[n->parent].first_child = i;
-    }
-    for (uint32_t i = 0; i < out->count; i++) {
-        pf_node *n = &out->nodes[i];
-        n->bytecodes = n->self_bytecodes;
-        n->bc_events = n->self_bc_events;
-        n->time = n->self_time;
-        n->subtree = 1;
-    }
-    for (int32_t i = (int32_t)out->count - 1; i > 0; i--) {
-        pf_node *n = &out->nodes[i], *p = &out->nodes[n->parent];
-        p->bytecodes += n->bytecodes;
-        p->bc_events += n->bc_events;
-        p->time += n->time;
-        p->subtree += n->subtree;
-    }
-    if (!slots_grow(out))
-        goto oom;
-    out->finalized = true;
+    for (uint32_t i = 0; i < out->count; i++)
+        out->nodes[i].subtree = 1;
+    for (uint32_t i = out->count - 1; i > 0; i--)
+        out->nodes[out->nodes[i].parent].subtree += out->nodes[i].subtree;
     free(stack);
     free(newidx);
     free(keys);
@@ -251,6 +297,122 @@ oom:
     free(keys);
     pf_cct_free(out);
     return NULL;
+}
+
+pf_cct *pf_cct_finalize(const pf_cct *t)
+{
+    if (t->finalized)
+        return finalized_copy(t);
+    pf_cct *out = ordered_copy(t);
+    if (out && !canonical_links(out)) {
+        pf_cct_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Appends src's subtree rooted at i (a contiguous preorder range) below
+ * parent. */
+static void copy_subtree(pf_cct *out, const pf_cct *src, uint32_t i, int32_t parent)
+{
+    uint32_t base = out->count, n = src->nodes[i].subtree;
+    memcpy(&out->nodes[base], &src->nodes[i], (size_t)n * sizeof *out->nodes);
+    out->nodes[base].parent = parent;
+    for (uint32_t k = 1; k < n; k++)
+        out->nodes[base + k].parent = (int32_t)(base + ((uint32_t)src->nodes[i + k].parent - i));
+    out->count += n;
+}
+
+typedef struct merge_frame {
+    uint32_t a_next, a_end, b_next, b_end;   /* children still to visit */
+    int32_t out;
+} merge_frame;
+
+/* The union of two trees in canonical order with subtree sizes, in the
+ * same form. The nodes are written into storage's node array when storage
+ * is given (a tree no longer needed, left empty): memory already in use
+ * costs no page faults, which on some machines cost more than the merge. */
+static pf_cct *merge_ordered(const pf_cct *a, const pf_cct *b, pf_cct *storage)
+{
+    pf_cct *out = calloc(1, sizeof *out);
+    /* Depth is bounded by the shallower input's height, and so by its size. */
+    merge_frame *st = malloc(((size_t)(a->count < b->count ? a->count : b->count) + 1) *
+                             sizeof *st);
+    if (!out || !st)
+        goto oom;
+    out->opts = a->opts;
+    out->cap = a->count + b->count;
+    if (storage) {
+        out->nodes = storage->nodes;
+        storage->nodes = NULL;
+        storage->count = storage->cap = 0;
+    }
+    pf_node *grown = realloc(out->nodes, (size_t)out->cap * sizeof *out->nodes);
+    if (!grown)
+        goto oom;
+    out->nodes = grown;
+    /* Both are in preorder with children in key order: a simultaneous
+     * walk merges sibling lists like sorted runs and copies a subtree
+     * present on one side only as one block. Reads and writes are
+     * sequential; no index lookups. */
+    out->nodes[0] = a->nodes[0];
+    add_self(&out->nodes[0], &b->nodes[0]);
+    out->nodes[0].parent = -1;
+    out->count = 1;
+    uint32_t sp = 0;
+    st[sp++] = (merge_frame){ 1, a->nodes[0].subtree, 1, b->nodes[0].subtree, 0 };
+    while (sp) {
+        merge_frame *f = &st[sp - 1];
+        bool has_a = f->a_next < f->a_end, has_b = f->b_next < f->b_end;
+        if (!has_a && !has_b) {
+            out->nodes[f->out].subtree = out->count - (uint32_t)f->out;
+            sp--;
+            continue;
+        }
+        int c = !has_a ? 1 : !has_b ? -1
+                : key_cmp(a->nodes[f->a_next].method, a->nodes[f->a_next].site,
+                          b->nodes[f->b_next].method, b->nodes[f->b_next].site);
+        if (c < 0) {
+            copy_subtree(out, a, f->a_next, f->out);
+            f->a_next += a->nodes[f->a_next].subtree;
+        } else if (c > 0) {
+            copy_subtree(out, b, f->b_next, f->out);
+            f->b_next += b->nodes[f->b_next].subtree;
+        } else {
+            uint32_t ia = f->a_next, ib = f->b_next;
+            f->a_next += a->nodes[ia].subtree;
+            f->b_next += b->nodes[ib].subtree;
+            int32_t o = (int32_t)out->count++;
+            out->nodes[o] = a->nodes[ia];
+            add_self(&out->nodes[o], &b->nodes[ib]);
+            out->nodes[o].parent = f->out;
+            st[sp++] = (merge_frame){ ia + 1, ia + a->nodes[ia].subtree,
+                                      ib + 1, ib + b->nodes[ib].subtree, o };
+        }
+    }
+    free(st);
+    pf_node *fit = realloc(out->nodes, (size_t)out->count * sizeof *fit);
+    if (fit) {
+        out->nodes = fit;
+        out->cap = out->count;
+    }
+    return out;
+oom:
+    free(st);
+    pf_cct_free(out);
+    return NULL;
+}
+
+pf_cct *pf_cct_merge_finalized(const pf_cct *a, const pf_cct *b)
+{
+    if (!a->finalized || !b->finalized)
+        return NULL;
+    pf_cct *out = merge_ordered(a, b, NULL);
+    if (out && !canonical_links(out)) {
+        pf_cct_free(out);
+        return NULL;
+    }
+    return out;
 }
 
 bool pf_cct_equal(const pf_cct *a, const pf_cct *b, char *why, size_t whylen)
@@ -266,7 +428,9 @@ bool pf_cct_equal(const pf_cct *a, const pf_cct *b, char *why, size_t whylen)
     }
     for (uint32_t i = 0; i < a->count; i++) {
         const pf_node *x = &a->nodes[i], *y = &b->nodes[i];
-        if (x->parent != y->parent || x->method != y->method || x->site != y->site) {
+        if (x->parent != y->parent || x->method != y->method || x->site != y->site ||
+            x->first_child != y->first_child || x->next_sibling != y->next_sibling ||
+            x->subtree != y->subtree) {
             snprintf(why, whylen, "node %u: shape differs", i);
             return false;
         }
@@ -276,6 +440,12 @@ bool pf_cct_equal(const pf_cct *a, const pf_cct *b, char *why, size_t whylen)
                      "node %u: calls %" PRIu64 "/%" PRIu64 " bytecodes %" PRIu64 "/%" PRIu64
                      " time %" PRIu64 "/%" PRIu64, i, x->calls, y->calls, x->self_bytecodes,
                      y->self_bytecodes, x->self_time, y->self_time);
+            return false;
+        }
+        if (x->bytecodes != y->bytecodes || x->bc_events != y->bc_events || x->time != y->time) {
+            snprintf(why, whylen, "node %u: inclusive bytecodes %" PRIu64 "/%" PRIu64
+                     " time %" PRIu64 "/%" PRIu64, i, x->bytecodes, y->bytecodes, x->time,
+                     y->time);
             return false;
         }
     }
@@ -393,12 +563,15 @@ pf_cct *pf_seq_finish(pf_seq *s)
 
 /* ---- parallel builder (ParCCT) ------------------------------------------- */
 
-/* A buffered event: what pf_cct_apply needs of an fl_event. */
+/* A buffered event: what pf_cct_apply needs of an fl_event, in 24 bytes
+ * (the pool's input is copied event by event on one thread: its size is
+ * the feeding's cost). */
 typedef struct par_event {
-    uint64_t tsc, method_id, count;
+    uint64_t tsc;
+    uint64_t value;          /* FL_CALL: method_id; FL_BYTECODE: count */
     int32_t bci;
-    uint32_t flags;
     uint8_t kind, origin;
+    uint8_t flags;           /* FL_F_CONTEXT or 0 */
 } par_event;
 
 typedef struct par_chunk {
@@ -430,7 +603,8 @@ struct pf_par {
     GHashTable *threads;     /* tid -> par_thread */
     /* Event buffers of finished chunks (chunk_events each), reused: a
      * fresh buffer costs the feeding thread page faults on every chunk,
-     * which serialize it (under lock; at most max_in_flight + 2 kept). */
+     * which serialize it (under lock). Never more than were in use at
+     * once: the threads' open chunks and those in flight. */
     GPtrArray *spare;
     par_thread *last;        /* the thread of the previous event */
     uint32_t last_tid;
@@ -468,8 +642,8 @@ static void par_work(gpointer data, gpointer user)
             ev.kind = e->kind;
             ev.origin = e->origin;
             ev.tsc = e->tsc;
-            ev.method_id = e->method_id;
-            ev.count = e->count;
+            ev.method_id = e->value;
+            ev.count = e->value;
             ev.bci = e->bci;
             ev.flags = e->flags;
             ok = pf_cct_apply(t, &c, &ev) == 0;
@@ -477,7 +651,7 @@ static void par_work(gpointer data, gpointer user)
         ok = ok && c.node >= 0;
     }
     g_mutex_lock(&p->lock);
-    if (ch->cap == p->chunk_events && p->spare->len < p->max_in_flight + 2) {
+    if (ch->cap == p->chunk_events) {
         g_ptr_array_add(p->spare, ch->events);
         ch->events = NULL;
     }
@@ -598,9 +772,10 @@ int pf_par_sink(const fl_event *ev, void *ctx)
             ch->cap = p->chunk_events;
         ch->events = g_renew(par_event, ch->events, ch->cap);
     }
-    ch->events[ch->n++] = (par_event){ .tsc = ev->tsc, .method_id = ev->method_id,
-                                       .count = ev->count, .bci = ev->bci, .flags = ev->flags,
-                                       .kind = (uint8_t)ev->kind, .origin = (uint8_t)ev->origin };
+    ch->events[ch->n++] = (par_event){
+        .tsc = ev->tsc, .value = ev->kind == FL_BYTECODE ? ev->count : ev->method_id,
+        .bci = ev->bci, .flags = (uint8_t)(ev->flags & FL_F_CONTEXT),
+        .kind = (uint8_t)ev->kind, .origin = (uint8_t)ev->origin };
     if (ev->tsc > th->last_tsc)
         th->last_tsc = ev->tsc;
     if (ev->kind == FL_CALL)
@@ -612,6 +787,41 @@ int pf_par_sink(const fl_event *ev, void *ctx)
     return 0;
 }
 
+static pf_cct *empty_finalized(const pf_cct_opts *opts)
+{
+    pf_cct *t = pf_cct_new(opts), *fin = t ? pf_cct_finalize(t) : NULL;
+    pf_cct_free(t);
+    return fin;
+}
+
+/* Ordering a partial tree (b NULL) or merging two ordered ones. */
+typedef struct finish_job {
+    pf_cct *a, *b, *storage, *out;
+} finish_job;
+
+static gpointer finish_one(gpointer data)
+{
+    finish_job *j = data;
+    j->out = j->b ? merge_ordered(j->a, j->b, j->storage) : ordered_copy(j->a);
+    return NULL;
+}
+
+/* Runs the jobs at once, one per thread (the calling thread takes the
+ * last one); a job whose thread cannot start runs on the calling thread. */
+static void run_jobs(finish_job *jobs, unsigned n)
+{
+    GThread **th = g_new0(GThread *, n);
+    for (unsigned i = 0; i + 1 < n; i++)
+        th[i] = g_thread_try_new("cct-finish", finish_one, &jobs[i], NULL);
+    for (unsigned i = 0; i < n; i++)
+        if (!th[i])
+            finish_one(&jobs[i]);
+    for (unsigned i = 0; i + 1 < n; i++)
+        if (th[i])
+            g_thread_join(th[i]);
+    g_free(th);
+}
+
 pf_cct *pf_par_finish(pf_par *p)
 {
     GHashTableIter it;
@@ -621,29 +831,67 @@ pf_cct *pf_par_finish(pf_par *p)
         dispatch(p, value);
     if (p->pool)
         g_thread_pool_free(p->pool, FALSE, TRUE);
-    /* The largest partial tree becomes the result: the others merge into
-     * it, so merging costs the size of the smaller trees only. */
-    pf_cct *result = NULL;
-    g_hash_table_iter_init(&it, p->partials);
-    while (g_hash_table_iter_next(&it, &key, &value))
-        if (!result || ((pf_cct *)value)->count > result->count)
-            result = value;
+    /* The partial trees are put in canonical order in parallel, then
+     * merged in pairs, the pairs of a round in parallel: merging ordered
+     * trees is a sequential walk of both (as pf_cct_merge_finalized does),
+     * far cheaper than inserting one tree's nodes into the other's index.
+     * The result is finalized once, at the end. */
+    unsigned n = g_hash_table_size(p->partials);
+    finish_job *jobs = g_new0(finish_job, n ? n : 1);
+    pf_cct **trees = g_new0(pf_cct *, n ? n : 1);
+    pf_cct **partials = g_new0(pf_cct *, n ? n : 1);
+    unsigned k = 0;
     g_hash_table_iter_init(&it, p->partials);
     while (g_hash_table_iter_next(&it, &key, &value)) {
-        if (value == result)
-            continue;
-        if (!p->failed && pf_cct_merge(result, value, false) < 0)
-            p->failed = true;
-        pf_cct_free(value);
+        jobs[k].a = value;
+        partials[k++] = value;
     }
-    if (!result && !p->failed)
-        result = pf_cct_new(&p->opts);
+    if (!p->failed && n) {
+        run_jobs(jobs, n);
+        for (unsigned i = 0; i < n; i++) {
+            free(partials[i]->slots);      /* only the node arrays are reused */
+            partials[i]->slots = NULL;
+            partials[i]->slot_cap = 0;
+            trees[i] = jobs[i].out;
+            if (!trees[i])
+                p->failed = true;
+        }
+    }
+    /* n - 1 merges; each writes into the node array of a partial tree. */
+    unsigned spare = 0;
+    while (!p->failed && n > 1) {
+        unsigned pairs = n / 2;
+        for (unsigned i = 0; i < pairs; i++)
+            jobs[i] = (finish_job){ .a = trees[i], .b = trees[n - 1 - i],
+                                    .storage = partials[spare++] };
+        run_jobs(jobs, pairs);
+        for (unsigned i = 0; i < pairs; i++) {
+            pf_cct_free(jobs[i].a);
+            pf_cct_free(jobs[i].b);
+            trees[i] = jobs[i].out;
+            trees[n - 1 - i] = NULL;
+            if (!trees[i])
+                p->failed = true;
+        }
+        n -= pairs;
+    }
+    for (unsigned i = 0; i < k; i++)
+        pf_cct_free(partials[i]);
+    g_free(partials);
+    pf_cct *result = NULL;
+    if (!p->failed && n && canonical_links(trees[0]))
+        result = trees[0];
+    else if (!p->failed && !n)
+        result = empty_finalized(&p->opts);
     if (!result)
         p->failed = true;
     if (p->failed) {
-        pf_cct_free(result);
+        for (unsigned i = 0; i < n; i++)
+            pf_cct_free(trees[i]);
         result = NULL;
     }
+    g_free(jobs);
+    g_free(trees);
     g_hash_table_destroy(p->partials);
     g_hash_table_destroy(p->threads);
     g_ptr_array_free(p->spare, TRUE);

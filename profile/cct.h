@@ -76,8 +76,13 @@ int32_t pf_cct_thread_root(pf_cct *t, uint32_t tid);
 int pf_cct_merge(pf_cct *dst, const pf_cct *src, bool collapse_threads);
 /* A new tree: t's nodes in preorder (parent[i] < i), children ordered by
  * (method, site), inclusive metrics and subtree sizes filled. Canonical:
- * equal profiles give equal arrays. */
+ * equal profiles give equal arrays. A finalized t is copied as it is. */
 pf_cct *pf_cct_finalize(const pf_cct *t);
+/* A new finalized tree: the union of two finalized trees a and b (same
+ * options), metrics summed; what finalizing after pf_cct_merge gives, in
+ * one sequential pass over both. NULL when out of memory or when either is
+ * not finalized. */
+pf_cct *pf_cct_merge_finalized(const pf_cct *a, const pf_cct *b);
 /* True when two finalized trees are equal node by node; otherwise why in
  * why (may be NULL). */
 bool pf_cct_equal(const pf_cct *a, const pf_cct *b, char *why, size_t whylen);
@@ -110,9 +115,11 @@ pf_cct *pf_seq_finish(pf_seq *s);
 /* Parallel builder (ParCCT): the sink buffers each thread's current segment
  * (cut into chunks of at most chunk_events events, each started from the
  * stack the previous one ended with) and hands full ones to a pool of
- * nthreads workers; each worker builds into its own partial tree and the
- * partial trees are merged at the end. At most 2 * nthreads + 2 chunks are
- * buffered at a time: the sink waits for the workers beyond that. */
+ * nthreads workers; each worker builds into its own partial tree. At the
+ * end the partial trees are finalized in parallel and merged in pairs
+ * (pf_cct_merge_finalized), so pf_par_finish returns a finalized tree.
+ * At most 2 * nthreads + 2 chunks are buffered at a time: the sink waits
+ * for the workers beyond that. */
 typedef struct pf_par pf_par;
 pf_par *pf_par_new(const pf_cct_opts *opts, unsigned nthreads, uint32_t chunk_events);
 int pf_par_sink(const fl_event *ev, void *par);   /* fl_sink */

@@ -275,8 +275,10 @@ static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *parti
         jerr_error("out of memory building the calling context tree");
         return NULL;
     }
-    pf_cct *fin = pf_cct_finalize(t);
-    pf_cct_free(t);
+    /* The parallel builder finalizes already. */
+    pf_cct *fin = t->finalized ? t : pf_cct_finalize(t);
+    if (fin != t)
+        pf_cct_free(t);
     if (!fin)
         jerr_error("out of memory building the calling context tree");
     return fin;

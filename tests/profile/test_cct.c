@@ -255,6 +255,7 @@ typedef struct merge_job {
     GPtrArray *trees;        /* shared stack of partial trees */
     GMutex *lock;
     GRand *rand;
+    bool finalized;          /* trees are finalized: pf_cct_merge_finalized */
 } merge_job;
 
 /* Each worker repeatedly takes two trees in random positions, merges them,
@@ -273,7 +274,14 @@ static gpointer merge_worker(gpointer data)
         guint b = (guint)g_rand_int_range(j->rand, 0, (gint32)j->trees->len);
         pf_cct *y = g_ptr_array_steal_index_fast(j->trees, b);
         g_mutex_unlock(j->lock);
-        cr_assert_eq(pf_cct_merge(x, y, false), 0);
+        if (j->finalized) {
+            pf_cct *m = pf_cct_merge_finalized(x, y);
+            cr_assert_not_null(m);
+            pf_cct_free(x);
+            x = m;
+        } else {
+            cr_assert_eq(pf_cct_merge(x, y, false), 0);
+        }
         pf_cct_free(y);
         g_mutex_lock(j->lock);
         g_ptr_array_add(j->trees, x);
@@ -283,9 +291,9 @@ static gpointer merge_worker(gpointer data)
 
 /* Builds every segment of f into its own tree (segments located by
  * following FL_SEGMENT events per thread), then merges them on `threads`
- * threads in random order. */
+ * threads in random order: as they are, or finalized first. */
 static pf_cct *build_partials_merged(const flow *f, const pf_cct_opts *o, GRand *r,
-                                     unsigned threads)
+                                     unsigned threads, bool finalized)
 {
     GPtrArray *trees = g_ptr_array_new();
     GHashTable *current = g_hash_table_new(g_direct_hash, g_direct_equal); /* tid -> tree */
@@ -309,9 +317,15 @@ static pf_cct *build_partials_merged(const flow *f, const pf_cct_opts *o, GRand 
     }
     g_hash_table_destroy(current);
     g_hash_table_destroy(cursors);
+    for (guint k = 0; finalized && k < trees->len; k++) {
+        pf_cct *fin = pf_cct_finalize(trees->pdata[k]);
+        cr_assert_not_null(fin);
+        pf_cct_free(trees->pdata[k]);
+        trees->pdata[k] = fin;
+    }
     GMutex lock;
     g_mutex_init(&lock);
-    merge_job job = { trees, &lock, r };
+    merge_job job = { trees, &lock, r, finalized };
     GThread *workers[8];
     for (unsigned k = 0; k < threads; k++)
         workers[k] = g_thread_new("merge", merge_worker, &job);
@@ -350,8 +364,13 @@ Test(cct, parallel_equals_sequential_property, .timeout = 120)
             check_equal(expect, whole, "segmented vs whole flow", round);
             pf_cct_free(whole);
         }
-        pf_cct *merged = build_partials_merged(seg, &o, r, (unsigned)g_rand_int_range(r, 1, 5));
+        pf_cct *merged = build_partials_merged(seg, &o, r, (unsigned)g_rand_int_range(r, 1, 5),
+                                               false);
         check_equal(expect, merged, "partials merged in random order", round);
+        pf_cct *sorted = build_partials_merged(seg, &o, r, (unsigned)g_rand_int_range(r, 1, 5),
+                                               true);
+        check_equal(expect, sorted, "finalized partials merged in random order", round);
+        pf_cct_free(sorted);
         uint32_t chunk = (uint32_t)g_rand_int_range(r, 1, 200);
         pf_cct *pool = build_par(seg, &o, (unsigned)g_rand_int_range(r, 1, 5), chunk);
         check_equal(expect, pool, "thread pool builder", round);
