@@ -23,6 +23,8 @@ typedef struct rc_mx {
     rc_method m;               /* first: rc_method pointers convert back */
     rc_class *cls;
     rc_cfg *cfg;               /* atomic; &failed_cfg when the build failed */
+    uint8_t *on_this;          /* atomic, made on first use: per instruction, 1
+                                * for an invoke on this (rc_receiver_is_this) */
     struct site **sites;       /* atomic, made on first use: call targets by
                                 * instruction index (each slot atomic) */
 } rc_mx;
@@ -41,6 +43,7 @@ struct rc_class {
     GPtrArray *children;       /* direct subclasses, implementors, subinterfaces */
     uint32_t first_method, nmethods; /* in p->mx */
     rc_class *next_same_name;
+    rc_class *first_same_name; /* the first class loaded with this name (itself) */
 };
 
 typedef struct meth_rec {
@@ -149,6 +152,7 @@ void rc_program_free(rc_program *p)
         return;
     for (uint32_t i = 0; i < p->nmethods; i++) {
         rc_cfg *g = p->mx[i].cfg;
+        g_free(p->mx[i].on_this);
         if (p->mx[i].sites && g && g != &failed_cfg)
             for (uint32_t k = 0; k < g->ninsn; k++)
                 g_free(p->mx[i].sites[k]);
@@ -194,6 +198,7 @@ static rc_class *class_new(rc_program *p, uint64_t cid, const char *name)
     g_ptr_array_add(p->classes, c);
     g_hash_table_insert(p->by_cid, GSIZE_TO_POINTER(cid), c);
     rc_class *first = g_hash_table_lookup(p->by_name, name);
+    c->first_same_name = first ? first : c;
     if (!first) {
         g_hash_table_insert(p->by_name, (gpointer)name, c);
     } else {
@@ -1137,4 +1142,205 @@ size_t rc_vm_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
     }
     *targets = st->t;
     return st->n;
+}
+
+/* ---- receivers ------------------------------------------------------------ */
+
+/* By name: a class loaded by two loaders is one class to these checks, so
+ * that a bound never rules out a target for being another loader's copy. */
+static bool is_subclass(const rc_class *a, const rc_class *b)
+{
+    for (const rc_class *k = a; k; k = k->super)
+        if (k->first_same_name == b->first_same_name)
+            return true;
+    return false;
+}
+
+/* Whether c's superclass chain is captured up to java/lang/Object. */
+static bool chain_complete(const rc_program *p, const rc_class *c)
+{
+    const rc_class *k = c;
+    while (k->super)
+        k = k->super;
+    return k == p->object && p->object;
+}
+
+const rc_class *rc_receiver_bound(rc_program *p, const rc_method *t)
+{
+    rc_mx *x = mx_of(p, t);
+    if (!x || (t->access & CF_ACC_STATIC) || !x->cls || !x->cls->from_file ||
+        is_interface(x->cls))
+        return NULL;
+    return x->cls;
+}
+
+bool rc_receiver_may_run(rc_program *p, const rc_class *bound, int op, const rc_method *t,
+                         const rc_class **narrowed)
+{
+    *narrowed = bound;
+    const rc_class *c = rc_receiver_bound(p, t);
+    if (!c)
+        return true;
+    if (!bound || is_subclass(c, bound)) {
+        *narrowed = c;              /* declared in the bound's class or below */
+        return true;
+    }
+    if (op == OP_INVOKESPECIAL)     /* a super call or a private method: t itself */
+        return true;
+    if (is_subclass(bound, c)) {
+        const rc_mx *sel = select_chain(p, bound, mx_of(p, t));
+        return !sel || strcmp(sel->m.klass, t->klass) == 0;
+    }
+    return !(chain_complete(p, c) && chain_complete(p, bound));
+}
+
+/* Values (not slots) an instruction takes from the operand stack and puts
+ * on it; false for those whose effect depends on value categories (dup,
+ * pop2, swap ...), control transfers and wide. */
+static bool value_effect(const rc_mx *x, uint32_t bci, int *pop, int *push)
+{
+    const uint8_t *code = x->m.code;
+    uint8_t op = code[bci];
+    *pop = 0;
+    *push = 0;
+    if (op == 0x00 || op == 0x84)                       /* nop, iinc */
+        return true;
+    if (op <= 0x2d) {                                   /* constants, ldc, loads */
+        *push = 1;
+        return true;
+    }
+    if (op <= 0x35) {                                   /* array loads */
+        *pop = 2;
+        *push = 1;
+        return true;
+    }
+    if (op <= 0x4e) {                                   /* stores */
+        *pop = 1;
+        return true;
+    }
+    if (op <= 0x56) {                                   /* array stores */
+        *pop = 3;
+        return true;
+    }
+    if (op == 0x57) {                                   /* pop */
+        *pop = 1;
+        return true;
+    }
+    if (op <= 0x5f)                                     /* pop2, dup*, swap */
+        return false;
+    if (op <= 0x98) {
+        bool unary = (op >= 0x74 && op <= 0x77) || (op >= 0x85 && op <= 0x93);
+        *pop = unary ? 1 : 2;
+        *push = 1;
+        return true;
+    }
+    switch (op) {
+    case 0xb2: *push = 1; return true;                  /* getstatic */
+    case 0xb3: *pop = 1; return true;                   /* putstatic */
+    case 0xb4: *pop = 1; *push = 1; return true;        /* getfield */
+    case 0xb5: *pop = 2; return true;                   /* putfield */
+    case 0xbb: *push = 1; return true;                  /* new */
+    case 0xbc: case 0xbd: case 0xbe: case 0xc0: case 0xc1:
+        *pop = 1; *push = 1; return true;               /* newarray ... instanceof */
+    case 0xc2: case 0xc3: *pop = 1; return true;        /* monitorenter/exit */
+    case 0xc5: *pop = code[bci + 3]; *push = 1; return true; /* multianewarray */
+    default: break;
+    }
+    if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
+        return false;
+    uint16_t idx = (uint16_t)(code[bci + 1] << 8 | code[bci + 2]);
+    const char *k, *n, *s;
+    uint8_t tag;
+    uint16_t bsm;
+    if (op == OP_INVOKEDYNAMIC ? cf_dynamic(&x->cls->cf, idx, &bsm, &n, &s) < 0
+                               : cf_member_ref(&x->cls->cf, idx, &tag, &k, &n, &s) < 0)
+        return false;
+    if (s[0] != '(')
+        return false;
+    int args = 0;
+    const char *q = s + 1;
+    while (*q && *q != ')') {
+        while (*q == '[')
+            q++;
+        if (*q == 'L') {
+            q = strchr(q, ';');
+            if (!q)
+                return false;
+        } else if (!*q) {
+            return false;
+        }
+        q++;
+        args++;
+    }
+    if (*q != ')')
+        return false;
+    *pop = args + (op == OP_INVOKESTATIC || op == OP_INVOKEDYNAMIC ? 0 : 1);
+    *push = q[1] != 'V';
+    return true;
+}
+
+/* Whether the invoke at insn receives this (see rc_receiver_is_this);
+ * entered marks the instructions some edge other than a fall-through enters. */
+static bool invoke_on_this(const rc_mx *x, const rc_cfg *g, const uint8_t *entered,
+                           uint32_t insn)
+{
+    uint8_t op = g->op[insn];
+    if (op != OP_INVOKEVIRTUAL && op != OP_INVOKESPECIAL && op != OP_INVOKEINTERFACE)
+        return false;
+    int pop, push;
+    if (!value_effect(x, g->bci[insn], &pop, &push) || pop < 1)
+        return false;
+    int above = pop - 1;                /* values above the receiver */
+    for (uint32_t j = insn; j-- > 0;) {
+        if (entered[j + 1] || !value_effect(x, g->bci[j], &pop, &push))
+            return false;               /* a merge point, or an effect not counted */
+        if (above < push) {
+            uint8_t o = g->op[j];
+            return push == 1 && (o == 0x2a || (o == 0x19 && x->m.code[g->bci[j] + 1] == 0));
+        }
+        above += pop - push;
+    }
+    return false;
+}
+
+static uint8_t *on_this_table(const rc_mx *x, const rc_cfg *g)
+{
+    uint8_t *t = g_new0(uint8_t, g->ninsn + 1);
+    const rc_method *m = &x->m;
+    if ((m->access & CF_ACC_STATIC) || !x->cls->from_file)
+        return t;
+    /* local 0 stays `this` only if nothing stores into it */
+    for (uint32_t i = 0; i < g->ninsn; i++) {
+        const uint8_t *c = m->code + g->bci[i];
+        if (g->op[i] == 0x4b || (g->op[i] == 0x3a && c[1] == 0) ||
+            (g->op[i] == 0xc4 && c[1] == 0x3a && c[2] == 0 && c[3] == 0))
+            return t;
+    }
+    uint8_t *entered = g_new0(uint8_t, g->ninsn + 1);
+    for (uint32_t i = 0; i < g->ninsn; i++)
+        for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++)
+            if (g->edge[e].kind != RC_EDGE_NEXT && g->edge[e].to < g->ninsn)
+                entered[g->edge[e].to] = 1;
+    for (uint32_t i = 0; i < g->ninsn; i++)
+        t[i] = invoke_on_this(x, g, entered, i);
+    g_free(entered);
+    return t;
+}
+
+bool rc_receiver_is_this(rc_program *p, const rc_method *m, uint32_t insn)
+{
+    rc_mx *x = mx_of(p, m);
+    const rc_cfg *g = rc_cfg_get(p, m);
+    if (!x || !g || insn >= g->ninsn)
+        return false;
+    /* Made once per method (the projection asks at every call): threads
+     * racing each make one, the first stored wins. */
+    uint8_t *t = g_atomic_pointer_get(&x->on_this);
+    if (!t) {
+        uint8_t *mine = on_this_table(x, g);
+        if (!g_atomic_pointer_compare_and_exchange(&x->on_this, NULL, mine))
+            g_free(mine);
+        t = g_atomic_pointer_get(&x->on_this);
+    }
+    return t[insn];
 }

@@ -111,6 +111,39 @@ size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
 size_t rc_vm_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
                           const rc_method *const **targets);
 
+/* ---- receivers ------------------------------------------------------------
+ *
+ * What the trace shows of a virtual call is the callee's bytecodes; where two
+ * overrides have the same (two anonymous sorters of one class), the call
+ * alone cannot choose. But the receiver of a method's frame is one object:
+ * calls on `this` from that frame dispatch on its class, so once one such
+ * call tells the class (a compare() whose bytecodes differ), the others
+ * (a swap() whose bytecodes do not) follow it. A receiver bound is a class
+ * the object is known to be of, or of a subclass of. */
+typedef struct rc_class rc_class;
+
+/* The bound a call to instance method t gives its receiver: t's class (a
+ * class selecting t is it or a subclass); NULL (unknown) for static
+ * methods, methods of interfaces and of classes without a class file. */
+const rc_class *rc_receiver_bound(rc_program *p, const rc_method *t);
+
+/* Whether a call made with opcode op (invokevirtual, invokeinterface,
+ * invokespecial) on a receiver within bound (NULL: unknown) may run t;
+ * *narrowed gets the bound the receiver has once it did. Virtual calls
+ * select t only where no class between bound and t's class overrides it;
+ * a bound unrelated to t's class rules t out only when both superclass
+ * chains are captured up to java/lang/Object (otherwise: may). */
+bool rc_receiver_may_run(rc_program *p, const rc_class *bound, int op, const rc_method *t,
+                         const rc_class **narrowed);
+
+/* Whether the receiver of the invoke at instruction insn of m's CFG is m's
+ * own `this`: m is an instance method that never stores into local 0, and
+ * the value the invoke takes as receiver was pushed by aload_0 within the
+ * invoke's basic block (a value count back over the arguments; any
+ * instruction whose effect depends on value categories, such as dup, gives
+ * up: false). */
+bool rc_receiver_is_this(rc_program *p, const rc_method *m, uint32_t insn);
+
 /* The source line of bci, or 0. */
 uint32_t rc_line_of(const rc_method *m, uint32_t bci);
 

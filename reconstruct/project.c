@@ -65,6 +65,11 @@ typedef struct frame {
     int32_t bci;           /* FR_COMPILED: current bci of the innermost frame */
     uint64_t method_id;    /* the agent's id (0: unknown) */
     const void *code;      /* FR_COMPILED: the version */
+    /* FR_INTERP of an instance method: what its receiver's class is known to
+     * be (program.h, receivers); NULL: unknown */
+    const rc_class *recv;
+    bool this_call;        /* FR_INTERP: entered by a call on the caller's own
+                            * receiver, which it shares */
 } frame;
 
 typedef struct hist {
@@ -1142,9 +1147,11 @@ static bool entry_fits(entry_kind_t k, const rc_method *m)
     }
 }
 
-/* Enters callee m above `caller`. */
-static void enter(rp_projector *r, const frame *caller, const hist *h, const rc_method *m,
-                  uint64_t id, entry_kind_t k, int32_t call_bci)
+/* Enters m (NULL: unknown) from caller, its receiver within recv
+ * (this_call: the caller's own receiver). */
+static void enter_on(rp_projector *r, const frame *caller, const hist *h, const rc_method *m,
+                     uint64_t id, entry_kind_t k, int32_t call_bci, const rc_class *recv,
+                     bool this_call)
 {
     bool runs_bytecode = (k == EK_JAVA || k == EK_SYNC) && m && m->code;
     uint32_t flags = (k == EK_NATIVE || k == EK_NATIVE_SYNC) ? FL_F_NATIVE : 0;
@@ -1153,7 +1160,17 @@ static void enter(rp_projector *r, const frame *caller, const hist *h, const rc_
                             : (frame){ .kind = FR_OPAQUE, .method = m ? m->index : NONE,
                                        .insn = NONE, .last = NONE, .returned = NONE,
                                        .method_id = id };
+    if (runs_bytecode) {
+        f.recv = recv;
+        f.this_call = this_call;
+    }
     add(r, push(r, caller, f), h);
+}
+
+static void enter(rp_projector *r, const frame *caller, const hist *h, const rc_method *m,
+                  uint64_t id, entry_kind_t k, int32_t call_bci)
+{
+    enter_on(r, caller, h, m, id, k, call_bci, m ? rc_receiver_bound(r->p, m) : NULL, false);
 }
 
 /* A callee that nothing names: every method that fits the entry kind and
@@ -1252,22 +1269,76 @@ static bool may_have_receiver(const rp_projector *r, const rc_method *m)
     return g_hash_table_contains(r->instantiated, m->klass);
 }
 
+/* f and the frames below it that share its receiver, with bound recv (at
+ * most `depth` of them: deeper ones keep their looser bound). */
+static const frame *rebind(rp_projector *r, const frame *f, const rc_class *recv, int depth)
+{
+    frame c = *f;
+    c.recv = recv;
+    if (f->this_call && f->caller && f->caller->kind == FR_INTERP && depth > 1)
+        c.caller = rebind(r, f->caller, recv, depth - 1);
+    return frame_copy(r, &c);
+}
+
+#define TARGETS_LOCAL 64
+
 /* Enters the call targets that best explain what follows; with open
- * targets, and none that explains it fully, any method may be the callee. */
+ * targets, and none that explains it fully, any method may be the callee.
+ * A call on the caller's own receiver enters only targets its class can
+ * select (unless that leaves none), and what a target tells of the class
+ * goes to the caller and the frames sharing the receiver. */
 static void enter_targets(rp_projector *r, const frame *f, const hist *h,
                           const rc_method *const *t, size_t nt, bool open, entry_kind_t k,
                           int32_t bci)
 {
+    bool on_this = false;
+    int op = 0;
+    if (nt && f->kind == FR_INTERP && f->last != NONE) {
+        const rc_method *m = rc_method_at(r->p, f->method);
+        const rc_cfg *g = rc_cfg_get(r->p, m);
+        if (g && f->last < g->ninsn) {
+            op = g->op[f->last];
+            on_this = rc_receiver_is_this(r->p, m, f->last);
+        }
+    }
+    typedef struct fit {
+        bool may;                  /* the receiver's class can select it */
+        const rc_class *bound;     /* the receiver's bound once it ran */
+    } fit;
+    fit local[TARGETS_LOCAL];
+    fit *rf = nt <= TARGETS_LOCAL ? local : g_new(fit, nt);
+    size_t may = 0;
+    for (size_t j = 0; j < nt; j++) {
+        rf[j].may = on_this && rc_receiver_may_run(r->p, f->recv, op, t[j], &rf[j].bound);
+        may += rf[j].may;
+    }
+    /* no receiver information (or none that any target fits: trust the
+     * trace) */
+    bool filter = on_this && may > 0;
+    if (filter && may < nt)
+        r->st.receiver_filtered++;
     int top = W_NO;
     for (size_t j = 0; j < nt; j++)
-        top = best(top, entry_score(r, t[j], k));
+        if (!filter || rf[j].may)
+            top = best(top, entry_score(r, t[j], k));
     /* with several targets, those whose class has objects go first
      * (hypotheses keep their order, and of two that the trace cannot tell
      * apart the first is kept) */
     for (int pass = nt > 1 ? 0 : 1; top > W_NO && pass < 2; pass++)
-        for (size_t j = 0; j < nt; j++)
-            if (entry_score(r, t[j], k) == top && (nt == 1 || may_have_receiver(r, t[j]) == !pass))
-                enter(r, f, h, t[j], t[j]->id, k, bci);
+        for (size_t j = 0; j < nt; j++) {
+            if ((filter && !rf[j].may) || entry_score(r, t[j], k) != top ||
+                (nt > 1 && may_have_receiver(r, t[j]) != !pass))
+                continue;
+            if (!filter) {
+                enter_on(r, f, h, t[j], t[j]->id, k, bci, rc_receiver_bound(r->p, t[j]),
+                         on_this);
+                continue;
+            }
+            const frame *caller = rf[j].bound != f->recv ? rebind(r, f, rf[j].bound, 64) : f;
+            enter_on(r, caller, h, t[j], t[j]->id, k, bci, rf[j].bound, true);
+        }
+    if (rf != local)
+        g_free(rf);
     if (open && top < W_YES)
         enter_any(r, f, h, k, bci);
 }
@@ -1637,7 +1708,8 @@ static bool same_state(const frame *a, const frame *b)
             a->insn == b->insn && a->last == b->last && a->calling == b->calling &&
             a->throwing == b->throwing && a->code == b->code && a->bci == b->bci &&
             a->inline_depth == b->inline_depth && a->method_id == b->method_id &&
-            a->after_return == b->after_return && a->returned == b->returned);
+            a->after_return == b->after_return && a->returned == b->returned &&
+            a->recv == b->recv && a->this_call == b->this_call);
 }
 
 static guint frame_hash(gconstpointer p)
@@ -1654,6 +1726,7 @@ static guint frame_hash(gconstpointer p)
         (uint64_t)(uint32_t)f->bci,
         f->method_id,
         (uint64_t)(uintptr_t)f->code,
+        (uint64_t)(uintptr_t)f->recv | f->this_call,
     };
     uint64_t h = 0x243f6a8885a308d3ull;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -1849,4 +1922,5 @@ void rp_stats_add(rp_stats *sum, const rp_stats *s)
     if (s->max_hypotheses > sum->max_hypotheses)
         sum->max_hypotheses = s->max_hypotheses;
     sum->capped += s->capped;
+    sum->receiver_filtered += s->receiver_filtered;
 }

@@ -473,6 +473,59 @@ Test(program, cha)
     EXPECT_TARGETS(find("Flow", "guarded", "(Ljava/lang/String;)I"), 184, "", true);
 }
 
+/* Whether the receiver of the n-th invoke (opcode op) in m is m's this. */
+static bool nth_on_this(const rc_method *m, uint8_t op, int n)
+{
+    const rc_cfg *g = rc_cfg_get(prog, m);
+    cr_assert(g);
+    for (uint32_t i = 0; i < g->ninsn; i++)
+        if (g->op[i] == op && n-- == 0)
+            return rc_receiver_is_this(prog, m, i);
+    cr_assert_fail("no invoke %u #%d in %s", op, n, m->name);
+    return false;
+}
+
+Test(program, receivers)
+{
+    const rc_method *ring_area = find("Ring", "area", "()D");
+    const rc_method *circle_area = find("Circle", "area", "()D");
+    const rc_method *square_area = find("Square", "area", "()D");
+    const rc_method *ring_sum = find("Ring", "sum", "(LCircle;)D");
+    /* calls on this: super.area(), a constructor's super(), area() */
+    cr_expect(nth_on_this(ring_area, 183, 0));
+    cr_expect(nth_on_this(find("Circle", "<init>", "(D)V"), 183, 0));
+    cr_expect(nth_on_this(ring_sum, 182, 1));
+    /* on another object, in a static method, on a new object (dup) */
+    cr_expect(!nth_on_this(ring_sum, 182, 0));
+    cr_expect(!nth_on_this(find("Cha", "viaBase", "(LBase;)D"), 182, 0));
+    cr_expect(!nth_on_this(find("Cha", "make", "()LCircle;"), 183, 0));
+
+    const rc_class *circle = rc_receiver_bound(prog, circle_area);
+    const rc_class *ring = rc_receiver_bound(prog, ring_area);
+    const rc_class *square = rc_receiver_bound(prog, square_area);
+    cr_assert(circle && ring && square && circle != ring);
+    cr_expect_null(rc_receiver_bound(prog, find("Cha", "make", "()LCircle;")));
+    cr_expect_null(rc_receiver_bound(prog, find("Shape", "name", "()Ljava/lang/String;")));
+    const rc_class *nb;
+    /* unknown: anything, bound by the target's class */
+    cr_expect(rc_receiver_may_run(prog, NULL, 182, ring_area, &nb));
+    cr_expect_eq(nb, ring);
+    /* a Circle may be a Ring: Ring.area narrows the bound */
+    cr_expect(rc_receiver_may_run(prog, circle, 182, ring_area, &nb));
+    cr_expect_eq(nb, ring);
+    /* a Ring selects its own area(), never Circle's ... */
+    cr_expect(!rc_receiver_may_run(prog, ring, 182, circle_area, &nb));
+    cr_expect(rc_receiver_may_run(prog, ring, 182, ring_area, &nb));
+    cr_expect_eq(nb, ring);
+    /* ... except through super.area() (invokespecial), which keeps the bound */
+    cr_expect(rc_receiver_may_run(prog, ring, 183, circle_area, &nb));
+    cr_expect_eq(nb, ring);
+    /* Square and Circle are unrelated, but java/lang/Object is not captured
+     * here: their chains are incomplete, so nothing is ruled out */
+    cr_expect(rc_receiver_may_run(prog, square, 182, circle_area, &nb));
+    cr_expect_eq(nb, square);
+}
+
 Test(program, lambda)
 {
     /* the implementation method of the LambdaMetafactory bootstrap */

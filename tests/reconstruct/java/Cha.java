@@ -25,6 +25,8 @@ class Square implements Shape {
 class Ring extends Circle {
     Ring(double r) { super(r); }
     public double area() { return super.area() / 2; }
+    // another object's method, then this one's (receivers)
+    double sum(Circle o) { return o.area() + area(); }
 }
 
 public class Cha {
