@@ -338,7 +338,8 @@ static pf_cct *merge_ordered(const pf_cct *a, const pf_cct *b, pf_cct *storage)
     /* Depth is bounded by the shallower input's height, and so by its size. */
     merge_frame *st = malloc(((size_t)(a->count < b->count ? a->count : b->count) + 1) *
                              sizeof *st);
-    if (!out || !st)
+    /* node indices are int32_t, as add_node keeps them */
+    if (!out || !st || (uint64_t)a->count + b->count > INT32_MAX)
         goto oom;
     out->opts = a->opts;
     out->cap = a->count + b->count;

@@ -1185,7 +1185,8 @@ bool rc_receiver_may_run(rc_program *p, const rc_class *bound, int op, const rc_
         *narrowed = c;              /* declared in the bound's class or below */
         return true;
     }
-    if (op == OP_INVOKESPECIAL)     /* a super call or a private method: t itself */
+    /* a super call or a private method (never overridden): t itself */
+    if (op == OP_INVOKESPECIAL || (t->access & CF_ACC_PRIVATE))
         return true;
     if (is_subclass(bound, c)) {
         const rc_mx *sel = select_chain(p, bound, mx_of(p, t));

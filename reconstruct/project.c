@@ -147,6 +147,9 @@ struct rp_projector {
      * StandardTokenizer.incrementToken), the hypothesis kept is one whose
      * receiver can exist. */
     GHashTable *instantiated;
+    /* (frame, receiver bound) -> the frame's copy with that bound (rebind);
+     * keys and copies live in the arena, emptied when it is compacted */
+    GHashTable *rebound;
     /* expand's scored candidates for the event being processed: every
      * hypothesis whose context is unknown asks the same question */
     uint64_t fit_event;
@@ -1269,15 +1272,44 @@ static bool may_have_receiver(const rp_projector *r, const rc_method *m)
     return g_hash_table_contains(r->instantiated, m->klass);
 }
 
+typedef struct rebind_key {
+    const frame *f;
+    const rc_class *recv;
+} rebind_key;
+
+static guint rebind_hash(gconstpointer p)
+{
+    const rebind_key *k = p;
+    uint64_t h = ((uint64_t)(uintptr_t)k->f ^ (uint64_t)(uintptr_t)k->recv * 0x9e3779b97f4a7c15ull) *
+                 0xbf58476d1ce4e5b9ull;
+    return (guint)(h ^ (h >> 31));
+}
+
+static gboolean rebind_equal(gconstpointer a, gconstpointer b)
+{
+    const rebind_key *x = a, *y = b;
+    return x->f == y->f && x->recv == y->recv;
+}
+
 /* f and the frames below it that share its receiver, with bound recv (at
- * most `depth` of them: deeper ones keep their looser bound). */
+ * most `depth` of them: deeper ones keep their looser bound). Hypotheses
+ * that narrow the same frames get the same copies: dedup compares callers
+ * by address. */
 static const frame *rebind(rp_projector *r, const frame *f, const rc_class *recv, int depth)
 {
+    rebind_key k = { f, recv };
+    const frame *done = g_hash_table_lookup(r->rebound, &k);
+    if (done)
+        return done;
     frame c = *f;
     c.recv = recv;
     if (f->this_call && f->caller && f->caller->kind == FR_INTERP && depth > 1)
         c.caller = rebind(r, f->caller, recv, depth - 1);
-    return frame_copy(r, &c);
+    frame *n = frame_copy(r, &c);
+    rebind_key *key = arena_alloc(r->a, sizeof *key);
+    *key = k;
+    g_hash_table_insert(r->rebound, key, n);
+    return n;
 }
 
 #define TARGETS_LOCAL 64
@@ -1687,6 +1719,7 @@ static void compact(rp_projector *r)
         return;
     arena *old = r->a;
     r->a = arena_new();
+    g_hash_table_remove_all(r->rebound);
     GPtrArray *chain = g_ptr_array_new();
     for (const frame *f = x->top; f; f = f->caller)
         g_ptr_array_add(chain, (gpointer)f);
@@ -1861,6 +1894,7 @@ rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, v
     r->a = arena_new();
     r->entry_memo = g_hash_table_new(g_direct_hash, g_direct_equal);
     r->instantiated = g_hash_table_new(g_direct_hash, g_direct_equal);
+    r->rebound = g_hash_table_new(rebind_hash, rebind_equal);
     r->fit_memo = g_ptr_array_new_with_free_func(fit_entry_free);
     r->fit_event = UINT64_MAX;
     return r;
@@ -1903,6 +1937,7 @@ void rp_free(rp_projector *r)
     g_array_free(r->next, TRUE);
     g_hash_table_destroy(r->entry_memo);
     g_hash_table_destroy(r->instantiated);
+    g_hash_table_destroy(r->rebound);
     g_ptr_array_free(r->fit_memo, TRUE);
     arena_free(r->a);
     g_free(r);
