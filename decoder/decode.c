@@ -196,6 +196,7 @@ typedef struct wctx {
     di_cache *cache;
     const dc_trace_info *info;
     struct pt_image_section_cache *iscache;
+    di_image *im;              /* the running pass's (for blocks of isid 0) */
     jp_cache *jp;
     const atomic_bool *cancel;
     uint64_t tsc;
@@ -259,7 +260,9 @@ static xfer block_end(wctx *w, const struct pt_block *b)
         xcache_ent *e = &w->xc[h & (XCACHE_SIZE - 1)];
         if (e->isid == b->isid && e->ip == b->end_ip && e->isid > 0)
             return (xfer)e->x;
-        n = pt_iscache_read(w->iscache, buf, sizeof buf, b->isid, b->end_ip);
+        n = b->isid > 0 ? pt_iscache_read(w->iscache, buf, sizeof buf, b->isid, b->end_ip)
+            : w->im     ? di_image_read(w->im, buf, sizeof buf, b->end_ip)
+                        : -pte_nomap;
         xfer x = n <= 0 ? (b->iclass == ptic_jump ? X_JMP_INDIRECT : X_OTHER)
                         : x86_classify(buf, (size_t)n, NULL, NULL);
         if (b->isid > 0) {
@@ -506,6 +509,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
     const uint8_t *seg = ps->base, *seg_end = ps->base_end;
     struct pt_block_decoder *dec = ps->dec;
     di_image *im = ps->im;
+    w->im = im;
     int status = ps->status;
     unsigned stuck = 0;        /* full blocks in a row that read no trace (see below) */
     uint64_t stuck_off = UINT64_MAX;

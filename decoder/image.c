@@ -1,4 +1,5 @@
 #include "decoder/image.h"
+#include "decoder/x86.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@ static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, c
 
 /* Sections libipt keeps mapped between uses (LRU beyond this). */
 #define ISCACHE_LIMIT (512ull << 20)
+/* The longest x86 instruction. */
+#define MAX_INSN_BYTES 15
 /* Zero runs at least this long in a blob snapshot are not code: see
  * add_blob. */
 #define ZERO_RUN 32
@@ -54,6 +57,14 @@ struct di_cache {
     size_t nsites;
     uint64_t site_bits[1024]; /* a bit per hash of every site: most lookups end here */
     GHashTable *by_granule;   /* address >> GRANULE_BITS -> GArray of patch indices (time order) */
+    /* Tiles: the address space cut where no two sections of the model, of
+     * any time, overlap (see materialize). Sorted by address; the sections
+     * of tile t are tile_sec[tile_first[t] .. tile_first[t + 1]). */
+    uint32_t ntiles;
+    uint64_t *tile_lo, *tile_hi;
+    const uint8_t *code;      /* the code file, mapped (NULL if it could not be) */
+    size_t code_size;
+    uint32_t *tile_first, *tile_sec, *tile_of;  /* tile_of: by isid */
 };
 
 /* Patches by address, for di_cache_patches_in: every granule a patch
@@ -68,6 +79,12 @@ struct di_store {
     size_t nmine;
 };
 
+/* What libipt hands the read-memory callback of one pt_image. */
+typedef struct lazy_ctx {
+    di_image *im;
+    struct pt_image *img;
+} lazy_ctx;
+
 struct di_image {
     di_cache *c;
     /* Where the image's sections live: the shared cache (store NULL), or a
@@ -76,6 +93,12 @@ struct di_image {
     di_store *store;
     bool own_store;
     struct pt_image *img, *retired;
+    lazy_ctx *ctx, *retired_ctx;
+    /* The sections the image shows, in the order they were put in (seq, by
+     * isid; 0: not in it), and the tiles whose sections are in the pt_image
+     * (done): a section goes into libipt only once its tile is needed. */
+    uint32_t *seq, next_seq;
+    uint8_t *done;
     size_t cursor;            /* next change to apply */
     uint64_t tsc;
     uint8_t *live;            /* per code version */
@@ -166,6 +189,80 @@ static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
 
 static void free_granule(gpointer v) { g_array_free(v, TRUE); }
 
+typedef struct by_vaddr {
+    uint64_t vaddr;
+    uint32_t isid;
+} by_vaddr;
+
+static int cmp_by_vaddr(const void *a, const void *b)
+{
+    const by_vaddr *x = a, *y = b;
+    if (x->vaddr != y->vaddr)
+        return x->vaddr < y->vaddr ? -1 : 1;
+    return x->isid < y->isid ? -1 : x->isid > y->isid;
+}
+
+/* Cuts the sections of every time into tiles: maximal address ranges that
+ * sections overlapping each other (directly or through others) span. No
+ * section of one tile overlaps one of another, so what an image shows in a
+ * tile depends on that tile's sections only. */
+static void make_tiles(di_cache *c)
+{
+    guint n = c->ext->len;
+    by_vaddr *v = g_new(by_vaddr, n ? n : 1);
+    uint32_t m = 0;
+    for (guint i = 1; i < n; i++)
+        if (g_array_index(c->ext, extent, i).size)
+            v[m++] = (by_vaddr){ g_array_index(c->ext, extent, i).vaddr, i };
+    sort_n(v, m, sizeof *v, cmp_by_vaddr);
+    uint32_t *order = g_new(uint32_t, m ? m : 1);
+    for (uint32_t i = 0; i < m; i++)
+        order[i] = v[i].isid;
+    g_free(v);
+    c->tile_lo = g_new(uint64_t, m + 1);
+    c->tile_hi = g_new(uint64_t, m + 1);
+    c->tile_first = g_new(uint32_t, m + 2);
+    c->tile_of = g_new0(uint32_t, n + 1);
+    c->tile_sec = order;
+    uint32_t t = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        const extent *e = &g_array_index(c->ext, extent, order[i]);
+        uint64_t end = e->vaddr + e->size < e->vaddr ? UINT64_MAX : e->vaddr + e->size;
+        if (t && e->vaddr < c->tile_hi[t - 1]) {
+            if (end > c->tile_hi[t - 1])
+                c->tile_hi[t - 1] = end;
+        } else {
+            c->tile_lo[t] = e->vaddr;
+            c->tile_hi[t] = end;
+            c->tile_first[t++] = i;
+        }
+        c->tile_of[order[i]] = t - 1;
+    }
+    c->tile_first[t] = m;
+    c->ntiles = t;
+}
+
+/* How many tiles begin at or below ip. */
+static uint32_t tiles_upto(const di_cache *c, uint64_t ip)
+{
+    uint32_t lo = 0, hi = c->ntiles;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->tile_lo[mid] <= ip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The tile holding address ip, or UINT32_MAX. */
+static uint32_t tile_at(const di_cache *c, uint64_t ip)
+{
+    uint32_t k = tiles_upto(c, ip);
+    return k && ip < c->tile_hi[k - 1] ? k - 1 : UINT32_MAX;
+}
+
 di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
 {
     di_cache *c = g_new0(di_cache, 1);
@@ -200,8 +297,8 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
         rc = add_extents(c, k->code_offset, k->size, k->vaddr, code, c->code_isids, err, errlen);
     }
     c->code_first[m->ncodes] = c->code_isids->len;
-    if (code)
-        munmap((void *)code, m->code_size);
+    c->code = code;           /* kept: read_shown copies from it */
+    c->code_size = code ? m->code_size : 0;
     if (rc < 0)
         goto fail;
     GArray *ch = g_array_new(FALSE, FALSE, sizeof(change));
@@ -223,6 +320,7 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
         change a = { p->start_tsc, EV_PATCH, (uint32_t)i };
         g_array_append_val(ch, a);
     }
+    make_tiles(c);
     c->nchanges = ch->len;
     sort_n(ch->data, ch->len, sizeof(change), cmp_change);
     c->changes = (change *)(void *)g_array_free(ch, FALSE);
@@ -264,6 +362,8 @@ void di_cache_free(di_cache *c)
     if (!c)
         return;
     pt_iscache_free(c->iscache);
+    if (c->code)
+        munmap((void *)c->code, c->code_size);
     if (c->ext)
         g_array_free(c->ext, TRUE);
     if (c->blob_isids)
@@ -276,6 +376,11 @@ void di_cache_free(di_cache *c)
     g_free(c->sites);
     if (c->by_granule)
         g_hash_table_destroy(c->by_granule);
+    g_free(c->tile_lo);
+    g_free(c->tile_hi);
+    g_free(c->tile_first);
+    g_free(c->tile_sec);
+    g_free(c->tile_of);
     g_free(c);
 }
 
@@ -304,33 +409,180 @@ void di_store_free(di_store *s)
     g_free(s);
 }
 
+/* Section isid of the shared cache as an isid of the image's section cache. */
+static int own_isid(di_image *im, int isid)
+{
+    const di_cache *c = im->c;
+    if (isid <= 0 || (guint)isid >= c->ext->len)
+        return -pte_internal;
+    if (!im->store)
+        return isid;
+    di_store *st = im->store;
+    if ((size_t)isid >= st->nmine)
+        return -pte_internal;
+    if (!st->mine[isid]) {
+        const extent *e = &g_array_index(c->ext, extent, isid);
+        int mine = pt_iscache_add_file(st->isc, c->m->code_path, e->off, e->size, e->vaddr);
+        if (mine < 0)
+            return mine;
+        st->mine[isid] = mine;
+    }
+    return st->mine[isid];
+}
+
 static int add_cached(di_image *im, int isid)
 {
-    if (im->store) {
-        const di_cache *c = im->c;
-        di_store *st = im->store;
-        if (isid <= 0 || (guint)isid >= c->ext->len || (size_t)isid >= st->nmine)
-            return -pte_internal;
-        if (!st->mine[isid]) {
-            const extent *e = &g_array_index(c->ext, extent, isid);
-            int mine = pt_iscache_add_file(st->isc, c->m->code_path, e->off, e->size, e->vaddr);
-            if (mine < 0)
-                return mine;
-            st->mine[isid] = mine;
-        }
-        isid = st->mine[isid];
-    }
-    int rc = pt_image_add_cached(im->img, im->isc, isid, NULL);
+    int own = own_isid(im, isid);
+    if (own < 0)
+        return own;
+    int rc = pt_image_add_cached(im->img, im->isc, own, NULL);
     if (rc >= 0)
         im->st.sections_added++;
     return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Hands libipt the sections the image shows in tile t, in the order they
+ * were put in. Until then the tile is absent from the pt_image: libipt's
+ * pt_image_add walks every section it holds, so an image holding all of a
+ * large JIT run's code costs quadratic time to make, while a stretch of
+ * trace touches a small part of it. */
+static int materialize(di_image *im, uint32_t t)
+{
+    const di_cache *c = im->c;
+    uint32_t a = c->tile_first[t], b = c->tile_first[t + 1];
+    uint64_t small[32];
+    uint64_t *v = b - a <= 32 ? small : g_new(uint64_t, b - a);
+    size_t n = 0;
+    for (uint32_t i = a; i < b; i++) {
+        uint32_t isid = c->tile_sec[i];
+        if (im->seq[isid])
+            v[n++] = (uint64_t)im->seq[isid] << 32 | isid;
+    }
+    sort_n(v, n, sizeof *v, cmp_u64);
+    im->done[t] = 1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        rc = add_cached(im, (int)(uint32_t)v[i]);
+    if (v != small)
+        g_free(v);
+    return rc;
+}
+
+/* Makes every tile meeting [lo, hi] present in the pt_image. */
+static int materialize_range(di_image *im, uint64_t lo, uint64_t hi)
+{
+    const di_cache *c = im->c;
+    uint32_t u = tiles_upto(c, lo);
+    if (u && lo < c->tile_hi[u - 1])
+        u--;
+    for (; u < c->ntiles && c->tile_lo[u] <= hi; u++)
+        if (!im->done[u]) {
+            int rc = materialize(im, u);
+            if (rc < 0)
+                return rc;
+        }
+    return 0;
+}
+
+/* Puts section isid on top of what the image shows (into libipt if its
+ * tile is there already). */
+static int put(di_image *im, int isid)
+{
+    const di_cache *c = im->c;
+    if (isid <= 0 || (guint)isid >= c->ext->len)
+        return -pte_internal;
+    if (!g_array_index(c->ext, extent, isid).size)
+        return 0;
+    im->seq[isid] = ++im->next_seq;
+    return im->done[c->tile_of[isid]] ? add_cached(im, isid) : 0;
+}
+
+/* Up to size bytes at ip as the image shows them in tile t: from the
+ * section put in last that holds ip, up to where one put in later begins. */
+static int read_shown(di_image *im, uint32_t t, uint8_t *buf, size_t size, uint64_t ip)
+{
+    const di_cache *c = im->c;
+    uint32_t top = 0, top_seq = 0;
+    for (uint32_t i = c->tile_first[t]; i < c->tile_first[t + 1]; i++) {
+        uint32_t isid = c->tile_sec[i];
+        const extent *e = &g_array_index(c->ext, extent, isid);
+        if (im->seq[isid] > top_seq && e->vaddr <= ip && ip - e->vaddr < e->size) {
+            top = isid;
+            top_seq = im->seq[isid];
+        }
+    }
+    if (!top)
+        return -pte_nomap;
+    const extent *te = &g_array_index(c->ext, extent, top);
+    uint64_t limit = te->size - (ip - te->vaddr);
+    for (uint32_t i = c->tile_first[t]; i < c->tile_first[t + 1]; i++) {
+        uint32_t isid = c->tile_sec[i];
+        const extent *e = &g_array_index(c->ext, extent, isid);
+        if (im->seq[isid] > top_seq && e->vaddr > ip && e->vaddr - ip < limit)
+            limit = e->vaddr - ip;
+    }
+    if (limit > size)
+        limit = size;
+    if (c->code && te->off <= c->code_size && c->code_size - te->off >= te->size) {
+        memcpy(buf, c->code + te->off + (ip - te->vaddr), limit);
+        return (int)limit;
+    }
+    int own = own_isid(im, (int)top);
+    if (own < 0)
+        return own;
+    return pt_iscache_read(im->isc, buf, limit, own, ip);
+}
+
+/* libipt's read-memory callback: it runs when no section libipt holds has
+ * ip, that is on the first instruction decoded in a tile (after which the
+ * tile's sections serve, with libipt's block cache) and where no code is. */
+static int read_lazily(uint8_t *buffer, size_t size, const struct pt_asid *asid, uint64_t ip,
+                       void *context)
+{
+    (void)asid;
+    const lazy_ctx *x = context;
+    di_image *im = x->im;
+    if (x->img != im->img)
+        return -pte_nomap;       /* a replaced pt_image: its decoder moves on */
+    const di_cache *c = im->c;
+    uint32_t t = tile_at(c, ip);
+    if (t == UINT32_MAX || im->done[t])
+        return -pte_nomap;
+    int rc = materialize(im, t);
+    if (rc < 0)
+        return rc;
+    int n = read_shown(im, t, buffer, size, ip);
+    if (n <= 0)
+        return n;
+    /* libipt gives every instruction read here isid 0 and ends a block
+     * only where the isid changes: were the next instruction read here too,
+     * one block would join two tiles. Within a block execution goes on
+     * without trace, so only to the next instruction or a direct branch's
+     * target: their tiles are made present now. */
+    uint64_t target;
+    rc = materialize_range(im, ip + 1, ip + MAX_INSN_BYTES);
+    if (rc >= 0 && x86_direct_target(buffer, (size_t)n, ip, &target))
+        rc = materialize_range(im, target, target);
+    return rc < 0 ? rc : n;
+}
+
+int di_image_read(di_image *im, uint8_t *buf, size_t size, uint64_t ip)
+{
+    uint32_t t = tile_at(im->c, ip);
+    return t == UINT32_MAX ? -pte_nomap : read_shown(im, t, buf, size, ip);
 }
 
 static int add_code(di_image *im, uint32_t idx)
 {
     const di_cache *c = im->c;
     for (uint32_t k = c->code_first[idx]; k < c->code_first[idx + 1]; k++) {
-        int rc = add_cached(im, g_array_index(c->code_isids, int, k));
+        int rc = put(im, g_array_index(c->code_isids, int, k));
         if (rc < 0)
             return rc;
     }
@@ -352,10 +604,20 @@ static int rebuild(di_image *im, uint64_t tsc)
     struct pt_image *img = pt_image_alloc("jvm");
     if (!img)
         return -pte_nomem;
-    if (im->retired)
-        pt_image_free(im->retired);
+    lazy_ctx *ctx = g_new(lazy_ctx, 1);
+    *ctx = (lazy_ctx){ im, img };
+    pt_image_set_callback(img, read_lazily, ctx);
+    /* The image replaced stays until its decoder has been given the new
+     * one (di_image_advance's caller does that). */
+    pt_image_free(im->retired);
+    g_free(im->retired_ctx);
     im->retired = im->img;
+    im->retired_ctx = im->ctx;
     im->img = img;
+    im->ctx = ctx;
+    memset(im->seq, 0, c->ext->len * sizeof *im->seq);
+    im->next_seq = 0;
+    memset(im->done, 0, c->ntiles + 1);
     im->st.rebuilds++;
     memset(im->live, 0, m->ncodes + 1);
     size_t end = 0;
@@ -367,7 +629,7 @@ static int rebuild(di_image *im, uint64_t tsc)
             im->live[ch->idx] = 0;
     }
     for (guint i = 0; i < c->blob_isids->len; i++) {
-        int rc = add_cached(im, g_array_index(c->blob_isids, int, i));
+        int rc = put(im, g_array_index(c->blob_isids, int, i));
         if (rc < 0)
             return rc;
     }
@@ -377,7 +639,7 @@ static int rebuild(di_image *im, uint64_t tsc)
         if (ch->type == EV_ADD && im->live[ch->idx])
             rc = add_code(im, ch->idx);
         else if (ch->type == EV_PATCH && patch_applies(im, ch->idx)) {
-            rc = add_cached(im, c->patch_isid[ch->idx]);
+            rc = put(im, c->patch_isid[ch->idx]);
             im->st.patches_applied++;
         }
         if (rc < 0)
@@ -387,7 +649,7 @@ static int rebuild(di_image *im, uint64_t tsc)
     for (size_t i = end; i < c->nchanges; i++) {
         const change *ch = &c->changes[i];
         if (ch->type == EV_PATCH && im->early[ch->idx] && patch_applies(im, ch->idx)) {
-            int rc = add_cached(im, c->patch_isid[ch->idx]);
+            int rc = put(im, c->patch_isid[ch->idx]);
             if (rc < 0)
                 return rc;
         }
@@ -426,6 +688,8 @@ di_image *di_image_new_in(di_cache *c, di_store *store, uint64_t tsc, const uint
     im->store = store;
     im->isc = store ? store->isc : c->iscache;
     im->live = g_new0(uint8_t, c->m->ncodes + 1);
+    im->seq = g_new0(uint32_t, c->ext->len + 1);
+    im->done = g_new0(uint8_t, c->ntiles + 1);
     im->early = g_new0(uint8_t, c->m->npatches + 1);
     im->early_log = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     for (size_t i = 0; i < nearly; i++)
@@ -450,9 +714,13 @@ void di_image_free(di_image *im)
         return;
     pt_image_free(im->img);
     pt_image_free(im->retired);
+    g_free(im->ctx);
+    g_free(im->retired_ctx);
     if (im->own_store)
         di_store_free(im->store);
     g_free(im->live);
+    g_free(im->seq);
+    g_free(im->done);
     g_free(im->early);
     g_array_free(im->early_log, TRUE);
     g_free(im);
@@ -479,7 +747,7 @@ int di_image_advance(di_image *im, uint64_t tsc)
         } else if (im->early[ch->idx]) {
             continue;   /* in the image since the thread resolved the call */
         } else if (patch_applies(im, ch->idx)) {
-            if (add_cached(im, c->patch_isid[ch->idx]) < 0)
+            if (put(im, c->patch_isid[ch->idx]) < 0)
                 return -1;
             im->st.patches_applied++;
         }
@@ -500,7 +768,7 @@ struct pt_image_section_cache *di_image_iscache(di_image *im) { return im->isc; 
 
 static int apply_early(di_image *im, uint32_t idx)
 {
-    if (add_cached(im, im->c->patch_isid[idx]) < 0)
+    if (put(im, im->c->patch_isid[idx]) < 0)
         return -1;
     im->early[idx] = 1;
     g_array_append_val(im->early_log, idx);

@@ -4,11 +4,21 @@
  * (jvm/code.bin, offset, size, vaddr) in a shared libipt image section
  * cache, so libipt maps each once and keeps its block cache per section
  * (blobs and versions are split around runs of zero bytes, which are never
- * code: see add_extents in image.c). A
- * decoder gets its own pt_image (di_image) that shows the code valid at the
- * decoder's current time: di_image_advance applies loads, patches and
- * unloads as decoding passes their times. No read-memory callback is used:
- * it would bypass libipt's block cache.
+ * code: see add_extents in image.c). A decoder gets its own pt_image
+ * (di_image) that shows the code valid at the decoder's current time:
+ * di_image_advance applies loads, patches and unloads as decoding passes
+ * their times.
+ *
+ * Sections reach libipt lazily: the address space is cut into tiles (no
+ * section of any time overlaps two), and a tile's sections go into the
+ * pt_image when the decoder first reads in it, through the image's
+ * read-memory callback (which then returns that one instruction's bytes;
+ * libipt gives its block isid 0, see di_image_read). From then on libipt
+ * finds the tile's sections itself and keeps its block cache for them, so
+ * the callback is off the hot path. libipt's pt_image_add walks every
+ * section of the image, so adding all of a JIT run's thousands of sections
+ * to each new image (per chunk, per retry, per unload) would cost
+ * quadratic time for code a stretch of trace mostly never touches.
  *
  * Layering: libipt's pt_image_add shrinks or splits existing sections that
  * overlap a new one, so a section added later replaces what was there. The
@@ -76,6 +86,10 @@ void di_image_free(di_image *im);
  * it was updated in place or unchanged, -1 on a libipt error. */
 int di_image_advance(di_image *im, uint64_t tsc);
 struct pt_image *di_image_get(di_image *im);
+/* Up to size bytes of the code the image shows at ip (for blocks libipt
+ * gives isid 0: their first instruction came through the callback). The
+ * bytes read, or a negative libipt error code (-pte_nomap: no code). */
+int di_image_read(di_image *im, uint8_t *buf, size_t size, uint64_t ip);
 /* Time of the next change after the image's current time (UINT64_MAX if
  * none): callers skip di_image_advance until decoding passes it. */
 uint64_t di_image_next_change(const di_image *im);

@@ -4,6 +4,7 @@
 #ifndef JPT_DECODER_X86_H
 #define JPT_DECODER_X86_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,5 +22,8 @@ typedef enum xfer {
  * X_COND, X_JMP_DIRECT and direct X_CALL, *disp (if non-NULL) receives the
  * displacement from the end of the instruction and *direct is set. */
 xfer x86_classify(const uint8_t *p, size_t n, int64_t *disp, int *direct);
+/* The target of the direct branch or call starting at p (at address ip):
+ * true with *target set, false for anything else. */
+bool x86_direct_target(const uint8_t *p, size_t n, uint64_t ip, uint64_t *target);
 
 #endif

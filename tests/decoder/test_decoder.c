@@ -598,6 +598,54 @@ Test(decode, interpreter_jit_patches_and_reuse)
     g_free(dir);
 }
 
+/* An image hands libipt no section until the decoder reads in its tile, and
+ * shows every address as the eager layering would: a later section over an
+ * earlier one, a patch over its version, a reused address its new owner. */
+Test(image, lazy_tiles_show_the_layered_code)
+{
+    char *dir = make_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    uint8_t buf[16];
+
+    di_image *im = di_image_new(cache, 1000, err, sizeof err);
+    cr_assert_not_null(im, "%s", err);
+    cr_expect_eq(di_image_stats(im)->sections_added, 0, "sections went in before any read");
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, NM), 16);
+    cr_expect_eq(memcmp(buf, "\x90\x90\x90\x90\xff\xe0", 6), 0);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, NM + 16), -pte_nomap);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, 0x90000), -pte_nomap);
+    /* the handlers buffer: code up to its first run of zeros, then the fill
+     * over the zeros (valid from before its record) */
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, HANDLERS), 1);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, HANDLERS + 1), -pte_nomap);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, HANDLERS + 0x10), 2);
+
+    /* the patch at NM+4 (t 3000): a read from NM stops where it begins */
+    cr_assert_eq(di_image_advance(im, 4000), 0);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, NM), 4);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, NM + 4), 2);
+    cr_expect_eq(memcmp(buf, "\xc3\x90", 2), 0);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, NM + 6), 10);
+    cr_expect_eq(buf[0], 0xcc);
+
+    /* M1 unloaded (t 5000), M3 at the same address (t 6000): a new pt_image */
+    cr_assert_eq(di_image_advance(im, 7000), 1);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, NM), 16);
+    cr_expect_eq(memcmp(buf, "\x90\xff\xe0\xcc", 4), 0);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, HANDLERS + 0x10), 2);
+    cr_expect_eq(memcmp(buf, "\x90\xc3", 2), 0);
+    di_image_free(im);
+
+    di_cache_free(cache);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(decode, conditional_branches_say_which_way_they_went)
 {
     char *dir = make_trace();
