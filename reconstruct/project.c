@@ -88,6 +88,7 @@ typedef struct hyp {
 
 typedef struct arena {
     GPtrArray *blocks;
+    GPtrArray *spare;      /* blocks of an arena compacted away, for reuse */
     size_t used;           /* in the last block */
     size_t total;
 } arena;
@@ -170,6 +171,7 @@ static arena *arena_new(void)
 {
     arena *a = g_new0(arena, 1);
     a->blocks = g_ptr_array_new_with_free_func(g_free);
+    a->spare = g_ptr_array_new_with_free_func(g_free);
     a->used = ARENA_BLOCK;
     return a;
 }
@@ -179,14 +181,30 @@ static void arena_free(arena *a)
     if (!a)
         return;
     g_ptr_array_free(a->blocks, TRUE);
+    g_ptr_array_free(a->spare, TRUE);
     g_free(a);
+}
+
+/* Frees old, whose contents are no longer needed, keeping up to a
+ * compaction's worth of its blocks in a for reuse: a long projection
+ * compacts every ARENA_COMPACT bytes, and blocks handed back to the system
+ * and taken again cost a page fault per page each time. */
+static void arena_recycle(arena *a, arena *old)
+{
+    GPtrArray *from[2] = { old->blocks, old->spare };
+    for (int i = 0; i < 2; i++)
+        while (from[i]->len && a->spare->len < ARENA_COMPACT / ARENA_BLOCK + 1)
+            g_ptr_array_add(a->spare, g_ptr_array_steal_index_fast(from[i], from[i]->len - 1));
+    arena_free(old);
 }
 
 static void *arena_alloc(arena *a, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
     if (a->used + n > ARENA_BLOCK) {
-        g_ptr_array_add(a->blocks, g_malloc(ARENA_BLOCK));
+        g_ptr_array_add(a->blocks, a->spare->len
+                                       ? g_ptr_array_steal_index_fast(a->spare, a->spare->len - 1)
+                                       : g_malloc(ARENA_BLOCK));
         a->used = 0;
     }
     void *p = (char *)g_ptr_array_index(a->blocks, a->blocks->len - 1) + a->used;
@@ -1731,7 +1749,7 @@ static void compact(rp_projector *r)
     }
     x->top = below;
     g_ptr_array_free(chain, TRUE);
-    arena_free(old);
+    arena_recycle(r->a, old);
 }
 
 static bool same_state(const frame *a, const frame *b)
