@@ -1798,6 +1798,9 @@ static void chunk_clear(chunk *k, GAsyncQueue *spare)
     memset(&k->st, 0, sizeof k->st);
 }
 
+/* Chunks the pool decodes before judging whether decoding ahead pays. */
+#define SPECULATION_MIN 8
+
 typedef struct job {
     const dm_model *m;
     di_cache *cache;
@@ -1806,6 +1809,10 @@ typedef struct job {
     GAsyncQueue *spare;        /* bufs */
     GMutex lock;
     GCond cond;
+    /* Chunks the pool decoded, and of those decoded again because the chunk
+     * before left another carry (by a worker or by the replay): see
+     * SPECULATION_MIN. */
+    size_t spec_runs, spec_wasted;
 } job;
 
 static wctx *wctx_new(job *j)
@@ -1912,6 +1919,7 @@ static void pool_func(gpointer data, gpointer user)
             atomic_load_explicit(k->cancel, memory_order_relaxed))
             break;
         carry c = carry_dup(&p->out);
+        j->spec_wasted++;
         g_mutex_unlock(&j->lock);
         chunk_reset(k, c);
         run_chunk(j, w, k);
@@ -2106,6 +2114,7 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         pool = g_thread_pool_new(pool_func, &j, (gint)threads, FALSE, NULL);
     wctx *self = NULL;         /* this thread's first layer */
     size_t inflight = (size_t)threads + 1, submitted = 0;
+    bool serial = false;       /* no more chunks for the pool (see below) */
 
     size_t si = 0;             /* streams before si are finished */
     for (guint ci = 0; ci < chunks->len; ci++) {
@@ -2129,35 +2138,50 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
             chunk_release(k, j.spare);
             continue;
         }
-        if (pool) {
+        if (pool && !serial)
             while (submitted < chunks->len && submitted < ci + inflight) {
                 chunk *c = g_ptr_array_index(chunks, submitted++);
                 g_thread_pool_push(pool, c, NULL);
             }
+        const bool pooled = pool && ci < submitted;
+        if (pooled) {
             g_mutex_lock(&j.lock);
             while (!k->done)
                 g_cond_wait(&j.cond, &j.lock);
+            j.spec_runs++;
             g_mutex_unlock(&j.lock);
         }
         if (k->first)
             strm_segments_to(t, k->seg, true);
         /* What the chunk before left for this one: a chunk decoded
          * without it is decoded again, with it. */
-        if (!pool || !carry_eq(&k->in, &t->prev)) {
+        if (!pooled || !carry_eq(&k->in, &t->prev)) {
             if (!self)
                 self = wctx_new(&j);
-            if (pool) {
+            if (pooled) {
                 g_mutex_lock(&j.lock);
                 k->done = false;       /* workers of later chunks read its carry */
+                j.spec_wasted++;
                 g_mutex_unlock(&j.lock);
             }
             chunk_reset(k, carry_dup(&t->prev));
             run_chunk(&j, self, k);
-            if (pool) {
+            if (pooled) {
                 g_mutex_lock(&j.lock);
                 k->done = true;
                 g_mutex_unlock(&j.lock);
             }
+        }
+        /* Decoding a chunk before the one before it is done pays only if
+         * its carry rarely changes: on JIT-heavy traces nearly every chunk
+         * resolves call sites the next one runs, and every chunk would be
+         * decoded twice. Past SPECULATION_MIN chunks, if more than half of
+         * the pool's work was done again, the rest is decoded in order here
+         * (the events are the same either way). */
+        if (pooled && !serial) {
+            g_mutex_lock(&j.lock);
+            serial = j.spec_runs >= SPECULATION_MIN && 2 * j.spec_wasted > j.spec_runs;
+            g_mutex_unlock(&j.lock);
         }
         if (k->in.nearly || k->in.resolve_site)
             t->s->st->chunk_redos++;
