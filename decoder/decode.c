@@ -156,6 +156,8 @@ typedef struct chunk {
     uint64_t stop;             /* the next chunk's PSB (seg->end if last) */
     uint64_t end;              /* bytes given to libipt: the next chunk's PSB+ too */
     carry in, out;
+    bool pooled;               /* handed to the pool (else decoded by the replay) */
+    unsigned redone;           /* times decoded again with another carry */
     GArray *ops, *runs, *blocks;
     dc_stats st;               /* the first layer's counters */
     bool done;
@@ -630,6 +632,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
         pt_blk_get_offset(dec, &off);
         ps->err_off = (uint64_t)((int64_t)off + ps->shift);
     }
+    w->im = NULL;              /* the pass may be freed next */
 }
 
 /* The patches recorded first after each block of ops[from, to) was decoded,
@@ -1798,7 +1801,8 @@ static void chunk_clear(chunk *k, GAsyncQueue *spare)
     memset(&k->st, 0, sizeof k->st);
 }
 
-/* Chunks the pool decodes before judging whether decoding ahead pays. */
+/* Chunks of a stream the pool decodes before the replay judges whether
+ * decoding ahead pays for that stream. */
 #define SPECULATION_MIN 8
 
 typedef struct job {
@@ -1809,10 +1813,6 @@ typedef struct job {
     GAsyncQueue *spare;        /* bufs */
     GMutex lock;
     GCond cond;
-    /* Chunks the pool decoded, and of those decoded again because the chunk
-     * before left another carry (by a worker or by the replay): see
-     * SPECULATION_MIN. */
-    size_t spec_runs, spec_wasted;
 } job;
 
 static wctx *wctx_new(job *j)
@@ -1919,7 +1919,7 @@ static void pool_func(gpointer data, gpointer user)
             atomic_load_explicit(k->cancel, memory_order_relaxed))
             break;
         carry c = carry_dup(&p->out);
-        j->spec_wasted++;
+        k->redone++;
         g_mutex_unlock(&j->lock);
         chunk_reset(k, c);
         run_chunk(j, w, k);
@@ -1964,6 +1964,10 @@ typedef struct strm {
     atomic_bool cancel;
     bool open, started;
     carry prev;
+    /* the stream's chunks the pool decoded, those of them decoded again,
+     * and whether the rest go to the pool no more (SPECULATION_MIN) */
+    size_t spec_runs, spec_redone;
+    bool serial;
 } strm;
 
 static int strm_open(strm *t, dc_stream *s, uint64_t chunk_bytes, GPtrArray *chunks)
@@ -2114,7 +2118,6 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         pool = g_thread_pool_new(pool_func, &j, (gint)threads, FALSE, NULL);
     wctx *self = NULL;         /* this thread's first layer */
     size_t inflight = (size_t)threads + 1, submitted = 0;
-    bool serial = false;       /* no more chunks for the pool (see below) */
 
     size_t si = 0;             /* streams before si are finished */
     for (guint ci = 0; ci < chunks->len; ci++) {
@@ -2127,7 +2130,7 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         if (x->stop) {
             /* The sink stopped this stream: its chunks are not needed. */
             atomic_store(&t->cancel, true);
-            if (pool && ci < submitted) {
+            if (k->pooled) {
                 g_mutex_lock(&j.lock);
                 while (!k->done)
                     g_cond_wait(&j.cond, &j.lock);
@@ -2138,17 +2141,19 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
             chunk_release(k, j.spare);
             continue;
         }
-        if (pool && !serial)
+        if (pool)
             while (submitted < chunks->len && submitted < ci + inflight) {
                 chunk *c = g_ptr_array_index(chunks, submitted++);
+                if (c->strm->serial)
+                    continue;
+                c->pooled = true;
                 g_thread_pool_push(pool, c, NULL);
             }
-        const bool pooled = pool && ci < submitted;
+        const bool pooled = k->pooled;
         if (pooled) {
             g_mutex_lock(&j.lock);
             while (!k->done)
                 g_cond_wait(&j.cond, &j.lock);
-            j.spec_runs++;
             g_mutex_unlock(&j.lock);
         }
         if (k->first)
@@ -2161,7 +2166,7 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
             if (pooled) {
                 g_mutex_lock(&j.lock);
                 k->done = false;       /* workers of later chunks read its carry */
-                j.spec_wasted++;
+                k->redone++;
                 g_mutex_unlock(&j.lock);
             }
             chunk_reset(k, carry_dup(&t->prev));
@@ -2175,13 +2180,14 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         /* Decoding a chunk before the one before it is done pays only if
          * its carry rarely changes: on JIT-heavy traces nearly every chunk
          * resolves call sites the next one runs, and every chunk would be
-         * decoded twice. Past SPECULATION_MIN chunks, if more than half of
-         * the pool's work was done again, the rest is decoded in order here
-         * (the events are the same either way). */
-        if (pooled && !serial) {
-            g_mutex_lock(&j.lock);
-            serial = j.spec_runs >= SPECULATION_MIN && 2 * j.spec_wasted > j.spec_runs;
-            g_mutex_unlock(&j.lock);
+         * decoded twice. Once SPECULATION_MIN of a stream's chunks came
+         * from the pool, if more than half of them had to be decoded again,
+         * the stream's other chunks are decoded in order here (the events
+         * are the same either way; other streams still use the pool). */
+        if (pooled && !t->serial) {
+            t->spec_runs++;
+            t->spec_redone += k->redone > 0;   /* (k is done: no worker touches it) */
+            t->serial = t->spec_runs >= SPECULATION_MIN && 2 * t->spec_redone > t->spec_runs;
         }
         if (k->in.nearly || k->in.resolve_site)
             t->s->st->chunk_redos++;

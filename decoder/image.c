@@ -99,6 +99,7 @@ struct di_image {
      * (done): a section goes into libipt only once its tile is needed. */
     uint32_t *seq, next_seq;
     uint8_t *done;
+    int fill_error;           /* the libipt error a tile's filling met (sticky) */
     size_t cursor;            /* next change to apply */
     uint64_t tsc;
     uint8_t *live;            /* per code version */
@@ -299,6 +300,8 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
     c->code_first[m->ncodes] = c->code_isids->len;
     c->code = code;           /* kept: read_shown copies from it */
     c->code_size = code ? m->code_size : 0;
+    if (code)                 /* the scan's pages need not stay resident */
+        madvise((void *)code, m->code_size, MADV_DONTNEED);
     if (rc < 0)
         goto fail;
     GArray *ch = g_array_new(FALSE, FALSE, sizeof(change));
@@ -471,6 +474,8 @@ static int materialize(di_image *im, uint32_t t)
         rc = add_cached(im, (int)(uint32_t)v[i]);
     if (v != small)
         g_free(v);
+    if (rc < 0)
+        im->fill_error = rc;  /* the tile may show too little: say so on every read */
     return rc;
 }
 
@@ -550,6 +555,8 @@ static int read_lazily(uint8_t *buffer, size_t size, const struct pt_asid *asid,
     di_image *im = x->im;
     if (x->img != im->img)
         return -pte_nomap;       /* a replaced pt_image: its decoder moves on */
+    if (im->fill_error)
+        return im->fill_error;
     const di_cache *c = im->c;
     uint32_t t = tile_at(c, ip);
     if (t == UINT32_MAX || im->done[t])
@@ -618,6 +625,7 @@ static int rebuild(di_image *im, uint64_t tsc)
     memset(im->seq, 0, c->ext->len * sizeof *im->seq);
     im->next_seq = 0;
     memset(im->done, 0, c->ntiles + 1);
+    im->fill_error = 0;
     im->st.rebuilds++;
     memset(im->live, 0, m->ncodes + 1);
     size_t end = 0;
