@@ -84,6 +84,13 @@ typedef struct hist {
 typedef struct hyp {
     const frame *top;
     const hist *h;
+    /* How many times this path took the VM to call a Java method that the
+     * instruction it interrupted gives no reason for (not among
+     * rc_vm_call_targets). Of hypotheses the trace cannot tell apart, the
+     * one with the fewest is kept: a getstatic of class C that the VM
+     * interrupts to run C.<clinit> explains that call, the same template
+     * on another switch arm does not. */
+    uint32_t doubt;
 } hyp;
 
 typedef struct arena {
@@ -163,6 +170,15 @@ struct rp_projector {
     /* the event being processed and where its lookahead starts */
     const dc_event *ev;
     size_t ev_slot;
+    uint32_t doubt;            /* of the hypothesis being stepped (hyp.doubt) */
+    /* A VM call that no ranked target explains is entered through any
+     * method (enter_any): a product of callers and callees that can reach
+     * MAX_HYP. Those doubtful entries are made in a second pass over the
+     * hypotheses that have one (their indices in cur), after every other
+     * hypothesis of the event: the cap then drops doubtful ones first. */
+    bool defer_doubtful, doubtful_pass;
+    GArray *deferred;          /* guint */
+    guint stepping;            /* index in cur of the hypothesis being stepped */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -690,7 +706,7 @@ static uint64_t method_id_of(const rp_projector *r, uint32_t method)
 
 static void add(rp_projector *r, const frame *top, const hist *h)
 {
-    hyp x = { top, h };
+    hyp x = { top, h, r->doubt };
     g_array_append_val(r->next, x);
 }
 
@@ -1339,7 +1355,7 @@ static const frame *rebind(rp_projector *r, const frame *f, const rc_class *recv
  * goes to the caller and the frames sharing the receiver. */
 static void enter_targets(rp_projector *r, const frame *f, const hist *h,
                           const rc_method *const *t, size_t nt, bool open, entry_kind_t k,
-                          int32_t bci)
+                          int32_t bci, uint32_t open_doubt)
 {
     bool on_this = false;
     int op = 0;
@@ -1374,7 +1390,7 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     /* with several targets, those whose class has objects go first
      * (hypotheses keep their order, and of two that the trace cannot tell
      * apart the first is kept) */
-    for (int pass = nt > 1 ? 0 : 1; top > W_NO && pass < 2; pass++)
+    for (int pass = nt > 1 ? 0 : 1; top > W_NO && pass < 2 && !r->doubtful_pass; pass++)
         for (size_t j = 0; j < nt; j++) {
             if ((filter && !rf[j].may) || entry_score(r, t[j], k) != top ||
                 (nt > 1 && may_have_receiver(r, t[j]) != !pass))
@@ -1389,8 +1405,15 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
         }
     if (rf != local)
         g_free(rf);
-    if (open && top < W_YES)
-        enter_any(r, f, h, k, bci);
+    if (open && top < W_YES) {
+        if (open_doubt && r->defer_doubtful) {
+            g_array_append_val(r->deferred, r->stepping);
+        } else {
+            r->doubt += open_doubt;
+            enter_any(r, f, h, k, bci);
+            r->doubt -= open_doubt;
+        }
+    }
 }
 
 static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
@@ -1405,7 +1428,7 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
         const rc_method *const *t;
         bool open = false;
         size_t nt = rc_call_targets(r->p, m, (uint32_t)bci, &t, &open);
-        enter_targets(r, f, h, t, nt, open, k, bci);
+        enter_targets(r, f, h, t, nt, open, k, bci, 0);
         return;
     }
     if (f->kind == FR_COMPILED && f->bci >= 0 && f->method != NONE) {
@@ -1418,7 +1441,7 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
         const rc_method *const *t;
         bool open = false;
         size_t nt = m && m->code ? rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) : 0;
-        enter_targets(r, f, h, t, nt, true, k, f->bci);
+        enter_targets(r, f, h, t, nt, true, k, f->bci, 0);
         return;
     }
     if (f->kind == FR_VMCALL && !f->calling) {
@@ -1435,7 +1458,7 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
             const rc_cfg *g = rc_cfg_get(r->p, m);
             const rc_method *const *t;
             size_t nt = g ? rc_vm_call_targets(r->p, m, g->bci[c->last], &t) : 0;
-            enter_targets(r, f, h, t, nt, true, k, -1);
+            enter_targets(r, f, h, t, nt, true, k, -1, 1);
             return;
         }
     }
@@ -1566,6 +1589,7 @@ static void step(rp_projector *r, const hyp *x, const dc_event *e)
 {
     const frame *f = x->top;
     const hist *h = x->h;
+    r->doubt = x->doubt;
     switch (e->kind) {
     case DC_BYTECODE:
         step_bc(r, f, h, e);
@@ -1693,11 +1717,12 @@ static void segment_begin(rp_projector *r, uint64_t tsc)
     r->seg_open = true;
     r->seg_chosen = false;
     g_array_set_size(r->cur, 0);
-    hyp x = { push(r, NULL, unknown_frame()), NULL };
+    hyp x = { push(r, NULL, unknown_frame()), NULL, 0 };
     g_array_append_val(r->cur, x);
 }
 
-/* Emits the first hypothesis's history; the set becomes that one. */
+/* Emits the history of the least doubtful hypothesis (the first among
+ * equals); the set becomes that one. */
 static void choose(rp_projector *r)
 {
     if (!r->cur->len)
@@ -1705,6 +1730,11 @@ static void choose(rp_projector *r)
     if (r->cur->len > 1) {
         r->st.choices++;
         r->seg_chosen = true;
+        guint best_i = 0;
+        for (guint i = 1; i < r->cur->len; i++)
+            if (g_array_index(r->cur, hyp, i).doubt < g_array_index(r->cur, hyp, best_i).doubt)
+                best_i = i;
+        g_array_index(r->cur, hyp, 0) = g_array_index(r->cur, hyp, best_i);
         g_array_set_size(r->cur, 1);
     }
     hyp *x = &g_array_index(r->cur, hyp, 0);
@@ -1792,10 +1822,18 @@ static gboolean frame_equal(gconstpointer a, gconstpointer b)
     return same_state(a, b);
 }
 
-/* Hypotheses with the same stack behave the same from now on: keep the
- * first (deterministic order). Returns how many that got there by another
- * path were dropped: each is a choice the trace could not make (e.g. switch
- * arms with the same bytecodes that join again). */
+/* Of two hypotheses in the same state, the one kept: the less doubtful,
+ * else the first (deterministic order). */
+static void keep_better(hyp *kept, const hyp *x)
+{
+    if (x->doubt < kept->doubt)
+        *kept = *x;
+}
+
+/* Hypotheses with the same stack behave the same from now on: keep one
+ * (keep_better). Returns how many that got there by another path were
+ * dropped: each is a choice the trace could not make (e.g. switch arms with
+ * the same bytecodes that join again). */
 static size_t dedup(GArray *v)
 {
     if (v->len < 2)
@@ -1807,22 +1845,28 @@ static size_t dedup(GArray *v)
             hyp x = g_array_index(v, hyp, i);
             bool seen = false;
             for (guint j = 0; j < out && !seen; j++) {
-                seen = same_state(g_array_index(v, hyp, j).top, x.top);
-                if (seen && g_array_index(v, hyp, j).h != x.h)
+                hyp *y = &g_array_index(v, hyp, j);
+                seen = same_state(y->top, x.top);
+                if (seen && y->h != x.h)
                     merged++;
+                if (seen)
+                    keep_better(y, &x);
             }
             if (!seen)
                 g_array_index(v, hyp, out++) = x;
         }
     } else {
+        /* frame -> index + 1 of the hypothesis kept for that state */
         GHashTable *seen = g_hash_table_new(frame_hash, frame_equal);
         for (guint i = 0; i < v->len; i++) {
             hyp x = g_array_index(v, hyp, i);
-            if (g_hash_table_contains(seen, x.top)) {
+            guint at = GPOINTER_TO_UINT(g_hash_table_lookup(seen, x.top));
+            if (at) {
                 merged++;
+                keep_better(&g_array_index(v, hyp, at - 1), &x);
                 continue;
             }
-            g_hash_table_add(seen, (gpointer)x.top);
+            g_hash_table_insert(seen, (gpointer)x.top, GUINT_TO_POINTER(out + 1));
             g_array_index(v, hyp, out++) = x;
         }
         g_hash_table_destroy(seen);
@@ -1845,8 +1889,17 @@ static void process(rp_projector *r, const dc_event *e)
         segment_begin(r, e->tsc);
     r->ev = e;
     g_array_set_size(r->next, 0);
-    for (guint i = 0; i < r->cur->len; i++)
+    g_array_set_size(r->deferred, 0);
+    r->defer_doubtful = true;
+    for (guint i = 0; i < r->cur->len; i++) {
+        r->stepping = i;
         step(r, &g_array_index(r->cur, hyp, i), e);
+    }
+    r->defer_doubtful = false;
+    r->doubtful_pass = true;
+    for (guint i = 0; i < r->deferred->len; i++)
+        step(r, &g_array_index(r->cur, hyp, g_array_index(r->deferred, guint, i)), e);
+    r->doubtful_pass = false;
     size_t merged = dedup(r->next);
     if (merged) {
         r->st.choices += merged;
@@ -1909,6 +1962,7 @@ rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, v
     r->ctx = ctx;
     r->cur = g_array_new(FALSE, FALSE, sizeof(hyp));
     r->next = g_array_new(FALSE, FALSE, sizeof(hyp));
+    r->deferred = g_array_new(FALSE, FALSE, sizeof(guint));
     r->a = arena_new();
     r->entry_memo = g_hash_table_new(g_direct_hash, g_direct_equal);
     r->instantiated = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -1953,6 +2007,7 @@ void rp_free(rp_projector *r)
         return;
     g_array_free(r->cur, TRUE);
     g_array_free(r->next, TRUE);
+    g_array_free(r->deferred, TRUE);
     g_hash_table_destroy(r->entry_memo);
     g_hash_table_destroy(r->instantiated);
     g_hash_table_destroy(r->rebound);

@@ -20,7 +20,8 @@ usage: flow_test.py PTREC PLUGIN AGENT PTDECODE FLOWCMP JAVA_BIN_DIR SAMPLES_DIR
    absolute differences over the reference total), and the aligned sequence agreement
    of the thread that runs most of them must be at least 99% (printed, not required,
    for workloads).
-3. For Dispatch, the calls inside the first `round` must be the hand-known sequence.
+3. For Dispatch, the calls inside the first `round` must be the hand-known sequence,
+   and no flow segment may be unresolved.
 """
 import json
 import os
@@ -185,6 +186,19 @@ def main():
             ok = False
         else:
             print('Dispatch.round: the %d known calls, in order' % len(DISPATCH_ROUND))
+        # Every segment must be unique or chosen, none unresolved: class
+        # initializers, class loading and the invokedynamic bootstrap that
+        # the VM runs in the middle of an instruction are projected too.
+        total = re.search(r'^# all threads: .*segments (\d+): (\d+) unique, (\d+) chosen, '
+                          r'(\d+) unresolved', flow.stderr, re.M)
+        if not total:
+            print('FAIL: no segment counts in the flow\'s summary')
+            ok = False
+        elif int(total.group(4)):
+            print('FAIL: %s of %s segments unresolved' % (total.group(4), total.group(1)))
+            ok = False
+        else:
+            print('segments: %s, %s unique, %s chosen, none unresolved' % total.group(1, 2, 3))
     if ok:
         print('PASS')
         shutil.rmtree(work)
