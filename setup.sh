@@ -42,11 +42,14 @@ else
 fi
 ninja -C build
 
-# The ring chart's browser test drives Chromium with playwright-core, pinned
-# in tests/profile/ringchart/package-lock.json (npm registry).
+# The browser tests drive Chromium with playwright-core: the ring chart's, and
+# speedscope reading the folded stacks; pinned in each folder's
+# package-lock.json (npm registry).
 if command -v npm >/dev/null; then
-    npm ci --prefix tests/profile/ringchart --no-audit --no-fund --loglevel=error
+    for d in tests/profile/ringchart tests/profile/flamegraph; do
+        npm ci --prefix "$d" --no-audit --no-fund --loglevel=error
+    done
 else
-    echo "setup: npm not found: the ring chart's browser test cannot run"
+    echo "setup: npm not found: the browser tests (ring chart, flame graph) cannot run"
 fi
 echo "setup: built into ./build (tools: build/collector/ptrec, build/ptdecode/ptdecode, agent: build/jvm-agent/libjpt.so)"
