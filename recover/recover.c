@@ -58,12 +58,13 @@ typedef struct cand {
 } cand;
 
 /* The rate a gap's time span is turned into bytecodes with is that of the
- * newest 32K bytecodes or so: the thread's start-up runs far fewer bytecodes
- * per tick than its steady state (class loading and linking are native
- * code), so the whole history's average would fill a hole with a small
- * part of what it held. */
+ * newest 4K bytecodes or so. Trace is lost where it is produced fastest, so
+ * a hole comes where the thread runs more bytecodes per tick than on
+ * average: the newest 32K bytecodes' rate gave holes about half of what
+ * they held, a whole history's average (start-up included: class loading
+ * is native code) a tenth (README.md). */
 #define RATE_STEP 1024u
-#define RATE_SLOTS 32u
+#define RATE_SLOTS 4u
 
 struct rv_filter {
     rv_options o;
@@ -75,6 +76,9 @@ struct rv_filter {
     GArray *syms;             /* hsym */
     uint64_t sbase;
     GHashTable *head;         /* K-gram hash (| 1) -> absolute symbol index + 1 */
+    /* uint8, parallel to segfirst: the segment continues the one before it
+     * (seg_joined) */
+    GArray *segjoin;
     GArray *segfirst;         /* uint64: absolute index of each segment's first event,
                                * from segment segbase on (older ones left the window) */
     uint32_t segbase;
@@ -227,6 +231,7 @@ static void compact(rv_filter *f)
     while (sd + 1 < f->segfirst->len && g_array_index(f->segfirst, uint64_t, sd + 1) <= f->hbase)
         sd++;
     g_array_remove_range(f->segfirst, 0, sd);
+    g_array_remove_range(f->segjoin, 0, sd);
     f->segbase += sd;
 }
 
@@ -274,17 +279,38 @@ static void recent_rate(const rv_filter *f, uint64_t *bytecodes, uint64_t *ticks
     *ticks -= slot[1];
 }
 
-static void segment_start(rv_filter *f)
+/* A segment starts (its FL_SEGMENT event ev). It continues the one before
+ * when nothing is missing between them (a new calling context only), or when
+ * no time passed over the gap: the trace lost no timing packet, so what is
+ * missing is a few instructions within one timing period (a decode error
+ * resumed at the next branch target; a loss of bytes that never reaches a
+ * PSB). The history reads across such breaks (continuation()): decode errors
+ * that recur at one place (stale code at a call site) would otherwise cut
+ * every stretch of history there. */
+static void segment_start(rv_filter *f, const fl_event *ev)
 {
     f->run = 0;
     uint64_t first = ev_end(f);
+    uint8_t joined = first > f->hbase &&
+                     (!(ev->flags & FL_F_AFTER_GAP) || ev_at(f, first - 1)->tsc == ev->tsc);
     /* A segment without events keeps no entry: the next one takes its
      * number (no event tells them apart), so segfirst only grows with the
      * history, which compact() bounds. Its last entry is segment segno. */
-    if (g_array_index(f->segfirst, uint64_t, f->segfirst->len - 1) == first)
+    if (g_array_index(f->segfirst, uint64_t, f->segfirst->len - 1) == first) {
+        uint8_t *j = &g_array_index(f->segjoin, uint8_t, f->segjoin->len - 1);
+        *j = *j && joined;
         return;
+    }
     f->segno++;
     g_array_append_val(f->segfirst, first);
+    g_array_append_val(f->segjoin, joined);
+}
+
+/* Does segment s continue segment s - 1 (segment_start)? */
+static int seg_joined(const rv_filter *f, uint32_t s)
+{
+    return s > f->segbase && s - f->segbase < f->segjoin->len &&
+           g_array_index(f->segjoin, uint8_t, s - f->segbase);
 }
 
 /* The first history event of segment s still in the window. */
@@ -441,10 +467,38 @@ static int rejoins_at(rv_filter *f, uint64_t e, const target *t)
     return 1;
 }
 
+static uint64_t dist(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : b - a;
+}
+
+static int same_stack(const GArray *a, const GArray *b)
+{
+    if (a->len != b->len)
+        return 0;
+    for (guint i = 0; i < a->len; i++) {
+        const frame *x = &g_array_index(a, frame, i), *y = &g_array_index(b, frame, i);
+        if (x->method_id != y->method_id || x->bci != y->bci)
+            return 0;
+    }
+    return 1;
+}
+
+/* A frame found already running (FL_F_CONTEXT) that the stack has on top:
+ * nothing happens (the call was announced only because the flow the event
+ * comes from did not know that frame, at the start of its segment). */
+static int context_known(const GArray *sim, const hev *x)
+{
+    return x->kind == FL_CALL && (x->flags & FL_F_CONTEXT) && sim->len &&
+           g_array_index(sim, frame, sim->len - 1).method_id == x->method_id;
+}
+
 /* Applies a history event to a simulated stack; 0 when it contradicts it
  * (a return from, or a bytecode in, another method than the one on top). */
 static int stack_step(GArray *sim, const hev *x)
 {
+    if (context_known(sim, x))
+        return 1;
     if (x->kind == FL_CALL) {
         frame fr = { x->method_id, x->bci };
         g_array_append_val(sim, fr);
@@ -594,8 +648,8 @@ static void rank(rv_filter *f, const past *ps, unsigned n, GArray *top)
         uint64_t p = cs->ev + tail;
         if (p + 1 >= ev_end(f))
             continue;
-        uint32_t seg = ev_at(f, cs->ev)->segno;
-        if (ev_at(f, p)->segno != seg || ev_at(f, p + 1)->segno != seg)
+        uint32_t seg = ev_at(f, cs->ev)->segno, next = ev_at(f, p + 1)->segno;
+        if (ev_at(f, p)->segno != seg || (next != seg && !(next == seg + 1 && seg_joined(f, next))))
             continue;   /* the tail or the continuation would leave the segment */
         uint64_t lenb = p + 1 - seg_begin(f, seg);
         cand cd = { .p = p };
@@ -659,10 +713,22 @@ typedef struct budget {
     int timed;
 } budget;
 
+/* A rejoin met before its continuation had run the bytecodes the gap's span
+ * holds: where the fill could end if nothing longer rejoins. */
+typedef struct early {
+    uint64_t len, nbc, ticks;
+    GArray *sim;              /* frame: the stack there; NULL: none met */
+} early;
+
 /* The continuation of the history after p, as far as the stack allows and
- * the budget lasts: events (p, p + *len]. sim is updated. */
+ * the budget lasts: events (p, p + *len]. sim is updated. A rejoin met far
+ * short of what the span holds (under half) where the candidate's own
+ * segment then ends is not taken: the continuation ends at the segment
+ * (END_SEGMENT, to chain on) and the rejoin goes to *er (er->sim NULL when
+ * there was none). */
 static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
-                        const budget *bd, uint64_t *len, uint64_t *nbc, uint64_t *ticks)
+                        const budget *bd, uint64_t *len, uint64_t *nbc, uint64_t *ticks,
+                        early *er)
 {
     uint32_t seg = ev_at(f, p)->segno;
     uint64_t ref = ev_at(f, p)->tsc;
@@ -674,16 +740,33 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
     int rejoined = 0;
     uint64_t r_len = 0, r_nbc = 0, r_ticks = 0, r_diff = UINT64_MAX;
     GArray *r_sim = NULL;
+    /* where the history last crossed into a segment that continues its
+     * segment (seg_joined): a contradiction after it ends the continuation
+     * there, as the segment's end would have */
+    int crossed = 0;
+    uint64_t x_len = 0, x_nbc = 0, x_ticks = 0;
+    GArray *x_sim = NULL;
     int end;
     for (;; e++, n++) {
         *len = n;
         *nbc = b;
+        if (e < ev_end(f) && ev_at(f, e)->segno == seg + 1 && seg_joined(f, seg + 1)) {
+            seg++;
+            crossed = 1;
+            x_len = n;
+            x_nbc = b;
+            x_ticks = *ticks;
+            if (!x_sim)
+                x_sim = g_array_new(FALSE, FALSE, sizeof(frame));
+            g_array_set_size(x_sim, 0);
+            g_array_append_vals(x_sim, sim->data, sim->len);
+        }
         if (e >= ev_end(f) || ev_at(f, e)->segno != seg) {
             end = END_SEGMENT;
             break;
         }
         if (rejoins_at(f, e, t) && stack_meets(sim, t)) {
-            uint64_t diff = b > bd->expect ? b - bd->expect : bd->expect - b;
+            uint64_t diff = dist(b, bd->expect);
             if (diff < r_diff) {
                 r_diff = diff;
                 r_len = n;
@@ -703,17 +786,36 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
         hev *x = ev_at(f, e);
         uint64_t dt = x->tsc > ref ? x->tsc - ref : 0;
         if (n >= bd->events || b >= bd->bytecodes ||
-            (bd->timed && bd->ticks + dt > bd->span)) {
+            (bd->timed && !bd->expect && bd->ticks + dt > bd->span)) {
             end = END_BOUND;
             break;
         }
         *ticks = dt;
         if (!stack_step(sim, x)) {
             end = END_STACK;
+            if (crossed) {
+                end = END_SEGMENT;
+                *len = x_len;
+                *nbc = x_nbc;
+                *ticks = x_ticks;
+                g_array_set_size(sim, 0);
+                g_array_append_vals(sim, x_sim->data, x_sim->len);
+                if (rejoined && r_len > x_len) {
+                    rejoined = 0;
+                    r_diff = UINT64_MAX;
+                }
+            }
             break;
         }
         if (x->kind == FL_BYTECODE)
             b++;
+    }
+    if (x_sim)
+        g_array_free(x_sim, TRUE);
+    er->sim = NULL;
+    if (rejoined && end == END_SEGMENT && bd->expect && 2 * r_nbc < bd->expect) {
+        *er = (early){ r_len, r_nbc, r_ticks, r_sim };
+        return end;
     }
     if (rejoined) {
         *len = r_len;
@@ -723,6 +825,8 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
         g_array_append_vals(sim, r_sim->data, r_sim->len);
         g_array_free(r_sim, TRUE);
         end = END_REJOIN;
+    } else if (r_sim) {
+        g_array_free(r_sim, TRUE);
     }
     return end;
 }
@@ -939,13 +1043,21 @@ static uint64_t agreement(rv_filter *f, const uint64_t *s, const uint64_t *l, un
 
 static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uint64_t gap_end)
 {
-    for (guint k = 0; k < pieces->len; k++) {
+    /* the stack the fill runs on, to leave out the frames the history
+     * announced as found running that the flow knows are (context_known) */
+    GArray *sim = g_array_new(FALSE, FALSE, sizeof(frame));
+    g_array_append_vals(sim, f->stk->data, f->stk->len);
+    int stop = 0;
+    for (guint k = 0; k < pieces->len && !stop; k++) {
         const piece *pc = &g_array_index(pieces, piece, k);
         if (!pc->len)
             continue;
         uint64_t ref = ev_at(f, pc->start - 1)->tsc;
-        for (uint64_t e = pc->start; e < pc->start + pc->len; e++) {
+        for (uint64_t e = pc->start; e < pc->start + pc->len && !stop; e++) {
             hev *x = ev_at(f, e);
+            if (context_known(sim, x))
+                continue;
+            stack_step(sim, x);
             uint64_t dt = x->tsc > ref ? x->tsc - ref : 0;
             uint64_t tsc = gap_start + pc->ticks + dt;
             if (gap_end > gap_start && tsc > gap_end)
@@ -956,11 +1068,11 @@ static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uin
             f->st.events++;
             if (x->kind == FL_BYTECODE)
                 f->st.bytecodes++;
-            if (deliver(f, &ev))
-                return 1;
+            stop = deliver(f, &ev);
         }
     }
-    return 0;
+    g_array_free(sim, TRUE);
+    return stop;
 }
 
 /* Fills the gap between the history's last segment and the held-back one. */
@@ -990,6 +1102,7 @@ static void fill_gap(rv_filter *f)
             bd.expect = (uint64_t)x;
         }
     }
+    const uint64_t expect = bd.expect;
 
     target t;
     target_of(f, &t);
@@ -1009,14 +1122,22 @@ static void fill_gap(rv_filter *f)
     if (!anchored)
         f->st.no_anchor++;
     int rejoined = 0;
+    /* The latest early rejoin of a chained piece (continuation()): the fill
+     * ends there if the chain never rejoins. fb_pieces pieces come before
+     * fb_piece. */
+    early fb = { 0 };
+    guint fb_pieces = 0;
+    piece fb_piece = { 0 };
     /* the stack as the flow shows it where the gap begins */
     g_array_set_size(sim, 0);
     g_array_append_vals(sim, f->stk->data, f->stk->len);
     for (unsigned link = 0; anchored && link < f->o.max_links && !rejoined; link++) {
-        /* in rank order: the first that rejoins, else the first that ran to
-         * its segment's end (to chain on), else the first bounded one */
+        /* the one that rejoins nearest to what the span holds (in rank order
+         * the first that rejoins when that is unknown), else the first that
+         * ran to its segment's end (to chain on), else the first bounded one */
         int pick = -1, pick_end = -1;
         uint64_t pick_len = 0, pick_nbc = 0, pick_ticks = 0;
+        early pick_er = { 0 };
         /* every stack-consistent candidate's start and length (top holds at
          * most RV_MAX_CANDIDATES, so each one has its slot) */
         uint64_t cs[RV_MAX_CANDIDATES], cl[RV_MAX_CANDIDATES];
@@ -1030,13 +1151,18 @@ static void fill_gap(rv_filter *f)
                 GArray *s = g_array_new(FALSE, FALSE, sizeof(frame));
                 g_array_append_vals(s, sim->data, sim->len);
                 uint64_t len, nbc, ticks = 0;
-                int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks);
+                early er;
+                int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks, &er);
                 if (r == END_STACK) {
                     f->st.inconsistent++;
                     g_array_free(s, TRUE);
                     continue;
                 }
-                int better = pick < 0 || r < pick_end;
+                /* of the candidates that rejoin, the one whose fill is
+                 * nearest to what the span holds (the first among equals) */
+                int better = pick < 0 || r < pick_end ||
+                             (r == END_REJOIN && pick_end == END_REJOIN &&
+                              dist(nbc, bd.expect) < dist(pick_nbc, bd.expect));
                 unsigned c = nc++;
                 cs[c] = cd->p + 1;
                 cl[c] = len;
@@ -1049,9 +1175,14 @@ static void fill_gap(rv_filter *f)
                     pick_ticks = ticks;
                     g_array_set_size(best_sim, 0);
                     g_array_append_vals(best_sim, s->data, s->len);
+                    if (pick_er.sim)
+                        g_array_free(pick_er.sim, TRUE);
+                    pick_er = er;
+                } else if (er.sim) {
+                    g_array_free(er.sim, TRUE);
                 }
                 g_array_free(s, TRUE);
-                if (r == END_REJOIN)
+                if (r == END_REJOIN && !bd.expect)
                     break;
             }
             if (pick >= 0 || top->len < n || n >= RV_MAX_CANDIDATES)
@@ -1073,15 +1204,41 @@ static void fill_gap(rv_filter *f)
         piece pc = { cd->p + 1, pick_len, bd.ticks, pick_len };
         if (pick_end != END_REJOIN)
             pc.agreed = agreement(f, cs, cl, nc, pick_c);
-        g_array_append_val(pieces, pc);
-        f->st.links++;
+        if (pick_er.sim) {
+            if (fb.sim)
+                g_array_free(fb.sim, TRUE);
+            fb = pick_er;
+            fb_pieces = pieces->len;
+            fb_piece = (piece){ pc.start, fb.len, bd.ticks, fb.len };
+        }
+        /* A piece that repeats the one before and leaves the stack as it
+         * found it is a loop's iteration that the history never saw end (its
+         * segment ends inside the loop): the loop goes on for as many
+         * iterations as the span holds, without ranking each again. */
+        const piece *prev = pieces->len ? &g_array_index(pieces, piece, pieces->len - 1) : NULL;
+        uint64_t reps = 1;
+        if (prev && prev->start == pc.start && prev->len == pc.len && pick_end == END_SEGMENT &&
+            pick_nbc && bd.expect > pick_nbc && same_stack(sim, best_sim)) {
+            reps = bd.expect / pick_nbc;
+            if (reps > bd.events / pick_len)
+                reps = bd.events / pick_len;
+            if (reps > bd.bytecodes / pick_nbc)
+                reps = bd.bytecodes / pick_nbc;
+            if (!reps)
+                reps = 1;
+        }
+        for (uint64_t r = 0; r < reps; r++) {
+            pc.ticks = bd.ticks;
+            g_array_append_val(pieces, pc);
+            f->st.links++;
+            bd.events -= pick_len < bd.events ? pick_len : bd.events;
+            bd.bytecodes -= pick_nbc < bd.bytecodes ? pick_nbc : bd.bytecodes;
+            if (bd.expect)
+                bd.expect = pick_nbc < bd.expect ? bd.expect - pick_nbc : 1;
+            bd.ticks += pick_ticks;
+        }
         g_array_set_size(sim, 0);
         g_array_append_vals(sim, best_sim->data, best_sim->len);
-        bd.events -= pick_len < bd.events ? pick_len : bd.events;
-        bd.bytecodes -= pick_nbc < bd.bytecodes ? pick_nbc : bd.bytecodes;
-        if (bd.expect)
-            bd.expect = pick_nbc < bd.expect ? bd.expect - pick_nbc : 1;
-        bd.ticks += pick_ticks;
         if (pick_end == END_REJOIN) {
             rejoined = 1;
             break;
@@ -1103,6 +1260,13 @@ static void fill_gap(rv_filter *f)
     }
     if (rejoined == 2)
         goto done;
+    if (!rejoined && fb.sim) {
+        /* the chain never rejoined: it ends at the latest early rejoin */
+        g_array_set_size(pieces, fb_pieces);
+        if (fb_piece.len)
+            g_array_append_val(pieces, fb_piece);
+        rejoined = 1;
+    }
     if (rejoined) {
         f->st.rejoined++;
     } else {
@@ -1115,6 +1279,23 @@ static void fill_gap(rv_filter *f)
                     pc->len = pc->agreed;
                     g_array_set_size(pieces, k + 1);
                     break;
+                }
+            }
+        }
+        /* Unconfirmed, it is kept as long as the span holds at the thread's
+         * rate: the bound above allows twice as much for a rejoin to be found
+         * in. */
+        if (expect) {
+            uint64_t nb = 0;
+            for (guint k = 0; k < pieces->len && nb < expect; k++) {
+                piece *pc = &g_array_index(pieces, piece, k);
+                for (uint64_t i = 0; i < pc->len; i++) {
+                    nb += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
+                    if (nb >= expect) {
+                        pc->len = i + 1;
+                        g_array_set_size(pieces, k + 1);
+                        break;
+                    }
                 }
             }
         }
@@ -1164,6 +1345,8 @@ static void fill_gap(rv_filter *f)
             break;
     }
 done:
+    if (fb.sim)
+        g_array_free(fb.sim, TRUE);
     g_array_free(t.stk, TRUE);
     g_array_free(ps.a, TRUE);
     g_array_free(ps.t1, TRUE);
@@ -1189,7 +1372,7 @@ static int release(rv_filter *f)
     for (guint i = 0; i < f->pending->len; i++) {
         pev *p = &g_array_index(f->pending, pev, i);
         if (p->ev.kind == FL_SEGMENT) {
-            segment_start(f);
+            segment_start(f, &p->ev);
         } else {
             history_add(f, &p->ev);
         }
@@ -1289,9 +1472,12 @@ rv_filter *rv_new(const rv_options *opt, fl_sink sink, void *ctx)
     f->head = g_hash_table_new(g_direct_hash, g_direct_equal);
     f->pending = g_array_new(FALSE, FALSE, sizeof(pev));
     f->segfirst = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    f->segjoin = g_array_new(FALSE, FALSE, sizeof(uint8_t));
     f->stk = g_array_new(FALSE, FALSE, sizeof(frame));
     uint64_t zero = 0;
     g_array_append_val(f->segfirst, zero);
+    uint8_t no = 0;
+    g_array_append_val(f->segjoin, no);
     return f;
 }
 
@@ -1307,7 +1493,7 @@ int rv_event(const fl_event *ev, void *vf)
         if (!f->seen_segment || !(ev->flags & FL_F_AFTER_GAP)) {
             /* nothing is missing before it: no hole to fill */
             f->seen_segment = 1;
-            segment_start(f);
+            segment_start(f, ev);
             track(f, ev);
             return deliver(f, ev);
         }
@@ -1348,6 +1534,7 @@ void rv_free(rv_filter *f)
     g_array_free(f->h, TRUE);
     g_array_free(f->syms, TRUE);
     g_array_free(f->segfirst, TRUE);
+    g_array_free(f->segjoin, TRUE);
     g_array_free(f->stk, TRUE);
     g_hash_table_destroy(f->head);
     g_free(f);

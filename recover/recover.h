@@ -16,17 +16,22 @@
  *     candidates are visited by tier 1 and one whose bound cannot beat the
  *     current N-th best is pruned before the finer tiers are computed. The
  *     final rank is tier 3, the most recent first among equals;
- *   - takes, in rank order, the first candidate whose continuation keeps the
- *     call stack consistent (returns leave the frames the flow shows, every
- *     bytecode runs in the frame on top) and reaches the next segment's first
- *     symbols with the stack that segment starts in (the rejoin point);
- *     when none rejoins, the best one that ran to the end of its own segment
- *     is taken and the search starts again from where it ended (chaining),
- *     all of it bounded by the gap's time span, the thread's rate and an
- *     event budget; where the rejoin symbols recur, the rejoin whose length
- *     is nearest to what the span holds at the thread's rate is taken;
- *   - keeps a fill that never rejoins only as far as the top candidates'
- *     continuations mostly agree (beyond, the history went several ways);
+ *   - of the top N whose continuation keeps the call stack consistent
+ *     (returns leave the frames the flow shows, every bytecode runs in the
+ *     frame on top) and reaches the next segment's first symbols with the
+ *     stack that segment starts in (the rejoin point), takes the one whose
+ *     fill is nearest to what the gap's time span holds at the thread's
+ *     recent rate (the best ranked among equals; where the rejoin symbols
+ *     recur along one continuation, its rejoin nearest to that length);
+ *     continuations read across breaks of the history where no time passed;
+ *   - when none rejoins, or only far short of what the span holds, takes the
+ *     best one that ran to the end of its own segment and starts the search
+ *     again from where it ended (chaining; a piece that repeats the one
+ *     before is a loop's iteration, repeated for the span), all of it
+ *     bounded by twice the bytecodes the span holds and an event budget;
+ *   - keeps a fill that never rejoins as far as the span holds (with
+ *     cut_disputed, only as far as the top candidates' continuations mostly
+ *     agree: beyond, the history went several ways);
  *   - when the fill does not rejoin, looks for a shortest ICFG path from the
  *     last placed bytecode to the next segment's first one and adds it as
  *     FL_GUESSED events (needs rv_options.icfg);

@@ -295,37 +295,45 @@ Test(recover, bounded_window)
 }
 
 /* Coarse times do not bound a continuation: the thread's rate of bytecodes
- * per tick does (twice what the gap's span allows, plus K). */
+ * per tick does. A rejoin is looked for up to twice what the gap's span
+ * holds at that rate, plus K; a fill that never rejoins is kept to what the
+ * span holds. */
 Test(recover, bounded_by_rate)
 {
-    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
-    rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
-    seg(&fd);
-    for (int i = 0; i < 20; i++)   /* 20 bytecodes in 19 ticks */
-        BCS(&fd, 1000 + i);
-    seg(&fd);
-    fd.coarse = 1;
-    BCS(&fd, 500, 501, 502, 503);
-    for (int i = 0; i < 50; i++)
-        BCS(&fd, 600 + i);
-    fd.tsc++;
-    seg(&fd);
-    fd.coarse = 0;
-    BCS(&fd, 500, 501, 502, 503);
-    /* a span of 2 ticks at the rate of 22 bytecodes in 22 ticks (19 + 3: the
-     * last bytecodes of a segment and the coarse one count no time, so
-     * their bytecodes do not count either): 2 * 2 * 22 / 22 + 4 = 8 */
-    fd.tsc += 1;
-    seg(&fd);
-    BCS(&fd, 900, 901, 902, 903);
-    rv_finish(fd.f, NULL);
-    GArray *r = recovered(&o);
-    const int want[] = { 600, 601, 602, 603, 604, 605, 606, 607 };
-    expect(r, want, 8);
-    g_array_free(r, TRUE);
-    rv_free(fd.f);
-    g_array_free(o.ev, TRUE);
+    for (int rejoin = 0; rejoin < 2; rejoin++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        for (int i = 0; i < 20; i++)   /* 20 bytecodes in 19 ticks */
+            BCS(&fd, 1000 + i);
+        seg(&fd);
+        fd.coarse = 1;
+        BCS(&fd, 500, 501, 502, 503);
+        for (int i = 0; i < 50; i++)
+            BCS(&fd, 600 + i);
+        fd.tsc++;
+        seg(&fd);
+        fd.coarse = 0;
+        BCS(&fd, 500, 501, 502, 503);
+        /* a span of 2 ticks at the rate of 22 bytecodes in 22 ticks (19 + 3:
+         * the last bytecodes of a segment and the coarse one count no time,
+         * so their bytecodes do not count either): 2 bytecodes expected, a
+         * rejoin looked for within 2 * 2 + 4 = 8 */
+        fd.tsc += 1;
+        seg(&fd);
+        if (rejoin)
+            BCS(&fd, 606, 607, 608, 609);
+        else
+            BCS(&fd, 900, 901, 902, 903);
+        rv_finish(fd.f, NULL);
+        GArray *r = recovered(&o);
+        const int want[] = { 600, 601, 602, 603, 604, 605 };
+        expect(r, want, rejoin ? 6 : 2);
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
 }
 
 /* A thread whose start-up ran few bytecodes in a long time (class loading is
@@ -752,6 +760,154 @@ Test(recover, chaining_across_a_long_hole)
     g_array_free(r, TRUE);
     rv_free(fd.f);
     g_array_free(o.ev, TRUE);
+}
+
+/* ---- the length the gap's span holds ------------------------------------ */
+
+/* A history at one bytecode per tick, with the gap's span: */
+static void hole_of(feeder *fd, uint64_t ticks)
+{
+    fd->tsc += ticks - 1;    /* the last event before it took one */
+    seg(fd);
+}
+
+/* The recovered events of the last hole only (recovered(), from the
+ * segment before the last one). */
+static GArray *recovered_last(out *o)
+{
+    guint from = 0, segs = 0;
+    for (guint i = o->ev->len; i-- > 0;)
+        if (g_array_index(o->ev, fl_event, i).kind == FL_SEGMENT && ++segs == 2) {
+            from = i;
+            break;
+        }
+    out tail = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    g_array_append_vals(tail.ev, &g_array_index(o->ev, fl_event, from), o->ev->len - from);
+    GArray *r = recovered(&tail);
+    g_array_free(tail.ev, TRUE);
+    return r;
+}
+
+/* The first candidate meets the next segment's first symbols after 2
+ * bytecodes, where the span holds about 20, and its segment ends further
+ * on: that rejoin is too early to be the hole's end. The chain goes on
+ * from that segment's end (20 21 22 23) and rejoins after 20 bytecodes. */
+Test(recover, early_rejoin_passed_for_one_near_the_span)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4, 10, 11, 30, 31, 32, 33, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
+    seg(&fd);
+    BCS(&fd, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 30, 31, 32, 33, 40);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    hole_of(&fd, 21);
+    BCS(&fd, 30, 31, 32, 33);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 10, 11, 30, 31, 32, 33, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                         22, 23, 24, 25 };
+    expect(r, want, 20);
+    cr_assert_eq(st.rejoined, 1);
+    cr_assert_eq(st.links, 2);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* Two candidates rejoin: the more recent one ranks first but rejoins after
+ * 5 bytecodes, the other after 9, about what the span holds: that one. */
+Test(recover, rejoin_nearest_to_the_span)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4, 60, 61, 62, 63, 64, 65, 66, 67, 68, 30, 31, 32, 33);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4, 50, 51, 52, 53, 54, 30, 31, 32, 33);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    hole_of(&fd, 10);
+    BCS(&fd, 30, 31, 32, 33);
+    rv_finish(fd.f, NULL);
+    GArray *r = recovered(&o);
+    const int want[] = { 60, 61, 62, 63, 64, 65, 66, 67, 68 };
+    expect(r, want, 9);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* The history's only stretch of a loop ends inside it (its segment ends
+ * there): the candidate after the loop's last iteration is that iteration
+ * again, so the loop is repeated for as many bytecodes as the span holds,
+ * without a ranking per iteration; with no rejoin in sight the fill stops
+ * there. */
+Test(recover, loop_repeated_for_the_span)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3);
+    for (int i = 0; i < 20; i++)
+        BCS(&fd, 5, 6, 7, 8);
+    seg(&fd);
+    BCS(&fd, 9, 1, 2, 3, 5, 6, 7, 8);
+    hole_of(&fd, 400);
+    BCS(&fd, 70, 71, 72, 73);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered_last(&o);
+    cr_assert(r->len >= 380 && r->len <= 420, "%u bytecodes for a span of about 400",
+              r->len);
+    for (guint i = 0; i < r->len; i++)
+        cr_assert_eq(g_array_index(r, int, i), 5 + (int)(i % 4), "event %u: %d", i, g_array_index(r, int, i));
+    cr_assert(st.links >= 90, "%llu links", (unsigned long long)st.links);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* A segment break where no time passed (a decode error resumed within one
+ * timing period) does not end the history there: the continuation reads on
+ * into the next segment, whose announcement of the running frame
+ * (FL_F_CONTEXT) is no call, and rejoins. A break where time passed (the
+ * same flow, one tick later) ends it. */
+Test(recover, continuation_reads_across_a_break_without_time)
+{
+    for (int timed = 0; timed < 2; timed++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        callret(&fd, FL_CALL, M);
+        BCS(&fd, 1, 2, 3, 4, 10, 11, 12);
+        fd.tsc -= !timed;         /* the break takes the last event's time */
+        seg(&fd);
+        fl_event ctx = { .kind = FL_CALL, .tid = 1, .tsc = fd.tsc++, .method_id = M, .bci = -1,
+                         .flags = FL_F_CONTEXT };
+        rv_event(&ctx, fd.f);
+        BCS(&fd, 13, 20, 21, 22, 23);
+        seg(&fd);
+        callret(&fd, FL_CALL, M);
+        BCS(&fd, 1, 2, 3, 4);
+        hole_of(&fd, 5);
+        BCS(&fd, 20, 21, 22, 23);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered(&o);
+        const int want[] = { 10, 11, 12, 13 };
+        expect(r, want, timed ? 3 : 4);
+        cr_assert_eq(st.rejoined, !timed);
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
 }
 
 /* ---- the ICFG fallback --------------------------------------------- */
