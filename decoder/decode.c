@@ -1165,6 +1165,13 @@ static void decode_chunk(wctx *w, chunk *k)
 
 typedef struct shadow_ent {
     uint64_t call_ip;
+    /* The inline stack compiled code called from (NULL: not from compiled
+     * code): a return to it compares the stack at the return address with
+     * this one, so the inlined frames the call ended in and those the code
+     * after it belongs to become inline returns and calls. */
+    const dm_code *jit_code;
+    const dm_frame *jit_frames;
+    uint32_t jit_depth;
 } shadow_ent;
 
 typedef struct pending_gap {
@@ -1249,13 +1256,15 @@ static void emit(ctx *x, dc_event *ev)
 
 /* A return (or a jump, as HotSpot's interpreter returns) to target matches a
  * tracked call if it lands just after that call instruction. Pops it and
- * everything above it. */
-static bool shadow_pop(ctx *x, uint64_t target)
+ * everything above it; the call's entry goes to *ent (may be NULL). */
+static bool shadow_pop(ctx *x, uint64_t target, shadow_ent *ent)
 {
     size_t lowest = x->nshadow > SHADOW_SEARCH ? x->nshadow - SHADOW_SEARCH : 0;
     for (size_t i = x->nshadow; i-- > lowest;) {
         uint64_t c = x->shadow[i].call_ip;
         if (target > c && target - c <= MAX_INSN_LEN) {
+            if (ent)
+                *ent = x->shadow[i];
             x->nshadow = i;
             return true;
         }
@@ -1263,13 +1272,21 @@ static bool shadow_pop(ctx *x, uint64_t target)
     return false;
 }
 
+/* A call at call_ip; from compiled code, its inline stack is kept with it
+ * (unless it is a no-scope stand-in, whose slot is reused). */
 static void shadow_push(ctx *x, uint64_t call_ip)
 {
     if (x->nshadow == SHADOW_MAX) {
         memmove(x->shadow, x->shadow + SHADOW_MAX / 2, (SHADOW_MAX / 2) * sizeof x->shadow[0]);
         x->nshadow = SHADOW_MAX / 2;
     }
-    x->shadow[x->nshadow++].call_ip = call_ip;
+    shadow_ent e = { .call_ip = call_ip };
+    if (x->jit_frames && (x->jit_frames < x->noscope || x->jit_frames >= x->noscope + 2)) {
+        e.jit_code = x->jit_code;
+        e.jit_frames = x->jit_frames;
+        e.jit_depth = x->jit_depth;
+    }
+    x->shadow[x->nshadow++] = e;
 }
 
 /* ---- events for one location ---------------------------------------------- */
@@ -1397,6 +1414,7 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
     bool is_bc = u.kind == U_CODELET && ((const dm_codelet *)u.p)->kind == DM_CL_BYTECODE;
     bool is_nm = u.kind == U_CODE && ((const dm_code *)u.p)->kind == DM_CODE_NMETHOD;
     bool same = same_unit(u, x->prev);
+    shadow_ent back = { 0 };   /* the call a return went back to */
 
     if (x->unknown_origin) {
         entered = false;
@@ -1404,7 +1422,7 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
         /* Back from untraced code (the VM): at the return address of a call
          * a codelet made, the codelet continues (getstatic resuming after the
          * VM ran a class initializer); anywhere else it is entered. */
-        bool matched = shadow_pop(x, o->ip);
+        bool matched = shadow_pop(x, o->ip, NULL);
         /* A stub resumed elsewhere than after a call it made is entered
          * again, even if the thread left from it: the VM returns from the
          * call stub and calls Java through it again. */
@@ -1420,14 +1438,16 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
             entered = !same || is_nm;
             break;
         case X_RET: {
-            bool matched = shadow_pop(x, o->ip);
+            bool matched = shadow_pop(x, o->ip, &back);
             entered = !same && !(matched && u.kind == U_CODELET);
+            if (!matched)
+                back.jit_frames = NULL;
             break;
         }
         case X_JMP_INDIRECT:
             /* The interpreter returns by jumping to the return address; its
              * dispatch may jump to the template that just ran. */
-            shadow_pop(x, o->ip);
+            shadow_pop(x, o->ip, NULL);
             entered = !same || is_bc;
             break;
         default:
@@ -1466,8 +1486,19 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
                             .method_id = c->method_id, .opcode = -1, .raw = -1, .bci = -1 };
             emit(x, &ev);
         }
+        /* Back from a call this version made: the position continues from
+         * the inline stack the call left (an inlined callee's code may
+         * follow the call: Character.charCount(codePointAt(...))). */
+        bool from_call = entered && back.jit_frames && back.jit_code == c && o->nruns;
+        if (from_call) {
+            x->jit_code = back.jit_code;
+            x->jit_frames = back.jit_frames;
+            x->jit_depth = back.jit_depth;
+            x->jit_lo = x->jit_hi = 0;
+        }
         for (uint32_t i = 0; i < o->nruns; i++)
-            jit_position(x, c, &runs[i], i == 0 && (entered || x->unknown_origin));
+            jit_position(x, c, &runs[i],
+                         i == 0 && ((entered && !from_call) || x->unknown_origin));
         break;
     }
     case U_BLOB:

@@ -138,6 +138,7 @@ Test(trinfo, malformed_json_names_file_and_offset)
 #define NM 0x30000ull
 #define HANDLERS 0x40000ull
 #define NM3 0x70000ull
+#define NM4 0x80000ull
 #define M1 0x1111ull
 #define M2 0x2222ull
 #define M3 0x3333ull
@@ -268,6 +269,23 @@ static char *make_trace(void)
     jm_put_u64(&b, M3); jm_put_i32(&b, 7); jm_put_u64(&b, M1); jm_put_i32(&b, 5);
     emit(w, JM_NMETHOD_LOAD, 10, &b, nm3, sizeof nm3);
 
+    /* A compiled method that calls the stub from an inlined scope, and whose
+     * code after the call belongs to another: nop; call STUB; nop; jmp *%rax
+     * with scopes {+1: M1@1} {+6: M2@4 in M1@2} (the call, recorded at its
+     * return address as HotSpot does) {+9: M3@7 in M1@5}. */
+    uint8_t nm4[16] = { 0x90, 0xe8, 0, 0, 0, 0, 0x90, 0xff, 0xe0 };
+    int32_t rel4 = (int32_t)(STUB - (NM4 + 6));
+    memcpy(nm4 + 2, &rel4, 4);
+    memset(nm4 + 9, 0xcc, 7);
+    jm_put_u64(&b, NM4); jm_put_u64(&b, sizeof nm4); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 4); jm_put_u32(&b, 3);
+    jm_put_u64(&b, NM4 + 1); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 1);
+    jm_put_u64(&b, NM4 + 6); jm_put_u32(&b, 2);
+    jm_put_u64(&b, M2); jm_put_i32(&b, 4); jm_put_u64(&b, M1); jm_put_i32(&b, 2);
+    jm_put_u64(&b, NM4 + 9); jm_put_u32(&b, 2);
+    jm_put_u64(&b, M3); jm_put_i32(&b, 7); jm_put_u64(&b, M1); jm_put_i32(&b, 5);
+    emit(w, JM_NMETHOD_LOAD, 10, &b, nm4, sizeof nm4);
+
     /* records out of time order, as different threads write them */
     uint8_t nm2[16] = { 0x90, 0xff, 0xe0 };
     memset(nm2 + 3, 0xcc, 13);
@@ -319,7 +337,7 @@ Test(model, timeline_versions_and_inline_tables)
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
     cr_expect_eq(m->ncodelets, 5);
-    cr_expect_eq(m->ncodes, 5, "three nmethod versions and two stubs (the liar is dropped)");
+    cr_expect_eq(m->ncodes, 6, "four nmethod versions and two stubs (the liar is dropped)");
     cr_expect_eq(m->nwarnings, 2, "bad code offset and unknown unload reported");
     bool beyond = false, unknown = false;
     for (size_t i = 0; i < m->nwarnings; i++) {
@@ -752,6 +770,44 @@ Test(decode, inline_frames_inside_a_block)
         cr_expect_eq(log.ev[12].ip, NM3 + 5, "taken: straight from the je to +5");
     }
     cr_expect_eq(st.jit_blocks_ends_only, 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A call made from an inlined scope returns to code of another scope: the
+ * inline stack goes on from the one the call left (M2 returns, M3 is
+ * entered), not from nothing (Character.charCount(codePointAt(...)) in
+ * compiled code: charCount's code follows the call codePointAt made). */
+Test(decode, return_continues_the_inline_stack_the_call_left)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP + 0x40);
+    tip(&e, ppt_tip, NM4);              /* jump into NM4, which calls the stub */
+    tip(&e, ppt_tip, NM4 + 6);          /* the stub returns */
+    tip(&e, ppt_tip, INTERP);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = {
+        "jit-enter", "jit", "inline-call", "jit", "stub",
+        "jit-enter", "inline-return", "inline-call", "jit", "iload_0",
+    };
+    expect_kinds(&log, want, sizeof want / sizeof want[0]);
+    if (log.n == sizeof want / sizeof want[0]) {
+        cr_expect_eq(log.ev[2].method_id, M2);
+        cr_expect(log.ev[5].flags & DC_F_BY_RETURN);
+        cr_expect_eq(log.ev[6].method_id, M2);
+        cr_expect_eq(log.ev[6].depth, 1);
+        cr_expect_eq(log.ev[7].method_id, M3);
+        cr_expect_eq(log.ev[7].depth, 2);
+        cr_expect_eq(log.ev[8].method_id, M3);
+        cr_expect_eq(log.ev[8].bci, 7);
+    }
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
     g_free(dir);
 }
