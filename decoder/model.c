@@ -605,73 +605,211 @@ static bool is_resolve_stub_at(const dm_model *m, uint64_t addr, uint64_t tsc)
     return false;
 }
 
-/* See model.h: patches that resolve one call site. The bytes a patch
- * replaced are its owner's snapshot with the earlier patches of the same
- * owner laid over it (a site may be patched more than once: resolve stub,
- * then c2i adapter, then the compiled callee). An inline-cache site is
- * `movabs rax, imm64; call`: its resolution rewrites the cached value and
- * the call together, so the changed bytes may also cover the immediate. */
-#define SITE_WINDOW 32       /* bytes around a patch searched for its call */
+/* See model.h: patches that resolve call sites. The bytes a patch replaced
+ * are its owner's snapshot with the earlier patches of the same owner laid
+ * over it (a site may be patched more than once: resolve stub, then c2i
+ * adapter, then the compiled callee). An inline-cache site is `movabs rax,
+ * imm64; call`: its resolution rewrites the cached value and the call
+ * together, so the changed bytes may also cover the immediate.
+ *
+ * The watcher records, per scan, one patch per run of nearby changed bytes,
+ * so a patch may hold several sites resolved between two scans, or a site
+ * and some other change. Such a patch is cut into pieces: one per resolved
+ * site (its call's rel32, with the immediate before it for an inline-cache
+ * site), each applied when the thread goes through that site's resolver,
+ * and the other changed runs, applied at the record time. */
+#define SITE_BEFORE 10       /* a movabs whose immediate a patch starts in */
+#define SITE_AFTER 4         /* a call whose rel32 a patch ends in */
+#define MAX_SITES 64         /* resolved sites looked for in one patch */
+
+typedef struct site_change {
+    uint64_t call, from, to;     /* the call instruction, its old and new target */
+    uint64_t lo, hi;             /* the bytes that resolve it: [lo, hi) */
+} site_change;
+
+/* Patch indices by owner, in time order within an owner: the patches of
+ * patch i's owner before it are seq[first[i] .. pos[i]). */
+typedef struct owner_order {
+    uint32_t *seq, *first, *pos;
+} owner_order;
+
+typedef struct owned_patch {
+    int64_t owner;
+    uint32_t idx;
+} owned_patch;
+
+static int cmp_owned_patch(const void *a, const void *b)
+{
+    const owned_patch *x = a, *y = b;
+    if (x->owner != y->owner)
+        return x->owner < y->owner ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static owner_order order_by_owner(const dm_model *m)
+{
+    owner_order o = { g_new(uint32_t, m->npatches + 1), g_new(uint32_t, m->npatches + 1),
+                      g_new(uint32_t, m->npatches + 1) };
+    owned_patch *op = g_new(owned_patch, m->npatches + 1);
+    for (size_t i = 0; i < m->npatches; i++)
+        op[i] = (owned_patch){ m->patches[i].owner, (uint32_t)i };
+    sort_n(op, m->npatches, sizeof *op, cmp_owned_patch);
+    for (size_t k = 0, start = 0; k < m->npatches; k++) {
+        if (k && op[k].owner != op[k - 1].owner)
+            start = k;
+        o.seq[k] = op[k].idx;
+        o.first[op[k].idx] = (uint32_t)start;
+        o.pos[op[k].idx] = (uint32_t)k;
+    }
+    g_free(op);
+    return o;
+}
+
+/* The bytes [lo, lo + n) of patch i's owner before patch i (see above). */
+static void bytes_before(const dm_model *m, const owner_order *o, const uint8_t *code, size_t i,
+                         uint64_t lo, uint64_t n, uint8_t *out)
+{
+    const dm_patch *p = &m->patches[i];
+    const dm_code *c = &m->codes[p->owner];
+    memcpy(out, code + c->code_offset + (lo - c->vaddr), n);
+    for (uint32_t k = o->first[i]; k < o->pos[i]; k++) {
+        const dm_patch *q = &m->patches[o->seq[k]];
+        if (q->vaddr >= lo + n || lo >= q->vaddr + q->size)
+            continue;
+        uint64_t a = q->vaddr > lo ? q->vaddr : lo;
+        uint64_t b = q->vaddr + q->size < lo + n ? q->vaddr + q->size : lo + n;
+        memcpy(out + (a - lo), code + q->code_offset + (a - q->vaddr), b - a);
+    }
+}
+
+/* The call sites patch i resolves, in address order, into out[0..max);
+ * *other: whether it changes bytes outside them. */
+static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t *code, size_t i,
+                          site_change *out, size_t max, bool *other)
+{
+    const dm_patch *p = &m->patches[i];
+    const dm_code *c = &m->codes[p->owner];
+    uint64_t lo = p->vaddr >= c->vaddr + SITE_BEFORE ? p->vaddr - SITE_BEFORE : c->vaddr;
+    uint64_t hi = p->vaddr + p->size + SITE_AFTER;
+    if (hi > c->vaddr + c->size)
+        hi = c->vaddr + c->size;
+    uint64_t n = hi - lo;
+    uint8_t *old = g_malloc(2 * n), *now = old + n;
+    bytes_before(m, o, code, i, lo, n, old);
+    memcpy(now, old, n);
+    memcpy(now + (p->vaddr - lo), code + p->code_offset, p->size);
+    size_t k = 0;
+    for (uint64_t a = lo; a + 5 <= hi && k < max; a++) {
+        uint64_t at = a - lo;
+        if (old[at] != 0xe8 || now[at] != 0xe8)
+            continue;
+        int32_t rel_old, rel_new;
+        memcpy(&rel_old, old + at + 1, 4);
+        memcpy(&rel_new, now + at + 1, 4);
+        if (rel_old == rel_new)
+            continue;
+        uint64_t from = a + 5 + (uint64_t)(int64_t)rel_old;
+        if (!is_resolve_stub_at(m, from, p->tsc))
+            continue;
+        site_change *s = &out[k++];
+        *s = (site_change){ .call = a, .from = from, .to = a + 5 + (uint64_t)(int64_t)rel_new,
+                            .lo = a + 1, .hi = a + 5 };
+        /* An inline-cache site's cached value, if it changed too. */
+        if (at >= 10 && old[at - 10] == 0x48 && old[at - 9] == 0xb8 &&
+            memcmp(old + at - 8, now + at - 8, 8) != 0)
+            s->lo = a - 8;
+        a += 4;
+    }
+    *other = false;
+    size_t s = 0;
+    for (uint64_t a = p->vaddr; a < p->vaddr + p->size && !*other; a++) {
+        while (s < k && out[s].hi <= a)
+            s++;
+        bool in_site = s < k && out[s].lo <= a;
+        *other = !in_site && old[a - lo] != now[a - lo];
+    }
+    g_free(old);
+    return k;
+}
+
+/* Appends the part [lo, hi) of patch p to out; with trim, cut to the
+ * bytes it changes (old: the bytes before p from p->vaddr on), and nothing
+ * if it changes none. */
+static void append_piece(GArray *out, const dm_patch *p, const uint8_t *old, const uint8_t *now,
+                         uint64_t lo, uint64_t hi, bool trim)
+{
+    while (trim && lo < hi && old[lo - p->vaddr] == now[lo - p->vaddr])
+        lo++;
+    while (trim && hi > lo && old[hi - 1 - p->vaddr] == now[hi - 1 - p->vaddr])
+        hi--;
+    if (lo == hi)
+        return;
+    dm_patch q = *p;
+    q.vaddr = lo;
+    q.size = hi - lo;
+    q.code_offset = p->code_offset + (lo - p->vaddr);
+    g_array_append_val(out, q);
+}
+
 static void find_call_sites(dm_model *m, const uint8_t *code)
 {
+    GArray *out = NULL;          /* the patches with pieces, once one is cut */
+    site_change sites[MAX_SITES];
+    owner_order ord = order_by_owner(m);
     for (size_t i = 0; i < m->npatches; i++) {
         dm_patch *p = &m->patches[i];
-        if (p->owner < 0 || p->size > 13)   /* imm64 + call at most */
-            continue;
-        const dm_code *c = &m->codes[p->owner];
-        if (p->vaddr <= c->vaddr || p->vaddr + p->size > c->vaddr + c->size)
-            continue;
-        /* [lo, lo + n): the patch with 10 bytes before it (a movabs whose
-         * immediate the patch starts in, or a call whose rel32 it does) and
-         * 4 after. */
-        uint64_t lo = p->vaddr >= c->vaddr + 10 ? p->vaddr - 10 : c->vaddr;
-        uint64_t hi = p->vaddr + p->size + 4;
-        if (hi > c->vaddr + c->size)
-            hi = c->vaddr + c->size;
-        uint64_t n = hi - lo;
-        uint8_t old[SITE_WINDOW], now[SITE_WINDOW];
-        memcpy(old, code + c->code_offset + (lo - c->vaddr), n);
-        for (size_t j = 0; j < i; j++) {
-            const dm_patch *q = &m->patches[j];
-            if (q->owner != p->owner)
-                continue;
-            for (uint64_t a = q->vaddr; a < q->vaddr + q->size; a++)
-                if (a >= lo && a < lo + n)
-                    old[a - lo] = code[q->code_offset + (a - q->vaddr)];
+        size_t k = 0;
+        bool other = false;
+        const dm_code *c = p->owner >= 0 ? &m->codes[p->owner] : NULL;
+        if (c && p->vaddr > c->vaddr && p->vaddr + p->size <= c->vaddr + c->size)
+            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other);
+        if (k == 1 && !other) {
+            p->site = sites[0].call;
+            p->old_target = sites[0].from;
+            p->new_target = sites[0].to;
         }
-        memcpy(now, old, n);
-        memcpy(now + (p->vaddr - lo), code + p->code_offset, p->size);
-        uint64_t first = UINT64_MAX, last = 0;   /* changed bytes */
-        for (uint64_t k = 0; k < n; k++)
-            if (old[k] != now[k]) {
-                if (first == UINT64_MAX)
-                    first = lo + k;
-                last = lo + k;
+        if (k == 0 || (k == 1 && !other)) {
+            if (out)
+                g_array_append_val(out, *p);
+            continue;
+        }
+        if (!out) {
+            out = g_array_sized_new(FALSE, FALSE, sizeof(dm_patch), m->npatches + 2 * k);
+            g_array_append_vals(out, m->patches, i);
+        }
+        uint8_t *old = g_malloc(p->size);
+        bytes_before(m, &ord, code, i, p->vaddr, p->size, old);
+        const uint8_t *now = code + p->code_offset;
+        uint64_t at = p->vaddr, end = p->vaddr + p->size;
+        for (size_t s = 0; s < k; s++) {
+            uint64_t lo = sites[s].lo > at ? sites[s].lo : at;
+            uint64_t hi = sites[s].hi < end ? sites[s].hi : end;
+            append_piece(out, p, old, now, at, lo, true);
+            size_t before = out->len;
+            append_piece(out, p, old, now, lo, hi, false);
+            if (out->len > before) {
+                dm_patch *q = &g_array_index(out, dm_patch, out->len - 1);
+                q->site = sites[s].call;
+                q->old_target = sites[s].from;
+                q->new_target = sites[s].to;
             }
-        if (first == UINT64_MAX)
-            continue;
-        for (uint64_t a = lo; a + 5 <= lo + n; a++) {
-            if (old[a - lo] != 0xe8 || now[a - lo] != 0xe8 || last >= a + 5 || first == a)
-                continue;
-            /* Changed bytes before the call must be a movabs rax's immediate. */
-            bool ic = a >= lo + 10 && old[a - lo - 10] == 0x48 && old[a - lo - 9] == 0xb8;
-            if (first < a && !(ic && first >= a - 8))
-                continue;
-            int32_t rel_old, rel_new;
-            memcpy(&rel_old, old + (a - lo) + 1, 4);
-            memcpy(&rel_new, now + (a - lo) + 1, 4);
-            if (rel_old == rel_new)
-                continue;
-            uint64_t from = a + 5 + (uint64_t)(int64_t)rel_old;
-            if (!is_resolve_stub_at(m, from, p->tsc))
-                continue;
-            p->site = a;
-            p->old_target = from;
-            p->new_target = a + 5 + (uint64_t)(int64_t)rel_new;
-            m->call_site_patches++;
-            break;
+            at = hi > at ? hi : at;
         }
+        append_piece(out, p, old, now, at, end, true);
+        g_free(old);
+        m->patches_cut++;
     }
+    g_free(ord.seq);
+    g_free(ord.first);
+    g_free(ord.pos);
+    if (out) {
+        g_free(m->patches);
+        m->npatches = out->len;
+        m->patches = (dm_patch *)(void *)g_array_free(out, FALSE);
+    }
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].site)
+            m->call_site_patches++;
 }
 
 static int cmp_method(const void *a, const void *b)

@@ -34,6 +34,10 @@
  *   next scan, often after the site has run the new way many times; the
  *   decoder therefore applies such a patch (dm_patch.site) as soon as the
  *   thread it decodes passes the call into that very stub (image.h).
+ *   The watcher records one patch per run of nearby changed bytes per
+ *   scan, so one record may resolve several sites, or a site and change
+ *   other bytes: it is cut into one patch per resolved site and patches
+ *   for the other changed runs (which apply at the record time).
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the
@@ -168,6 +172,7 @@ typedef struct dm_model {
     dm_patch *patches;           /* sorted by start_tsc */
     size_t npatches;
     size_t call_site_patches;    /* patches with a site (call-site resolutions) */
+    size_t patches_cut;          /* recorded patches cut into sites and the rest */
 
     dm_method *methods;          /* sorted by id */
     size_t nmethods;

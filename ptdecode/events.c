@@ -148,6 +148,9 @@ static void print_summary(FILE *f, const dc_stats *st)
     if (st->chunks > 1)
         fprintf(f, "# decoded in %" PRIu64 " chunks (%" PRIu64 " with call-site resolutions "
                 "handed on from the chunk before)\n", st->chunks, st->chunk_redos);
+    if (st->patches_resolved)
+        fprintf(f, "# %" PRIu64 " code patches applied ahead of their record time (call sites "
+                "as the thread resolved them, retries)\n", st->patches_resolved);
     if (st->retries)
         fprintf(f, "# %" PRIu64 " stretches decoded again with code recorded later than their "
                 "time, %" PRIu64 " of them kept (the trace contradicted the older code)\n",

@@ -1074,7 +1074,7 @@ static void patch(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, const void
  * ret. The patch watcher records the resolutions only at t 9000, long after
  * the thread resolved both sites (t 1000): A now calls the callee, B the
  * static stub, which was filled to jump to the callee. */
-static char *make_resolve_trace(void)
+static char *make_resolve_trace_as(bool one_record)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
@@ -1099,10 +1099,23 @@ static char *make_resolve_trace(void)
     jm_put_u64(&b, M1); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
     emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
 
-    rel = (int32_t)(CALLEE - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
-    rel = (int32_t)(NMR + 0x20 - (NMR + 10));
-    patch(w, &b, 9001, NMR + 6, &rel, 4);
+    if (one_record) {
+        /* Both sites resolved between two scans of the watcher, and a byte
+         * after them changed too: one record, NMR+1 .. NMR+0x10. */
+        uint8_t both[16];
+        memcpy(both, nm + 1, sizeof both);
+        rel = (int32_t)(CALLEE - (NMR + 5));
+        memcpy(both, &rel, 4);
+        rel = (int32_t)(NMR + 0x20 - (NMR + 10));
+        memcpy(both + 5, &rel, 4);
+        both[15] = 0x90;
+        patch(w, &b, 9000, NMR + 1, both, sizeof both);
+    } else {
+        rel = (int32_t)(CALLEE - (NMR + 5));
+        patch(w, &b, 9000, NMR + 1, &rel, 4);
+        rel = (int32_t)(NMR + 0x20 - (NMR + 10));
+        patch(w, &b, 9001, NMR + 6, &rel, 4);
+    }
     uint8_t filled[13] = { 0x34, 0x12 };
     rel = (int32_t)(CALLEE - (NMR + 0x2f));
     filled[8] = 0xe9;
@@ -1115,6 +1128,8 @@ static char *make_resolve_trace(void)
     jm_buf_free(&b);
     return dir;
 }
+
+static char *make_resolve_trace(void) { return make_resolve_trace_as(false); }
 
 static size_t count_stub(const evlog *l, const char *name)
 {
@@ -1147,7 +1162,7 @@ Test(model, call_site_resolutions_are_recognized)
 /* An inline-cache site, `movabs rax, -1; call resolve_virtual_call`, is
  * resolved by one patch over the cached value and the call's rel32 (HotSpot
  * sets both). Bytes changed before a call that are not a movabs rax's
- * immediate make no site. */
+ * immediate are no part of its site: a record holding both is cut. */
 #define RS_VIRT 0x80200ull
 Test(model, inline_cache_resolutions_are_recognized)
 {
@@ -1189,12 +1204,22 @@ Test(model, inline_cache_resolutions_are_recognized)
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
-    cr_assert_eq(m->npatches, 2);
-    cr_expect_eq(m->call_site_patches, 1);
+    /* the second record is cut: the mov's immediate, then the call */
+    cr_assert_eq(m->npatches, 3);
+    cr_expect_eq(m->call_site_patches, 2);
+    cr_expect_eq(m->patches_cut, 1);
     cr_expect_eq(m->patches[0].site, NMR + 10);
     cr_expect_eq(m->patches[0].old_target, RS_VIRT);
     cr_expect_eq(m->patches[0].new_target, CALLEE);
+    cr_expect_eq(m->patches[0].vaddr, NMR + 4);
+    cr_expect_eq(m->patches[0].size, 11, "the cached value goes with its call");
     cr_expect_eq(m->patches[1].site, 0, "a changed mov imm32 is no inline-cache value");
+    cr_expect_eq(m->patches[1].vaddr, NMR + 0x21);
+    cr_expect_eq(m->patches[1].size, 1, "trimmed to the changed byte");
+    cr_expect_eq(m->patches[2].site, NMR + 0x25);
+    cr_expect_eq(m->patches[2].vaddr, NMR + 0x26);
+    cr_expect_eq(m->patches[2].size, 4);
+    cr_expect_eq(m->patches[2].code_offset, m->patches[1].code_offset + 5);
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
@@ -1274,6 +1299,62 @@ static char *make_repoint_trace(void)
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
     return dir;
+}
+
+/* The watcher recorded both resolutions, and a change after them, in one
+ * record: it is cut into the two sites and the rest, and each site is
+ * resolved when the thread goes through its resolver. */
+Test(model, a_record_resolving_several_sites_is_cut)
+{
+    char *dir = make_resolve_trace_as(true);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_assert_eq(m->npatches, 4);
+    cr_expect_eq(m->patches_cut, 1);
+    cr_expect_eq(m->call_site_patches, 2);
+    cr_expect_eq(m->patches[0].site, NMR);
+    cr_expect_eq(m->patches[0].vaddr, NMR + 1);
+    cr_expect_eq(m->patches[0].new_target, CALLEE);
+    cr_expect_eq(m->patches[1].site, NMR + 5);
+    cr_expect_eq(m->patches[1].vaddr, NMR + 6);
+    cr_expect_eq(m->patches[1].new_target, NMR + 0x20);
+    cr_expect_eq(m->patches[2].site, 0);
+    cr_expect_eq(m->patches[2].vaddr, NMR + 0x10, "only the changed byte");
+    cr_expect_eq(m->patches[2].size, 1);
+    cr_expect_eq(m->patches[3].site, 0, "a stub fill is no call site");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, sites_resolved_in_one_record_resolve_one_by_one)
+{
+    char *dir = make_resolve_trace_as(true);
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, CALLEE);           /* resolve_static_call jumps on */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, CALLEE);           /* resolve_opt_virtual_call jumps on */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    tip(&e, ppt_tip, NMR + 5);          /* resolved: straight to the callee */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 1);
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 1);
+    cr_expect_eq(count_stub(&log, "callee"), 5);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
+    remove_tree(dir);
+    g_free(dir);
 }
 
 Test(decode, code_re_pointed_before_its_record_is_decoded_again_with_it)
