@@ -424,7 +424,7 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
  * call-site resolutions. */
 
 #define RETRY_BUDGET 256      /* decoding attempts per chunk */
-#define SPEC_MAX 16           /* patches one attempt applies */
+#define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
 
 /* A point a fresh decoder synchronized at the PSB at `psb` continues from

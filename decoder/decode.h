@@ -44,7 +44,8 @@ typedef struct dc_stats {
     uint64_t lost_bytes;        /* the collector's losses, as recorded */
     uint64_t enables, disables; /* TIP.PGE / TIP.PGD seen */
     uint64_t image_rebuilds, image_sections;
-    uint64_t patches_resolved;  /* call-site patches applied when the thread resolved them */
+    uint64_t patches_resolved;  /* patches applied ahead of their record time (call sites
+                                   as the thread resolved them, their stub fills, retries) */
     uint64_t jit_blocks_ends_only;  /* compiled-code blocks whose inner path was not unique */
     uint64_t first_tsc, last_tsc;
     uint64_t chunks;            /* pieces decoded independently (see dc_options) */

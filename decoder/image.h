@@ -123,7 +123,8 @@ size_t di_cache_patches_in(const di_cache *c, uint64_t lo, uint64_t hi, uint64_t
 /* Counters for reports. */
 typedef struct di_stats {
     uint64_t sections_added, rebuilds, patches_applied;
-    uint64_t patches_resolved;   /* of those, applied early by di_image_resolve_call */
+    uint64_t patches_resolved;   /* of those, applied ahead of their time (resolutions,
+                                    the static stub fills they pull in, retries) */
 } di_stats;
 const di_stats *di_image_stats(const di_image *im);
 

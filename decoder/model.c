@@ -617,10 +617,13 @@ static bool is_resolve_stub_at(const dm_model *m, uint64_t addr, uint64_t tsc)
  * and some other change. Such a patch is cut into pieces: one per resolved
  * site (its call's rel32, with the immediate before it for an inline-cache
  * site), each applied when the thread goes through that site's resolver,
- * and the other changed runs, applied at the record time. */
+ * and the other runs of changed bytes, applied at the record time (or
+ * ahead of it like any patch: a static call stub's fill with the call
+ * resolved to it, a retry, image.c and decode.c). */
 #define SITE_BEFORE 10       /* a movabs whose immediate a patch starts in */
 #define SITE_AFTER 4         /* a call whose rel32 a patch ends in */
-#define MAX_SITES 64         /* resolved sites looked for in one patch */
+#define MAX_SITES 64         /* resolved sites looked for in one patch (more: left in the rest) */
+#define MAX_SITE_PATCH 65536 /* bigger patches are not searched (a refilled blob area) */
 
 typedef struct site_change {
     uint64_t call, from, to;     /* the call instruction, its old and new target */
@@ -689,10 +692,9 @@ static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t
 {
     const dm_patch *p = &m->patches[i];
     const dm_code *c = &m->codes[p->owner];
-    uint64_t lo = p->vaddr >= c->vaddr + SITE_BEFORE ? p->vaddr - SITE_BEFORE : c->vaddr;
-    uint64_t hi = p->vaddr + p->size + SITE_AFTER;
-    if (hi > c->vaddr + c->size)
-        hi = c->vaddr + c->size;
+    uint64_t lo = p->vaddr - c->vaddr >= SITE_BEFORE ? p->vaddr - SITE_BEFORE : c->vaddr;
+    uint64_t pend = p->vaddr + p->size, cend = c->vaddr + c->size;
+    uint64_t hi = cend - pend > SITE_AFTER ? pend + SITE_AFTER : cend;
     uint64_t n = hi - lo;
     uint8_t *old = g_malloc(2 * n), *now = old + n;
     bytes_before(m, o, code, i, lo, n, old);
@@ -732,16 +734,9 @@ static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t
     return k;
 }
 
-/* Appends the part [lo, hi) of patch p to out; with trim, cut to the
- * bytes it changes (old: the bytes before p from p->vaddr on), and nothing
- * if it changes none. */
-static void append_piece(GArray *out, const dm_patch *p, const uint8_t *old, const uint8_t *now,
-                         uint64_t lo, uint64_t hi, bool trim)
+/* Appends the part [lo, hi) of patch p to out as one piece. */
+static void append_piece(GArray *out, const dm_patch *p, uint64_t lo, uint64_t hi)
 {
-    while (trim && lo < hi && old[lo - p->vaddr] == now[lo - p->vaddr])
-        lo++;
-    while (trim && hi > lo && old[hi - 1 - p->vaddr] == now[hi - 1 - p->vaddr])
-        hi--;
     if (lo == hi)
         return;
     dm_patch q = *p;
@@ -749,6 +744,32 @@ static void append_piece(GArray *out, const dm_patch *p, const uint8_t *old, con
     q.size = hi - lo;
     q.code_offset = p->code_offset + (lo - p->vaddr);
     g_array_append_val(out, q);
+}
+
+/* Appends the bytes of [lo, hi) that patch p changes (old: the bytes before
+ * p, from p->vaddr on), a piece per run of changes; runs closer than a
+ * static call stub's size stay together (the resolution of a site pulls in
+ * the piece over its stub, image.c, and nothing else). */
+#define PIECE_JOIN 16
+static void append_changes(GArray *out, const dm_patch *p, const uint8_t *old,
+                           const uint8_t *now, uint64_t lo, uint64_t hi)
+{
+    uint64_t run = 0, last = 0;      /* the open piece [run, last + 1) */
+    bool open = false;
+    for (uint64_t a = lo; a < hi; a++) {
+        if (old[a - p->vaddr] == now[a - p->vaddr])
+            continue;
+        if (open && a - last > PIECE_JOIN) {
+            append_piece(out, p, run, last + 1);
+            open = false;
+        }
+        if (!open)
+            run = a;
+        open = true;
+        last = a;
+    }
+    if (open)
+        append_piece(out, p, run, last + 1);
 }
 
 static void find_call_sites(dm_model *m, const uint8_t *code)
@@ -761,7 +782,8 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
         size_t k = 0;
         bool other = false;
         const dm_code *c = p->owner >= 0 ? &m->codes[p->owner] : NULL;
-        if (c && p->vaddr > c->vaddr && p->vaddr + p->size <= c->vaddr + c->size)
+        if (c && p->vaddr >= c->vaddr && p->vaddr + p->size <= c->vaddr + c->size &&
+            p->size <= MAX_SITE_PATCH)
             k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other);
         if (k == 1 && !other) {
             p->site = sites[0].call;
@@ -784,9 +806,9 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
         for (size_t s = 0; s < k; s++) {
             uint64_t lo = sites[s].lo > at ? sites[s].lo : at;
             uint64_t hi = sites[s].hi < end ? sites[s].hi : end;
-            append_piece(out, p, old, now, at, lo, true);
+            append_changes(out, p, old, now, at, lo);
             size_t before = out->len;
-            append_piece(out, p, old, now, lo, hi, false);
+            append_piece(out, p, lo, hi);
             if (out->len > before) {
                 dm_patch *q = &g_array_index(out, dm_patch, out->len - 1);
                 q->site = sites[s].call;
@@ -795,7 +817,7 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
             }
             at = hi > at ? hi : at;
         }
-        append_piece(out, p, old, now, at, end, true);
+        append_changes(out, p, old, now, at, end);
         g_free(old);
         m->patches_cut++;
     }

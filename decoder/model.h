@@ -37,7 +37,7 @@
  *   The watcher records one patch per run of nearby changed bytes per
  *   scan, so one record may resolve several sites, or a site and change
  *   other bytes: it is cut into one patch per resolved site and patches
- *   for the other changed runs (which apply at the record time).
+ *   for the other runs of changed bytes (which apply at the record time).
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the
@@ -172,7 +172,8 @@ typedef struct dm_model {
     dm_patch *patches;           /* sorted by start_tsc */
     size_t npatches;
     size_t call_site_patches;    /* patches with a site (call-site resolutions) */
-    size_t patches_cut;          /* recorded patches cut into sites and the rest */
+    size_t patches_cut;          /* recorded patches cut into sites and the rest
+                                    (the counts above are of pieces) */
 
     dm_method *methods;          /* sorted by id */
     size_t nmethods;

@@ -1328,6 +1328,61 @@ Test(model, a_record_resolving_several_sites_is_cut)
     g_free(dir);
 }
 
+/* An inline-cache site resolved in a record that also changes two bytes
+ * 0x20 apart: the site's piece holds the cached value and the rel32, and
+ * each other change is a piece of its own (runs further apart than a static
+ * call stub are not joined), every piece with the bytes the record wrote. */
+Test(model, a_cut_record_keeps_its_bytes_piece_by_piece)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, CALLEE, "callee", "\xc3", 1);
+    uint8_t nm[0x60];
+    memset(nm, 0x90, sizeof nm);
+    memcpy(nm, "\x48\xb8\xff\xff\xff\xff\xff\xff\xff\xff", 10);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 15));
+    nm[10] = 0xe8;
+    memcpy(nm + 11, &rel, 4);
+    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 2); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    uint8_t rec[0x50];                 /* NMR+2 .. NMR+0x52 */
+    memcpy(rec, nm + 2, sizeof rec);
+    memcpy(rec, "\x40\x10\0\0\0\0\0\0", 8);       /* the cached klass */
+    rel = (int32_t)(CALLEE - (NMR + 15));
+    memcpy(rec + 9, &rel, 4);
+    rec[0x30 - 2] = 0xcc;
+    rec[0x50 - 2] = 0xcc;
+    patch(w, &b, 9000, NMR + 2, rec, sizeof rec);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_assert_eq(m->npatches, 3);
+    cr_expect_eq(m->patches_cut, 1);
+    cr_expect_eq(m->call_site_patches, 1);
+    const uint64_t vaddr[3] = { NMR + 2, NMR + 0x30, NMR + 0x50 }, size[3] = { 13, 1, 1 };
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(m->patches[i].vaddr, vaddr[i], "piece %d", i);
+        cr_expect_eq(m->patches[i].size, size[i], "piece %d", i);
+        cr_expect_eq(m->patches[i].code_offset - m->patches[0].code_offset,
+                     m->patches[i].vaddr - (NMR + 2), "piece %d: the record's bytes", i);
+        cr_expect_eq(m->patches[i].tsc, 9000);
+    }
+    cr_expect_eq(m->patches[0].site, NMR + 10);
+    cr_expect_eq(m->patches[0].old_target, RS_VIRT);
+    cr_expect_eq(m->patches[0].new_target, CALLEE);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(decode, sites_resolved_in_one_record_resolve_one_by_one)
 {
     char *dir = make_resolve_trace_as(true);
