@@ -425,6 +425,7 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
 
 #define RETRY_BUDGET 256      /* decoding attempts per chunk */
 #define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
+#define RETRY_GROUPS 4        /* attempts per error (next_versions) */
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
 
 /* A point a fresh decoder synchronized at the PSB at `psb` continues from
@@ -635,48 +636,59 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
     w->im = NULL;              /* the pass may be freed next */
 }
 
-/* The patches recorded first after each block of ops[from, to) was decoded,
- * over that block's bytes: the next version of the code the stretch ran,
- * earliest record time first, grouped by record time (a watcher scan). Up to
- * two groups, in g[0] and g[1]. */
-static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guint to, spec g[2])
+/* Candidates for next_versions: the patches recorded first after each block
+ * of ops[from, to) was decoded, over that block's bytes, not in the image,
+ * appended to cand[*nc..max). */
+static void version_candidates(wctx *w, chunk *k, const di_image *im, guint from, guint to,
+                               uint32_t *cand, size_t *nc, size_t max)
 {
-    uint32_t cand[64];
-    size_t nc = 0;
     const op *ops = (const op *)(void *)k->ops->data;
-    const dm_model *m = w->m;
-    for (guint i = from; i < to && nc < 64; i++) {
+    for (guint i = from; i < to && *nc < max; i++) {
         const op *o = &ops[i];
         if (o->type != OP_BLOCK)
             continue;
         uint32_t got[4];
         size_t n = di_cache_patches_in(w->cache, o->ip, o->end_ip + MAX_INSN_LEN, o->tsc, got, 4);
-        for (size_t j = 0; j < n && nc < 64; j++) {
+        for (size_t j = 0; j < n && *nc < max; j++) {
             if (di_image_has_patch(im, got[j]))
                 continue;
             bool dup = false;
-            for (size_t q = 0; q < nc && !dup; q++)
+            for (size_t q = 0; q < *nc && !dup; q++)
                 dup = cand[q] == got[j];
             if (!dup)
-                cand[nc++] = got[j];
+                cand[(*nc)++] = got[j];
         }
     }
-    int ng = 0;
+}
+
+/* Up to want groups of cand[0..nc) into g[0..), by record time (a watcher
+ * scan), earliest first, skipping the times of g[0..ng) already made;
+ * each group also gets the same scan's other patches of its code versions
+ * (a call re-pointed at a stub of its own method comes with the stub's
+ * fill). The number of groups in g afterwards. */
+static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int ng, int want)
+{
+    const dm_model *m = w->m;
     uint64_t last = 0;
-    while (ng < 2) {
+    for (int made = 0; made < want;) {
         uint64_t t = UINT64_MAX;
-        for (size_t q = 0; q < nc; q++)
-            if (m->patches[cand[q]].start_tsc > last && m->patches[cand[q]].start_tsc < t)
-                t = m->patches[cand[q]].start_tsc;
+        for (size_t q = 0; q < nc; q++) {
+            uint64_t st = m->patches[cand[q]].start_tsc;
+            bool used = false;
+            for (int gi = 0; gi < ng && !used; gi++)
+                used = g[gi].n && m->patches[g[gi].idx[0]].start_tsc == st;
+            if (!used && st > last && st < t)
+                t = st;
+        }
         if (t == UINT64_MAX)
             break;
+        last = t;
         spec *sp = &g[ng++];
+        made++;
         memset(sp, 0, sizeof *sp);
         for (size_t q = 0; q < nc && sp->n < SPEC_MAX; q++)
             if (m->patches[cand[q]].start_tsc == t)
                 sp->idx[sp->n++] = cand[q];
-        /* the same scan's other patches of those code versions: a call
-         * re-pointed at a stub of its own method comes with the stub's fill */
         size_t base = sp->n;
         for (size_t q = 0; q < base; q++) {
             int64_t owner = m->patches[sp->idx[q]].owner;
@@ -695,9 +707,30 @@ static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guin
                     sp->idx[sp->n++] = more[r];
             }
         }
-        last = t;
     }
     return ng;
+}
+
+/* The next versions of the code the stretch ops[from, to) ran (see
+ * version_candidates), as groups of patches to try (version_groups): the
+ * two earliest scans over the whole stretch, then the two earliest over its
+ * last NEAR_BLOCKS blocks (the code the trace contradicted: where the
+ * stretch is long, other code's later versions take the first two). */
+#define NEAR_BLOCKS 8
+static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guint to,
+                         spec g[RETRY_GROUPS])
+{
+    uint32_t cand[64];
+    size_t nc = 0;
+    version_candidates(w, k, im, from, to, cand, &nc, 64);
+    int ng = version_groups(w, cand, nc, g, 0, 2);
+    const op *ops = (const op *)(void *)k->ops->data;
+    guint near = to, nb = 0;
+    while (near > from && nb < NEAR_BLOCKS)
+        nb += ops[--near].type == OP_BLOCK;
+    nc = 0;
+    version_candidates(w, k, im, near, to, cand, &nc, 64);
+    return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng);
 }
 
 /* Tries to decode the stretch before ps's error again with later code
@@ -723,7 +756,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     const ckpt ck = ps->ck[ps->nck - 1];
     guint ndis = ps->dis->len - ck.ndis;
     guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
-    spec g[2];
+    spec g[RETRY_GROUPS];
     int ng = next_versions(w, k, ps->im, from, orig_ops, g);
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
