@@ -425,7 +425,8 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
 
 #define RETRY_BUDGET 256      /* decoding attempts per chunk */
 #define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
-#define RETRY_GROUPS 4        /* attempts per error (next_versions) */
+#define RETRY_GROUPS 6        /* attempts per error (next_versions) */
+#define ENTRY_SPAN 64         /* bytes from a compiled method's start that are its entries */
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
 
 /* A point a fresh decoder synchronized at the PSB at `psb` continues from
@@ -640,13 +641,18 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
  * of ops[from, to) was decoded, over that block's bytes, not in the image,
  * appended to cand[*nc..max). */
 static void version_candidates(wctx *w, chunk *k, const di_image *im, guint from, guint to,
-                               uint32_t *cand, size_t *nc, size_t max)
+                               bool entries, uint32_t *cand, size_t *nc, size_t max)
 {
     const op *ops = (const op *)(void *)k->ops->data;
     for (guint i = from; i < to && *nc < max; i++) {
         const op *o = &ops[i];
         if (o->type != OP_BLOCK)
             continue;
+        if (entries) {
+            const dm_code *c = dm_code_at(w->m, o->ip, o->tsc);
+            if (!c || c->kind != DM_CODE_NMETHOD || o->ip - c->vaddr >= ENTRY_SPAN)
+                continue;
+        }
         uint32_t got[4];
         size_t n = di_cache_patches_in(w->cache, o->ip, o->end_ip + MAX_INSN_LEN, o->tsc, got, 4);
         for (size_t j = 0; j < n && *nc < max; j++) {
@@ -713,23 +719,29 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
 
 /* The next versions of the code the stretch ops[from, to) ran (see
  * version_candidates), as groups of patches to try (version_groups): the
- * two earliest scans over the whole stretch, then the two earliest over its
- * last NEAR_BLOCKS blocks (the code the trace contradicted: where the
- * stretch is long, other code's later versions take the first two). */
+ * two earliest scans over the whole stretch; the two earliest over its last
+ * NEAR_BLOCKS blocks (the code the trace contradicted); the two earliest
+ * over the blocks it ran at the entry of a compiled method (HotSpot makes a
+ * method not entrant by patching a jump to its resolver over the entry).
+ * Where the stretch is long, other code's later versions take the first
+ * two. */
 #define NEAR_BLOCKS 8
 static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guint to,
                          spec g[RETRY_GROUPS])
 {
     uint32_t cand[64];
     size_t nc = 0;
-    version_candidates(w, k, im, from, to, cand, &nc, 64);
+    version_candidates(w, k, im, from, to, false, cand, &nc, 64);
     int ng = version_groups(w, cand, nc, g, 0, 2);
     const op *ops = (const op *)(void *)k->ops->data;
     guint near = to, nb = 0;
     while (near > from && nb < NEAR_BLOCKS)
         nb += ops[--near].type == OP_BLOCK;
     nc = 0;
-    version_candidates(w, k, im, near, to, cand, &nc, 64);
+    version_candidates(w, k, im, near, to, false, cand, &nc, 64);
+    ng = version_groups(w, cand, nc, g, ng, 2);
+    nc = 0;
+    version_candidates(w, k, im, from, to, true, cand, &nc, 64);
     return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng);
 }
 
