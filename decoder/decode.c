@@ -667,11 +667,35 @@ static void version_candidates(wctx *w, chunk *k, const di_image *im, guint from
     }
 }
 
+/* Adds to sp the patches over [lo, hi) (of code version owner, unless
+ * INT64_MIN) recorded in the watcher scan of time t: its records follow
+ * each other closely, scans are tens of milliseconds apart. */
+#define SCAN_SPAN 5000000ull       /* TSC ticks */
+#define CALLEE_STUB_SPAN 16        /* mov rax, imm64; jmp rel32: an inline-cache stub */
+static void same_scan(wctx *w, spec *sp, uint64_t t, uint64_t lo, uint64_t hi, int64_t owner)
+{
+    const dm_model *m = w->m;
+    uint32_t more[SPEC_MAX];
+    uint64_t after = t > SCAN_SPAN ? t - SCAN_SPAN - 1 : 0;
+    size_t nm = di_cache_patches_in(w->cache, lo, hi, after, more, SPEC_MAX);
+    for (size_t r = 0; r < nm && sp->n < SPEC_MAX; r++) {
+        const dm_patch *p = &m->patches[more[r]];
+        if (p->start_tsc > t + SCAN_SPAN || (owner != INT64_MIN && p->owner != owner))
+            continue;
+        bool dup = false;
+        for (size_t z = 0; z < sp->n && !dup; z++)
+            dup = sp->idx[z] == more[r];
+        if (!dup)
+            sp->idx[sp->n++] = more[r];
+    }
+}
+
 /* Up to want groups of cand[0..nc) into g[0..), by record time (a watcher
  * scan), earliest first, skipping the times of g[0..ng) already made;
  * each group also gets the same scan's other patches of its code versions
  * (a call re-pointed at a stub of its own method comes with the stub's
- * fill). The number of groups in g afterwards. */
+ * fill) and of the stub a call it re-points now reaches (an inline-cache
+ * transition stub filled for it). The number of groups in g afterwards. */
 static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int ng, int want)
 {
     const dm_model *m = w->m;
@@ -697,21 +721,14 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
                 sp->idx[sp->n++] = cand[q];
         size_t base = sp->n;
         for (size_t q = 0; q < base; q++) {
-            int64_t owner = m->patches[sp->idx[q]].owner;
-            if (owner < 0)
-                continue;
-            const dm_code *c = &m->codes[owner];
-            uint32_t more[SPEC_MAX];
-            size_t nm = di_cache_patches_in(w->cache, c->vaddr, c->vaddr + c->size, t - 1, more,
-                                            SPEC_MAX);
-            for (size_t r = 0; r < nm && sp->n < SPEC_MAX; r++) {
-                const dm_patch *p = &m->patches[more[r]];
-                bool dup = false;
-                for (size_t z = 0; z < sp->n && !dup; z++)
-                    dup = sp->idx[z] == more[r];
-                if (!dup && p->start_tsc == t && p->owner == owner)
-                    sp->idx[sp->n++] = more[r];
+            const dm_patch *p = &m->patches[sp->idx[q]];
+            if (p->owner >= 0) {
+                const dm_code *c = &m->codes[p->owner];
+                same_scan(w, sp, t, c->vaddr, c->vaddr + c->size, p->owner);
             }
+            uint64_t to = p->site ? p->new_target : p->call_to;
+            if (to)
+                same_scan(w, sp, t, to, to + CALLEE_STUB_SPAN, INT64_MIN);
         }
     }
     return ng;

@@ -688,7 +688,7 @@ static void bytes_before(const dm_model *m, const owner_order *o, const uint8_t 
 /* The call sites patch i resolves, in address order, into out[0..max);
  * *other: whether it changes bytes outside them. */
 static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t *code, size_t i,
-                          site_change *out, size_t max, bool *other)
+                          site_change *out, size_t max, bool *other, uint64_t *call_to)
 {
     const dm_patch *p = &m->patches[i];
     const dm_code *c = &m->codes[p->owner];
@@ -711,8 +711,11 @@ static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t
         if (rel_old == rel_new)
             continue;
         uint64_t from = a + 5 + (uint64_t)(int64_t)rel_old;
-        if (!is_resolve_stub_at(m, from, p->tsc))
+        if (!is_resolve_stub_at(m, from, p->tsc)) {
+            if (!*call_to)
+                *call_to = a + 5 + (uint64_t)(int64_t)rel_new;
             continue;
+        }
         site_change *s = &out[k++];
         *s = (site_change){ .call = a, .from = from, .to = a + 5 + (uint64_t)(int64_t)rel_new,
                             .lo = a + 1, .hi = a + 5 };
@@ -781,10 +784,13 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
         dm_patch *p = &m->patches[i];
         size_t k = 0;
         bool other = false;
+        uint64_t call_to = 0;
         const dm_code *c = p->owner >= 0 ? &m->codes[p->owner] : NULL;
         if (c && p->vaddr >= c->vaddr && p->vaddr + p->size <= c->vaddr + c->size &&
             p->size <= MAX_SITE_PATCH)
-            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other);
+            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other, &call_to);
+        if (k == 0)
+            p->call_to = call_to;
         if (k == 1 && !other) {
             p->site = sites[0].call;
             p->old_target = sites[0].from;

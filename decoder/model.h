@@ -135,6 +135,12 @@ typedef struct dm_patch {
      * the stub it called before the patch and what it calls after; all 0
      * for other patches. */
     uint64_t site, old_target, new_target;
+    /* Another patch that re-points a direct call (from one callee to
+     * another, not from a resolver): where the call goes now (0: none).
+     * HotSpot points inline caches at transition stubs it fills in the same
+     * moment; a decoder that applies this patch ahead of its time wants the
+     * stub's fill of the same scan too (decode.c). */
+    uint64_t call_to;
 } dm_patch;
 
 typedef struct dm_method {
