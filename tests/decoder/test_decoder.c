@@ -1164,30 +1164,43 @@ Test(model, call_site_resolutions_are_recognized)
  * sets both). Bytes changed before a call that are not a movabs rax's
  * immediate are no part of its site: a record holding both is cut. */
 #define RS_VIRT 0x80200ull
+
+/* M1's method record, resolve_virtual_call and the callee, and in nm (n
+ * bytes of nops, to be loaded at NMR) an inline-cache site at NMR+10 after
+ * a movabs rax at NMR. */
+static void ic_site(jm_writer *w, jm_buf *b, uint8_t *nm, size_t n)
+{
+    method(w, b, M1, "one");
+    stub(w, b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    stub(w, b, CALLEE, "callee", "\xc3", 1);
+    memset(nm, 0x90, n);
+    memcpy(nm, "\x48\xb8\xff\xff\xff\xff\xff\xff\xff\xff", 10);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 15));
+    nm[10] = 0xe8;
+    memcpy(nm + 11, &rel, 4);
+}
+
+static void load_at_nmr(jm_writer *w, jm_buf *b, const uint8_t *nm, size_t n)
+{
+    jm_put_u64(b, NMR); jm_put_u64(b, n); jm_put_u64(b, 0);
+    jm_put_u64(b, M1); jm_put_i32(b, 2); jm_put_u32(b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, b, nm, n);
+}
+
 Test(model, inline_cache_resolutions_are_recognized)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
-    stub(w, &b, CALLEE, "callee", "\xc3", 1);
     uint8_t nm[0x40];
-    memset(nm, 0x90, sizeof nm);
-    /* site 1 at NMR+10 after a movabs at NMR; site 2 at NMR+0x25 after a
-     * 5-byte `mov ecx, imm32` at NMR+0x20 */
-    memcpy(nm, "\x48\xb8\xff\xff\xff\xff\xff\xff\xff\xff", 10);
-    int32_t rel = (int32_t)(RS_VIRT - (NMR + 15));
-    nm[10] = 0xe8;
-    memcpy(nm + 11, &rel, 4);
+    ic_site(w, &b, nm, sizeof nm);
+    /* site 2 at NMR+0x25 after a 5-byte `mov ecx, imm32` at NMR+0x20 */
     memcpy(nm + 0x20, "\xb9\x01\x00\x00\x00", 5);
-    rel = (int32_t)(RS_VIRT - (NMR + 0x2a));
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 0x2a));
     nm[0x25] = 0xe8;
     memcpy(nm + 0x26, &rel, 4);
-    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M1); jm_put_i32(&b, 2); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    load_at_nmr(w, &b, nm, sizeof nm);
     /* site 1: the klass (its low bytes as before) and the call, 11 bytes */
     uint8_t ic[11] = { 0x40, 0x10, 0, 0, 0, 0, 0xe8 };
     rel = (int32_t)(CALLEE - (NMR + 15));
@@ -1338,22 +1351,13 @@ Test(model, a_cut_record_keeps_its_bytes_piece_by_piece)
     jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
-    stub(w, &b, CALLEE, "callee", "\xc3", 1);
     uint8_t nm[0x60];
-    memset(nm, 0x90, sizeof nm);
-    memcpy(nm, "\x48\xb8\xff\xff\xff\xff\xff\xff\xff\xff", 10);
-    int32_t rel = (int32_t)(RS_VIRT - (NMR + 15));
-    nm[10] = 0xe8;
-    memcpy(nm + 11, &rel, 4);
-    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M1); jm_put_i32(&b, 2); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    ic_site(w, &b, nm, sizeof nm);
+    load_at_nmr(w, &b, nm, sizeof nm);
     uint8_t rec[0x50];                 /* NMR+2 .. NMR+0x52 */
     memcpy(rec, nm + 2, sizeof rec);
     memcpy(rec, "\x40\x10\0\0\0\0\0\0", 8);       /* the cached klass */
-    rel = (int32_t)(CALLEE - (NMR + 15));
+    int32_t rel = (int32_t)(CALLEE - (NMR + 15));
     memcpy(rec + 9, &rel, 4);
     rec[0x30 - 2] = 0xcc;
     rec[0x50 - 2] = 0xcc;
