@@ -739,7 +739,8 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
  * two earliest scans over the whole stretch; the two earliest over its last
  * NEAR_BLOCKS blocks (the code the trace contradicted); the two earliest
  * over the blocks it ran at the entry of a compiled method (HotSpot makes a
- * method not entrant by patching a jump to its resolver over the entry).
+ * method not entrant by patching a jump to its wrong-method stub over the
+ * entry).
  * Where the stretch is long, other code's later versions take the first
  * two. */
 #define NEAR_BLOCKS 8
