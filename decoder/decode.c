@@ -695,8 +695,10 @@ static void same_scan(wctx *w, spec *sp, uint64_t t, uint64_t lo, uint64_t hi, i
  * each group also gets the same scan's other patches of its code versions
  * (a call re-pointed at a stub of its own method comes with the stub's
  * fill) and of the stub a call it re-points now reaches (an inline-cache
- * transition stub filled for it). The number of groups in g afterwards. */
-static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int ng, int want)
+ * transition stub filled for it; now: the time the retry starts from). The
+ * number of groups in g afterwards. */
+static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int ng, int want,
+                          uint64_t now)
 {
     const dm_model *m = w->m;
     uint64_t last = 0;
@@ -726,8 +728,14 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
                 const dm_code *c = &m->codes[p->owner];
                 same_scan(w, sp, t, c->vaddr, c->vaddr + c->size, p->owner);
             }
+            /* The stub's fill is taken only if it is the stub's first
+             * change after now: a transition stub is refilled for other
+             * sites all the time, and a later fill applied now would stay
+             * in the image until its record time. */
             uint64_t to = p->site ? p->new_target : p->call_to;
-            if (to)
+            uint32_t first;
+            if (to && di_cache_patches_in(w->cache, to, to + CALLEE_STUB_SPAN, now, &first, 1) &&
+                m->patches[first].start_tsc + SCAN_SPAN >= t)
                 same_scan(w, sp, t, to, to + CALLEE_STUB_SPAN, INT64_MIN);
         }
     }
@@ -745,22 +753,22 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
  * two. */
 #define NEAR_BLOCKS 8
 static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guint to,
-                         spec g[RETRY_GROUPS])
+                         uint64_t now, spec g[RETRY_GROUPS])
 {
     uint32_t cand[64];
     size_t nc = 0;
     version_candidates(w, k, im, from, to, false, cand, &nc, 64);
-    int ng = version_groups(w, cand, nc, g, 0, 2);
+    int ng = version_groups(w, cand, nc, g, 0, 2, now);
     const op *ops = (const op *)(void *)k->ops->data;
     guint near = to, nb = 0;
     while (near > from && nb < NEAR_BLOCKS)
         nb += ops[--near].type == OP_BLOCK;
     nc = 0;
     version_candidates(w, k, im, near, to, false, cand, &nc, 64);
-    ng = version_groups(w, cand, nc, g, ng, 2);
+    ng = version_groups(w, cand, nc, g, ng, 2, now);
     nc = 0;
     version_candidates(w, k, im, from, to, true, cand, &nc, 64);
-    return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng);
+    return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng, now);
 }
 
 /* Tries to decode the stretch before ps's error again with later code
@@ -787,7 +795,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     guint ndis = ps->dis->len - ck.ndis;
     guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
     spec g[RETRY_GROUPS];
-    int ng = next_versions(w, k, ps->im, from, orig_ops, g);
+    int ng = next_versions(w, k, ps->im, from, orig_ops, ck.tsc, g);
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
     uint64_t key = 0;
