@@ -668,19 +668,21 @@ static void version_candidates(wctx *w, chunk *k, const di_image *im, guint from
 }
 
 /* Adds to sp the patches over [lo, hi) (of code version owner, unless
- * INT64_MIN) recorded in the watcher scan of time t: its records follow
- * each other closely, scans are tens of milliseconds apart. */
+ * INT64_MIN) recorded within span ticks of time t. A watcher scan's records
+ * follow each other closely (SCAN_SPAN), scans are tens of milliseconds
+ * apart. */
 #define SCAN_SPAN 5000000ull       /* TSC ticks */
 #define CALLEE_STUB_SPAN 16        /* mov rax, imm64; jmp rel32: an inline-cache stub */
-static void same_scan(wctx *w, spec *sp, uint64_t t, uint64_t lo, uint64_t hi, int64_t owner)
+static void same_scan(wctx *w, spec *sp, uint64_t t, uint64_t span, uint64_t lo, uint64_t hi,
+                      int64_t owner)
 {
     const dm_model *m = w->m;
     uint32_t more[SPEC_MAX];
-    uint64_t after = t > SCAN_SPAN ? t - SCAN_SPAN - 1 : 0;
+    uint64_t after = t > span ? t - span - 1 : 0;
     size_t nm = di_cache_patches_in(w->cache, lo, hi, after, more, SPEC_MAX);
     for (size_t r = 0; r < nm && sp->n < SPEC_MAX; r++) {
         const dm_patch *p = &m->patches[more[r]];
-        if (p->start_tsc > t + SCAN_SPAN || (owner != INT64_MIN && p->owner != owner))
+        if (p->start_tsc > t + span || (owner != INT64_MIN && p->owner != owner))
             continue;
         bool dup = false;
         for (size_t z = 0; z < sp->n && !dup; z++)
@@ -692,11 +694,12 @@ static void same_scan(wctx *w, spec *sp, uint64_t t, uint64_t lo, uint64_t hi, i
 
 /* Up to want groups of cand[0..nc) into g[0..), by record time (a watcher
  * scan), earliest first, skipping the times of g[0..ng) already made;
- * each group also gets the same scan's other patches of its code versions
- * (a call re-pointed at a stub of its own method comes with the stub's
- * fill) and of the stub a call it re-points now reaches (an inline-cache
- * transition stub filled for it; now: the time the retry starts from). The
- * number of groups in g afterwards. */
+ * each group also gets the other patches of its code versions with the
+ * same record time (a call re-pointed at a stub of its own method comes
+ * with the stub's fill) and the same scan's patches of the stub a call it
+ * re-points now reaches (an inline-cache transition stub filled for it;
+ * now: the time the retry starts from). The number of groups in g
+ * afterwards. */
 static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int ng, int want,
                           uint64_t now)
 {
@@ -724,9 +727,12 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
         size_t base = sp->n;
         for (size_t q = 0; q < base; q++) {
             const dm_patch *p = &m->patches[sp->idx[q]];
+            /* Of its own code version, the patches of the same record time
+             * only: taking the whole scan's made more blocks misplaced on
+             * luindex (another site's state of that scan, not yet true). */
             if (p->owner >= 0) {
                 const dm_code *c = &m->codes[p->owner];
-                same_scan(w, sp, t, c->vaddr, c->vaddr + c->size, p->owner);
+                same_scan(w, sp, t, 0, c->vaddr, c->vaddr + c->size, p->owner);
             }
             /* The stub's fill is taken only if it is the stub's first
              * change after now: a transition stub is refilled for other
@@ -736,7 +742,7 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
             uint32_t first;
             if (to && di_cache_patches_in(w->cache, to, to + CALLEE_STUB_SPAN, now, &first, 1) &&
                 m->patches[first].start_tsc + SCAN_SPAN >= t)
-                same_scan(w, sp, t, to, to + CALLEE_STUB_SPAN, INT64_MIN);
+                same_scan(w, sp, t, SCAN_SPAN, to, to + CALLEE_STUB_SPAN, INT64_MIN);
         }
     }
     return ng;
