@@ -1238,9 +1238,11 @@ Test(model, inline_cache_resolutions_are_recognized)
     g_free(dir);
 }
 
-Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
+/* Both sites resolved on the first pass, straight to their targets on the
+ * second, with the resolutions recorded as two records or as one. */
+static void expect_sites_resolved_on_first_pass(bool one_record)
 {
-    char *dir = make_resolve_trace();
+    char *dir = make_resolve_trace_as(one_record);
     penc e;
     penc_init(&e);
     psb(&e, 1000, NMR);
@@ -1275,6 +1277,11 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
     cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
     remove_tree(dir);
     g_free(dir);
+}
+
+Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
+{
+    expect_sites_resolved_on_first_pass(false);
 }
 
 /* ---- code re-pointed long before its patch is recorded --------------------- */
@@ -1389,31 +1396,7 @@ Test(model, a_cut_record_keeps_its_bytes_piece_by_piece)
 
 Test(decode, sites_resolved_in_one_record_resolve_one_by_one)
 {
-    char *dir = make_resolve_trace_as(true);
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    tip(&e, ppt_tip, CALLEE);           /* resolve_static_call jumps on */
-    tip(&e, ppt_tip, NMR + 5);
-    tip(&e, ppt_tip, CALLEE);           /* resolve_opt_virtual_call jumps on */
-    tip(&e, ppt_tip, NMR + 10);
-    tip(&e, ppt_tip, NMR);
-    tip(&e, ppt_tip, NMR + 5);          /* resolved: straight to the callee */
-    tip(&e, ppt_tip, NMR + 10);
-    tip(&e, ppt_tip, NMR);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
-
-    evlog log = { .n = 0 };
-    dc_stats st;
-    decode(dir, &log, &st);
-    cr_expect_eq(count_stub(&log, "resolve_static_call"), 1);
-    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 1);
-    cr_expect_eq(count_stub(&log, "callee"), 5);
-    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
-    cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
-    remove_tree(dir);
-    g_free(dir);
+    expect_sites_resolved_on_first_pass(true);
 }
 
 Test(decode, code_re_pointed_before_its_record_is_decoded_again_with_it)
