@@ -212,7 +212,7 @@ Test(classfile, hostile_headers)
 /* ---- the program over a synthetic trace ------------------------------- */
 
 static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Square", "Ring",
-                                       "Cha", "Sample" };
+                                       "Cha", "Sample", "Link" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
@@ -226,7 +226,7 @@ static uint64_t id_of(uint64_t cid, uint32_t k)
     return cid << 16 | (k + 1);
 }
 
-/* class ids 1..8 in the order above; Square again as 20; a hidden class 30;
+/* class ids 1..9 in the order above; Square again as 20; a hidden class 30;
  * a damaged class 40. Method ids: class id << 16 | method number + 1. */
 static char *make_trace(void)
 {
@@ -628,4 +628,159 @@ Test(program_load, missing_trace)
     char err[256] = "";
     cr_expect_null(rc_program_load("/nonexistent/trace.dir", err, sizeof err));
     cr_expect(err[0], "no message");
+}
+
+/* ---- projection: segments linked across an unresolved end --------------- */
+
+#include "reconstruct/project.h"
+
+enum {
+    OP_ICONST_0 = 0x03, OP_ICONST_1 = 0x04, OP_ICONST_3 = 0x06, OP_BIPUSH = 0x10,
+    OP_ILOAD_0 = 0x1a, OP_ILOAD_1 = 0x1b, OP_ILOAD_2 = 0x1c, OP_ISTORE_1 = 0x3c,
+    OP_ISTORE_2 = 0x3d, OP_IADD = 0x60, OP_ISUB = 0x64, OP_IMUL = 0x68, OP_IXOR = 0x82,
+    OP_IINC = 0x84, OP_IF_ICMPGE = 0xa2, OP_GOTO = 0xa7, OP_IRETURN = 0xac,
+    OP_INVOKESTATIC = 0xb8, OP_MONITORENTER = 0xc2,
+    /* not opcodes: the interpreter's method entry and return into a caller,
+     * code the model does not name (where the projector's lookahead stops) */
+    EV_ENTRY = 0x1000, EV_BACK, EV_OTHER, EV_TAKEN, EV_NOT_TAKEN,
+};
+
+/* Link.outer's loop head, Link.mid's call of Link.leaf, Link.leaf up to its
+ * return, and what follows its return into mid and mid's into outer. */
+static const int outer_head[] = { EV_ENTRY, OP_ICONST_0, OP_ISTORE_1, OP_ICONST_0, OP_ISTORE_2 };
+static const int loop_again[] = { OP_ILOAD_2, OP_ILOAD_0, OP_IF_ICMPGE, EV_NOT_TAKEN };
+static const int call_leaf[] = { OP_ILOAD_1, OP_ILOAD_2, OP_INVOKESTATIC, EV_ENTRY, OP_ILOAD_0,
+                                 OP_INVOKESTATIC, EV_ENTRY, OP_ILOAD_0, OP_BIPUSH, OP_IXOR };
+static const int back_in_outer[] = { OP_IRETURN, EV_BACK, OP_ICONST_3, OP_IMUL, OP_ICONST_1,
+                                     OP_IADD, OP_IRETURN, EV_BACK, OP_IADD, OP_ISTORE_1,
+                                     OP_IINC, OP_GOTO };
+static const int outer_exit[] = { OP_ILOAD_2, OP_ILOAD_0, OP_IF_ICMPGE, EV_TAKEN, OP_ILOAD_1,
+                                  OP_IRETURN };
+/* Link.leaf returning into Link.other instead */
+static const int back_in_other[] = { OP_IRETURN, EV_BACK, OP_BIPUSH, OP_ISUB, OP_IRETURN };
+/* an opcode no method of the program has: the segment ends unresolved (the
+ * lookahead stops before it, as at code nobody recorded, so that the
+ * bytecodes before it are explained) */
+static const int cut[] = { EV_OTHER, OP_MONITORENTER };
+
+static uint64_t feed_tick;
+
+/* Feeds a sequence (EV_TAKEN / EV_NOT_TAKEN mark the bytecode before). */
+static void feed(rp_projector *r, const int *seq, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        dc_event e = { .tsc = ++feed_tick };
+        if (seq[i] == EV_ENTRY) {
+            e.kind = DC_METHOD_ENTRY;
+            e.desc = "method entry point (kind = zerolocals)";
+        } else if (seq[i] == EV_BACK) {
+            e.kind = DC_INTERP_RETURN;
+            e.desc = "invoke return entry points";
+        } else if (seq[i] == EV_OTHER) {
+            e.kind = DC_CODE_OTHER;
+        } else if (seq[i] == EV_TAKEN || seq[i] == EV_NOT_TAKEN) {
+            continue;
+        } else {
+            e.kind = DC_BYTECODE;
+            e.opcode = e.raw = seq[i];
+            if (i + 1 < n && seq[i + 1] == EV_TAKEN)
+                e.flags |= DC_F_TAKEN;
+            if (i + 1 < n && seq[i + 1] == EV_NOT_TAKEN)
+                e.flags |= DC_F_NOT_TAKEN;
+        }
+        cr_assert_eq(rp_event(&e, r), 0);
+    }
+}
+#define FEED(r, seq) feed(r, seq, sizeof seq / sizeof seq[0])
+
+static int log_flow(const fl_event *ev, void *ctx)
+{
+    g_array_append_val((GArray *)ctx, *ev);
+    return 0;
+}
+
+/* "Link.name" of a flow event's method. */
+static const char *flow_method(const fl_event *ev)
+{
+    const rc_method *m = rc_method_by_id(prog, ev->method_id);
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s.%s", m ? m->klass : "?", m ? m->name : "?");
+    return buf;
+}
+
+/* The calls of segment seq, as "Link.outer*" (* marks FL_F_CONTEXT), joined. */
+static char *segment_calls(GArray *flow, uint64_t seq)
+{
+    GString *s = g_string_new(NULL);
+    bool in = false;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        if (ev->kind == FL_SEGMENT)
+            in = ev->seq == seq;
+        else if (in && ev->kind == FL_CALL)
+            g_string_append_printf(s, "%s%s%s", s->len ? " " : "", flow_method(ev),
+                                   (ev->flags & FL_F_CONTEXT) ? "*" : "");
+    }
+    return g_string_free(s, FALSE);
+}
+
+static GArray *project_link(void (*run)(rp_projector *), rp_stats *st)
+{
+    GArray *flow = g_array_new(FALSE, FALSE, sizeof(fl_event));
+    rp_index *idx = rp_index_new(prog);
+    rp_projector *r = rp_new(prog, idx, 1, log_flow, flow);
+    run(r);
+    cr_assert_eq(rp_finish(r, st), 0);
+    rp_free(r);
+    rp_index_free(idx);
+    return flow;
+}
+
+static void cut_then_back_in_outer(rp_projector *r)
+{
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    FEED(r, cut);
+    FEED(r, back_in_outer);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    FEED(r, back_in_outer);
+    FEED(r, outer_exit);
+}
+
+static void cut_then_back_in_other(rp_projector *r)
+{
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    FEED(r, cut);
+    FEED(r, back_in_other);
+}
+
+Test(program, segments_link_to_the_stack_an_unresolved_one_ended_with)
+{
+    rp_stats st;
+    GArray *flow = project_link(cut_then_back_in_outer, &st);
+    cr_expect_eq(st.segments_unresolved, 1);
+    char *first = segment_calls(flow, 0), *second = segment_calls(flow, 1);
+    cr_expect_str_eq(first, "Link.outer Link.mid Link.leaf");
+    /* leaf's return goes on in the mid and outer the cut segment had: they
+     * are its callers, announced as frames found running */
+    cr_expect_str_eq(second, "Link.outer* Link.mid* Link.leaf* Link.mid Link.leaf");
+    g_free(first);
+    g_free(second);
+    g_array_free(flow, TRUE);
+}
+
+Test(program, a_wrong_link_dies_at_its_first_return)
+{
+    rp_stats st;
+    GArray *flow = project_link(cut_then_back_in_other, &st);
+    cr_expect_eq(st.segments_unresolved, 1);
+    char *second = segment_calls(flow, 1);
+    /* linked, leaf would return into mid, which goes on with iconst_3 */
+    cr_expect_str_eq(second, "Link.leaf* Link.other*");
+    g_free(second);
+    g_array_free(flow, TRUE);
 }
