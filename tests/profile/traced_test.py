@@ -62,9 +62,10 @@ def method_name(m):
     return norm('%s.%s%s' % (m['class'].replace('/', '.'), m['name'], m['sig']))
 
 
-def app_contexts(doc, sample):
-    """{path of method names (outermost first): calls} of the application contexts,
-    over all threads (the thread roots are dropped from the path)."""
+def app_contexts(doc, keep):
+    """{path of method names (outermost first): calls} of the contexts whose innermost
+    method keep(name) accepts, over all threads (the thread roots are dropped from
+    the path)."""
     names = [method_name(m) for m in doc['methods']]
     nodes = doc['nodes']
     parent, method, calls = nodes['parent'], nodes['method'], nodes['calls']
@@ -75,7 +76,7 @@ def app_contexts(doc, sample):
             path[i] = ()
             continue
         path[i] = path[parent[i]] + (names[method[i]],)
-        if mine(sample, path[i][-1]):
+        if keep(path[i][-1]):
             out[path[i]] = out.get(path[i], 0) + calls[i]
     return out
 
@@ -323,7 +324,7 @@ def main():
 
     got_doc, got_hot = profile(ptdecode, trace, work, 'traced')
     ref_doc, ref_hot = profile(ptdecode, ref, work, 'reference')
-    got, want = app_contexts(got_doc, sample), app_contexts(ref_doc, sample)
+    got, want = [app_contexts(d, lambda n: mine(sample, n)) for d in (got_doc, ref_doc)]
     if not want:
         print('FAIL: the reference profile has no contexts of %s' % sample)
         return 1
