@@ -47,7 +47,7 @@ MAX_COUNT_DIFF_WORKLOAD = 0.02
 MIN_SEQ_AGREEMENT = 0.99
 # The calls of a workload's own calling contexts (step 4), sum of absolute
 # differences over the reference's calls. Measured with LUCENE_DOCS=10 and
-# LUCENE_DOCS=200 LUCENE_QUERIES=20: luindex 7.7-9.6% (JDK 17) and 9.7% (JDK 25),
+# LUCENE_DOCS=200 LUCENE_QUERIES=20: luindex 6.5-9.6% (JDK 17) and 5.1-9.7% (JDK 25),
 # lusearch 1.6% on both. Most of it is not reconstruction: the programs' own
 # runs differ (three native reference runs of luindex on JDK 17: 2.7-3.7%
 # apart; one sorted with heap sort, the others not, identity hashes
