@@ -643,6 +643,9 @@ enum {
     /* not opcodes: the interpreter's method entry and return into a caller,
      * code the model does not name (where the projector's lookahead stops) */
     EV_ENTRY = 0x1000, EV_BACK, EV_OTHER, EV_TAKEN, EV_NOT_TAKEN,
+    /* compiled Link.mid: entered by a call, at its call of leaf (bci 1),
+     * returned into */
+    EV_MID_CALLED, EV_MID_AT_1, EV_MID_RETURNED_TO,
 };
 
 /* Link.outer's loop head, Link.mid's call of Link.leaf, Link.leaf up to its
@@ -664,6 +667,14 @@ static const int back_in_other[] = { OP_IRETURN, EV_BACK, OP_BIPUSH, OP_ISUB, OP
 static const int cut[] = { EV_OTHER, OP_MONITORENTER };
 
 static uint64_t feed_tick;
+static const char mid_code[1];  /* stands for a compiled version of Link.mid */
+
+static uint64_t link_id(const char *name)
+{
+    const rc_method *m = rc_method_find(prog, "Link", name, "(I)I");
+    cr_assert(m, "Link.%s", name);
+    return m->id;
+}
 
 /* Feeds a sequence (EV_TAKEN / EV_NOT_TAKEN mark the bytecode before). */
 static void feed(rp_projector *r, const int *seq, size_t n)
@@ -678,6 +689,19 @@ static void feed(rp_projector *r, const int *seq, size_t n)
             e.desc = "invoke return entry points";
         } else if (seq[i] == EV_OTHER) {
             e.kind = DC_CODE_OTHER;
+        } else if (seq[i] == EV_MID_CALLED || seq[i] == EV_MID_RETURNED_TO) {
+            e.kind = DC_JIT_ENTER;
+            e.flags = seq[i] == EV_MID_CALLED ? DC_F_BY_CALL : DC_F_BY_RETURN;
+            e.code = mid_code;
+            e.method_id = link_id("mid");
+            e.bci = -1;
+            e.depth = 1;
+        } else if (seq[i] == EV_MID_AT_1) {
+            e.kind = DC_JIT;
+            e.code = mid_code;
+            e.method_id = link_id("mid");
+            e.bci = 1;
+            e.depth = 1;
         } else if (seq[i] == EV_TAKEN || seq[i] == EV_NOT_TAKEN) {
             continue;
         } else {
@@ -736,6 +760,25 @@ static GArray *project_link(void (*run)(rp_projector *), rp_stats *st)
     return flow;
 }
 
+/* outer calls a compiled mid, which calls leaf in the interpreter; after
+ * the cut, a method the cut segment did not have returns into mid's code */
+static const int call_leaf_from_compiled_mid[] = { OP_ILOAD_1, OP_ILOAD_2, OP_INVOKESTATIC,
+                                                   EV_MID_CALLED, EV_MID_AT_1, EV_ENTRY,
+                                                   OP_ILOAD_0, OP_BIPUSH, OP_IXOR };
+static const int other_back_in_compiled_mid[] = { OP_BIPUSH, OP_ISUB, OP_IRETURN,
+                                                  EV_MID_RETURNED_TO, EV_BACK, OP_IADD,
+                                                  OP_ISTORE_1, OP_IINC, OP_GOTO };
+
+static void cut_then_back_in_compiled_mid(rp_projector *r)
+{
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf_from_compiled_mid);
+    FEED(r, cut);
+    FEED(r, other_back_in_compiled_mid);
+    FEED(r, outer_exit);
+}
+
 static void cut_then_back_in_outer(rp_projector *r)
 {
     FEED(r, outer_head);
@@ -781,6 +824,21 @@ Test(program, a_wrong_link_dies_at_its_first_return)
     char *second = segment_calls(flow, 1);
     /* linked, leaf would return into mid, which goes on with iconst_3 */
     cr_expect_str_eq(second, "Link.leaf* Link.other*");
+    g_free(second);
+    g_array_free(flow, TRUE);
+}
+
+Test(program, a_compiled_frame_links_by_its_code)
+{
+    rp_stats st;
+    GArray *flow = project_link(cut_then_back_in_compiled_mid, &st);
+    cr_expect_eq(st.segments_unresolved, 1);
+    char *first = segment_calls(flow, 0), *second = segment_calls(flow, 1);
+    cr_expect_str_eq(first, "Link.outer Link.mid Link.leaf");
+    /* returning into mid's code finds the compiled frame the cut segment had,
+     * and outer below it */
+    cr_expect_str_eq(second, "Link.other* Link.outer* Link.mid*");
+    g_free(first);
     g_free(second);
     g_array_free(flow, TRUE);
 }
