@@ -185,11 +185,12 @@ struct rp_projector {
     bool defer_doubtful, doubtful_pass;
     GArray *deferred;          /* guint */
     guint stepping;            /* index in cur of the hypothesis being stepped */
-    /* The stack the last segment ended with when it ended unresolved (frames
-     * by value, outermost first; empty after a gap): the frames below the
+    /* The stacks the segments since the last gap ended with (frames by
+     * value, outermost first, in pieces: before_save): the frames below the
      * point where the trace stopped being understood are still there when
-     * the next segment starts (link_before). before_chain[k] is frame k's
-     * copy in the arena with its callers linked, made on first use. */
+     * the next segment starts (expand, step_jit_enter). before_chain[k] is
+     * frame k's copy in the arena with its callers linked, made on first
+     * use. */
     GArray *before;            /* frame */
     GPtrArray *before_chain;   /* const frame *, NULL until made */
 };
@@ -1621,7 +1622,7 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         /* back in a compiled caller: pop to its frame */
         const frame *g = f;
         const hist *hh = h;
-        bool fresh = true;     /* no frame of the last unresolved segment's stack */
+        bool fresh = true;     /* no frame of the kept stacks (before_save) */
         while (g && !(g->kind == FR_COMPILED && g->code == e->code)) {
             fresh = fresh && !g->from_before;
             if (g->kind == FR_UNKNOWN) {
