@@ -1889,7 +1889,12 @@ static void segment_end(rp_projector *r, bool unresolved)
     if (!r->seg_open)
         return;
     choose(r);
-    if (r->cur->len)
+    /* An unresolved end keeps its stack for the next segment. A gap forgets
+     * it: recovery fills the hole (recover/). Kept across gaps where the
+     * decoder could not follow code, the stack raised the decoding accuracy
+     * of a lossy luindex trace (99.89% -> 99.98%) but less of it was
+     * recovered (PR 91.3% -> 88.8%). */
+    if (unresolved && r->cur->len)
         before_save(r, g_array_index(r->cur, hyp, 0).top);
     else
         before_forget(r);
@@ -2029,11 +2034,6 @@ static void process(rp_projector *r, const dc_event *e)
         r->st.bytecodes++;
     if (e->kind == DC_GAP) {
         segment_end(r, false);
-        /* Recovery fills the hole (recover/). Kept across gaps where the
-         * decoder could not follow code, the stack raised the decoding
-         * accuracy of a lossy luindex trace (99.89% -> 99.98%) but less of
-         * it was recovered (PR 91.3% -> 88.8%): a gap forgets it. */
-        before_forget(r);
         r->after_gap = true;
         return;
     }

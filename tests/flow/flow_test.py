@@ -60,7 +60,9 @@ MIN_SEQ_AGREEMENT = 0.99
 # 125% before the projector linked a segment to the stack the unresolved one
 # before it ended with (reconstruct/README.md, linked segments).
 MAX_CONTEXT_DIFF_WORKLOAD = 0.20
-JDK_PACKAGES = ('java.', 'javax.', 'jdk.', 'sun.', 'com.sun.')
+# the JDK's packages, as flowcmp.c's jdk_prefixes names them
+JDK_PACKAGES = ('java.', 'javax.', 'jdk.', 'sun.', 'com.sun.', 'org.w3c.', 'org.xml.',
+                'org.ietf.', 'org.jcp.')
 
 # Dispatch.round(0, ...): the sample's own calls, in order, up to the exception.
 DISPATCH_ROUND = [

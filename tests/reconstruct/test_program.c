@@ -14,6 +14,7 @@
 #include "reconstruct/cfg.h"
 #include "reconstruct/classfile.h"
 #include "reconstruct/program.h"
+#include "reconstruct/project.h"
 
 static uint8_t *slurp(const char *name, size_t *len)
 {
@@ -631,8 +632,6 @@ Test(program_load, missing_trace)
 }
 
 /* ---- projection: segments linked across an unresolved end --------------- */
-
-#include "reconstruct/project.h"
 
 enum {
     OP_ICONST_0 = 0x03, OP_ICONST_1 = 0x04, OP_ICONST_3 = 0x06, OP_BIPUSH = 0x10,
