@@ -30,7 +30,7 @@
  * memory stays bounded whatever the trace. */
 #define ARENA_CHOOSE ((size_t)256 << 20)
 
-/* Frames kept of the stacks earlier segments ended with (before_save). */
+/* Frames kept of the stack earlier segments ended with (before_save). */
 #define BEFORE_MAX 4096
 
 #define NONE UINT32_MAX
@@ -73,9 +73,8 @@ typedef struct frame {
     const rc_class *recv;
     bool this_call;        /* FR_INTERP: entered by a call on the caller's own
                             * receiver, which it shares */
-    bool from_before;      /* taken from the stacks earlier segments ended
+    bool from_before;      /* taken from the stack earlier segments ended
                             * with (before_save), or derived from such a frame */
-    uint32_t piece;        /* from_before: where its piece starts in them */
 } frame;
 
 typedef struct hist {
@@ -185,8 +184,8 @@ struct rp_projector {
     bool defer_doubtful, doubtful_pass;
     GArray *deferred;          /* guint */
     guint stepping;            /* index in cur of the hypothesis being stepped */
-    /* The stacks the segments since the last gap ended with (frames by
-     * value, outermost first, in pieces: before_save): the frames below the
+    /* The stack the segments since the last loss of trace ended with
+     * (frames by value, outermost first: before_save): the frames below the
      * point where the trace stopped being understood are still there when
      * the next segment starts (expand, step_jit_enter). before_chain[k] is
      * frame k's copy in the arena with its callers linked, made on first
@@ -768,14 +767,20 @@ static const frame *returned_to(rp_projector *r, const frame *caller, uint32_t m
 }
 
 /* ------------------------------------------------------------------------ */
-/* The stack an unresolved segment ended with */
+/* The stack a segment ended with */
 
 /* Keeps the stack of the hypothesis the segment ended with (top): its
- * frames below the event nothing explained are still running. The saved
- * stack is made of pieces, each a chain of frames over an unknown frame (or
- * over nothing): a segment whose frames were never linked to the saved
- * stack sits over some unknown part of it, so its stack is saved as a new
- * piece on top of the old ones, which a later segment may still find. */
+ * frames below the point where the trace stopped being understood are still
+ * running when the next segment starts. One stack is kept per thread:
+ * - a segment linked to it (a frame at its bottom was found in it, so the
+ *   kept frames below that one are its callers) replaces it;
+ * - a segment never linked ran over some part of it that nothing showed.
+ *   Its frames are kept on top of the kept ones, as if called by the frame
+ *   that ran last, so that a later segment still finds the frames below
+ *   them. A thread's outer frames (its main method) thus stay known across
+ *   the thousands of segments of a JIT trace, where pieces kept apart were
+ *   found only in the newest one, without the outer frames. Frames that
+ *   returned unseen stay in between until a segment links below them. */
 static void before_save(rp_projector *r, const frame *top)
 {
     g_ptr_array_set_size(r->before_chain, 0);
@@ -785,34 +790,22 @@ static void before_save(rp_projector *r, const frame *top)
         n++;
         bottom = f;
     }
-    /* linked: the segment's stack replaces the piece it was linked to and
-     * the newer ones */
     bool linked = bottom && bottom->from_before;
-    guint at = linked ? MIN(bottom->piece, r->before->len) : r->before->len;
-    if (at + n + 1 > BEFORE_MAX)
-        at = 0;                 /* the oldest pieces go */
-    bool marker = at > 0 && bottom && bottom->kind != FR_UNKNOWN;
-    g_array_set_size(r->before, at + marker + n);
-    if (marker) {
-        frame u = unknown_frame();
-        u.from_before = true;
-        g_array_index(r->before, frame, at) = u;
+    guint at = linked ? 0 : r->before->len;
+    /* an unlinked segment's unknown bottom is the kept stack */
+    guint skip = !linked && at > 0 && bottom && bottom->kind == FR_UNKNOWN;
+    if (at + n - skip > BEFORE_MAX) {
+        at = 0;                 /* the kept frames go */
+        skip = 0;
     }
-    guint k = at + marker + n;
-    for (const frame *f = top; f; f = f->caller) {
+    g_array_set_size(r->before, at + n - skip);
+    guint k = at + n - skip;
+    for (const frame *f = top; f && k > at; f = f->caller) {
         frame c = *f;
         c.caller = NULL;
         c.from_before = true;
         g_array_index(r->before, frame, --k) = c;
     }
-}
-
-/* Where the piece of saved frame k starts. */
-static guint before_base(const rp_projector *r, guint k)
-{
-    while (k > 0 && g_array_index(r->before, frame, k).kind != FR_UNKNOWN)
-        k--;
-    return k;
 }
 
 static void before_forget(rp_projector *r)
@@ -826,14 +819,11 @@ static const frame *before_frame(rp_projector *r, guint k)
 {
     if (r->before_chain->len < r->before->len)
         g_ptr_array_set_size(r->before_chain, r->before->len);
-    guint base = before_base(r, k);
-    for (guint i = base; i <= k; i++) {
-        frame f = g_array_index(r->before, frame, i);
-        f.piece = base;
+    for (guint i = 0; i <= k; i++)
         if (!g_ptr_array_index(r->before_chain, i))
             r->before_chain->pdata[i] = (gpointer)push(
-                r, i > base ? g_ptr_array_index(r->before_chain, i - 1) : NULL, f);
-    }
+                r, i > 0 ? g_ptr_array_index(r->before_chain, i - 1) : NULL,
+                g_array_index(r->before, frame, i));
     return g_ptr_array_index(r->before_chain, k);
 }
 
@@ -855,7 +845,7 @@ static int before_find(const rp_projector *r, uint32_t method, const void *code)
  * (FL_F_CONTEXT), outermost first. */
 static const hist *record_before(rp_projector *r, const hist *h, guint k)
 {
-    for (guint i = before_base(r, k); i <= k; i++) {
+    for (guint i = 0; i <= k; i++) {
         const frame *f = &g_array_index(r->before, frame, i);
         if (f->kind == FR_INTERP || f->kind == FR_COMPILED || f->kind == FR_OPAQUE)
             h = record(r, h, FL_CALL, f->method_id, -1, -1,
@@ -1161,7 +1151,6 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
             const frame *saved = &g_array_index(r->before, frame, j);
             frame lf = f;
             lf.from_before = true;
-            lf.piece = before_base(r, (guint)j - 1);
             lf.recv = saved->recv;
             lf.this_call = saved->this_call;
             const hist *hl = record_before(r, h, (guint)j - 1);
@@ -1622,7 +1611,7 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         /* back in a compiled caller: pop to its frame */
         const frame *g = f;
         const hist *hh = h;
-        bool fresh = true;     /* no frame of the kept stacks (before_save) */
+        bool fresh = true;     /* no frame of the kept stack (before_save) */
         while (g && !(g->kind == FR_COMPILED && g->code == e->code)) {
             fresh = fresh && !g->from_before;
             if (g->kind == FR_UNKNOWN) {
@@ -1635,7 +1624,7 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
             add(r, g, hh);
             return;
         }
-        /* a compiled frame the unresolved segment before left running (see
+        /* a compiled frame the segment before left running (see
          * expand), tried first */
         int j = fresh ? before_find(r, NONE, e->code) : -1;
         if (j >= 0)
@@ -1884,17 +1873,13 @@ static void choose(rp_projector *r)
     x->h = NULL;
 }
 
-static void segment_end(rp_projector *r, bool unresolved)
+/* Ends the segment; `keep`: its stack goes on under the next one. */
+static void segment_end(rp_projector *r, bool unresolved, bool keep)
 {
     if (!r->seg_open)
         return;
     choose(r);
-    /* An unresolved end keeps its stack for the next segment. A gap forgets
-     * it: recovery fills the hole (recover/). Kept across gaps where the
-     * decoder could not follow code, the stack raised the decoding accuracy
-     * of a lossy luindex trace (99.89% -> 99.98%) but less of it was
-     * recovered (PR 91.3% -> 88.8%). */
-    if (unresolved && r->cur->len)
+    if (keep && r->cur->len)
         before_save(r, g_array_index(r->cur, hyp, 0).top);
     else
         before_forget(r);
@@ -2033,7 +2018,11 @@ static void process(rp_projector *r, const dc_event *e)
     if (e->kind == DC_BYTECODE)
         r->st.bytecodes++;
     if (e->kind == DC_GAP) {
-        segment_end(r, false);
+        /* Where the decoder could not follow code, it resumed at the next
+         * branch target: a few instructions are missing, and the frames
+         * below them still run. Where trace was lost, anything may have
+         * happened: recovery fills the hole (recover/). */
+        segment_end(r, false, e->reason == DC_GAP_DECODE || e->reason == DC_GAP_NOCODE);
         r->after_gap = true;
         return;
     }
@@ -2064,7 +2053,7 @@ static void process(rp_projector *r, const dc_event *e)
     if (!r->next->len) {
         /* nothing explains this event: end the segment where the trace was
          * still understood and start afresh from this event */
-        segment_end(r, true);
+        segment_end(r, true, true);
         segment_begin(r, e->tsc);
         g_array_set_size(r->next, 0);
         step(r, &g_array_index(r->cur, hyp, 0), e);
@@ -2149,7 +2138,7 @@ int rp_finish(rp_projector *r, rp_stats *st)
 {
     while (r->qlen && !r->stop)
         process_oldest(r);
-    segment_end(r, false);
+    segment_end(r, false, false);
     if (st)
         *st = r->st;
     return r->stop;

@@ -645,6 +645,8 @@ enum {
     /* compiled Link.mid: entered by a call, at its call of leaf (bci 1),
      * returned into */
     EV_MID_CALLED, EV_MID_AT_1, EV_MID_RETURNED_TO,
+    /* gaps: the decoder could not follow code; the collector lost trace */
+    EV_DECODE_GAP, EV_LOST_GAP,
 };
 
 /* Link.outer's loop head, Link.mid's call of Link.leaf, Link.leaf up to its
@@ -688,6 +690,9 @@ static void feed(rp_projector *r, const int *seq, size_t n)
             e.desc = "invoke return entry points";
         } else if (seq[i] == EV_OTHER) {
             e.kind = DC_CODE_OTHER;
+        } else if (seq[i] == EV_DECODE_GAP || seq[i] == EV_LOST_GAP) {
+            e.kind = DC_GAP;
+            e.reason = seq[i] == EV_DECODE_GAP ? DC_GAP_DECODE : DC_GAP_LOST;
         } else if (seq[i] == EV_MID_CALLED || seq[i] == EV_MID_RETURNED_TO) {
             e.kind = DC_JIT_ENTER;
             e.flags = seq[i] == EV_MID_CALLED ? DC_F_BY_CALL : DC_F_BY_RETURN;
@@ -800,20 +805,31 @@ static void cut_then_back_in_other(rp_projector *r)
     FEED(r, back_in_other);
 }
 
-/* Projects a run with one cut: the first segment must have the calls `first`
- * (NULL: not checked), the second `second` (segment_calls). */
-static void expect_segments(void (*run)(rp_projector *), const char *first, const char *second)
+/* Projects a run: `unresolved` segments must end unresolved, and segment k
+ * must have the calls want[k] (NULL: not checked; segment_calls), for k
+ * below n. */
+static void expect_segment_calls(void (*run)(rp_projector *), size_t unresolved,
+                                 const char *const *want, size_t n)
 {
     rp_stats st;
     GArray *flow = project_link(run, &st);
-    cr_expect_eq(st.segments_unresolved, 1);
-    char *a = segment_calls(flow, 0), *b = segment_calls(flow, 1);
-    if (first)
-        cr_expect_str_eq(a, first);
-    cr_expect_str_eq(b, second);
-    g_free(a);
-    g_free(b);
+    cr_expect_eq(st.segments_unresolved, unresolved);
+    cr_expect_eq(st.segments, n);
+    for (size_t k = 0; k < n; k++) {
+        char *got = segment_calls(flow, k);
+        if (want[k])
+            cr_expect_str_eq(got, want[k], "segment %zu: %s", k, got);
+        g_free(got);
+    }
     g_array_free(flow, TRUE);
+}
+
+/* A run with one cut: the first segment must have the calls `first` (NULL:
+ * not checked), the second `second`. */
+static void expect_segments(void (*run)(rp_projector *), const char *first, const char *second)
+{
+    const char *want[] = { first, second };
+    expect_segment_calls(run, 1, want, 2);
 }
 
 Test(program, segments_link_to_the_stack_an_unresolved_one_ended_with)
@@ -836,4 +852,69 @@ Test(program, a_compiled_frame_links_by_its_code)
      * and outer below it */
     expect_segments(cut_then_back_in_compiled_mid, "Link.outer Link.mid Link.leaf",
                     "Link.other* Link.outer* Link.mid*");
+}
+
+/* A gap (EV_DECODE_GAP or EV_LOST_GAP) where leaf runs, then its return. */
+static void gap_then_back_in_outer(rp_projector *r, int gap)
+{
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    feed(r, &gap, 1);
+    FEED(r, back_in_outer);
+    FEED(r, outer_exit);
+}
+
+static void decode_gap_then_back_in_outer(rp_projector *r)
+{
+    gap_then_back_in_outer(r, EV_DECODE_GAP);
+}
+
+static void lost_trace_then_back_in_outer(rp_projector *r)
+{
+    gap_then_back_in_outer(r, EV_LOST_GAP);
+}
+
+Test(program, segments_link_across_a_gap_in_decoding)
+{
+    /* the decoder resumed a few instructions later: the frames the segment
+     * before ended with are still running */
+    const char *want[] = { "Link.outer Link.mid Link.leaf",
+                           "Link.outer* Link.mid* Link.leaf*" };
+    expect_segment_calls(decode_gap_then_back_in_outer, 0, want, 2);
+}
+
+Test(program, lost_trace_forgets_the_stack)
+{
+    /* after a loss anything may have run: the frames are found again by
+     * their returns only */
+    const char *want[] = { "Link.outer Link.mid Link.leaf", "Link.leaf* Link.mid* Link.outer*" };
+    expect_segment_calls(lost_trace_then_back_in_outer, 0, want, 2);
+}
+
+/* Cut in leaf; the next segment runs other (not in the kept stack) and is
+ * cut too; the last one returns from leaf into other and from other. */
+static void unlinked_segment_then_back_in_other(rp_projector *r)
+{
+    static const int into_other[] = { OP_IRETURN, EV_BACK, OP_BIPUSH, OP_ISUB };
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    FEED(r, cut);
+    FEED(r, into_other);
+    FEED(r, cut);
+    FEED(r, back_in_other);
+}
+
+Test(program, an_unlinked_segment_keeps_the_frames_below_it)
+{
+    /* The middle segment found no kept frame (other is none of them): its
+     * frames are kept on top of the kept ones. The last segment starts in
+     * a leaf it cannot link (the kept leaf's caller, mid, would go on with
+     * iconst_3), and once leaf returns into other, other links, with outer
+     * and mid still below it. The leaf that returned where nothing linked
+     * stays in between. */
+    const char *want[] = { "Link.outer Link.mid Link.leaf", "Link.leaf* Link.other*",
+                           "Link.leaf* Link.outer* Link.mid* Link.leaf* Link.other*" };
+    expect_segment_calls(unlinked_segment_then_back_in_other, 2, want, 3);
 }
