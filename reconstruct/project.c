@@ -192,6 +192,8 @@ struct rp_projector {
      * use. */
     GArray *before;            /* frame */
     GPtrArray *before_chain;   /* const frame *, NULL until made */
+    GPtrArray *save_chain;     /* before_save's scratch */
+    GHashTable *calls_method;  /* uint64_t caller << 32 | callee -> 1 no, 2 yes */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -769,42 +771,87 @@ static const frame *returned_to(rp_projector *r, const frame *caller, uint32_t m
 /* ------------------------------------------------------------------------ */
 /* The stack a segment ended with */
 
+/* Whether frame f may call method `callee` (program index) by one of its
+ * invoke instructions (an open target set may call anything). Cached per
+ * pair. */
+static bool calls_method(rp_projector *r, const frame *f, uint32_t callee)
+{
+    if ((f->kind != FR_INTERP && f->kind != FR_COMPILED) || f->method == NONE)
+        return false;
+    uint64_t key = (uint64_t)f->method << 32 | callee;
+    gpointer v = g_hash_table_lookup(r->calls_method, &key);
+    if (v)
+        return GPOINTER_TO_INT(v) == 2;
+    const rc_method *m = rc_method_at(r->p, f->method);
+    const rc_cfg *g = m ? rc_cfg_get(r->p, m) : NULL;
+    bool yes = false;
+    for (uint32_t i = 0; g && i < g->ninsn && !yes; i++) {
+        if (!is_invoke(g->op[i]))
+            continue;
+        const rc_method *const *t;
+        bool open = false;
+        size_t nt = rc_call_targets_at(r->p, m, i, &t, &open);
+        yes = open;
+        for (size_t j = 0; j < nt && !yes; j++)
+            yes = t[j]->index == callee;
+    }
+    g_hash_table_insert(r->calls_method, g_memdup2(&key, sizeof key), GINT_TO_POINTER(yes ? 2 : 1));
+    return yes;
+}
+
 /* Keeps the stack of the hypothesis the segment ended with (top): its
  * frames below the point where the trace stopped being understood are still
- * running when the next segment starts. One stack is kept per thread:
- * - a segment linked to it (a frame at its bottom was found in it, so the
- *   kept frames below that one are its callers) replaces it;
- * - a segment never linked ran over some part of it that nothing showed.
- *   Its frames are kept on top of the kept ones, as if called by the frame
- *   that ran last, so that a later segment still finds the frames below
- *   them. A thread's outer frames (its main method) thus stay known across
- *   the thousands of segments of a JIT trace, where pieces kept apart were
- *   found only in the newest one, without the outer frames. Frames that
- *   returned unseen stay in between until a segment links below them. */
+ * running when the next segment starts. One stack is kept per thread.
+ * - A segment linked to it (a frame at its bottom was found in it, so the
+ *   kept frames below that one are its callers) replaces it, if a kept frame
+ *   is still under it (the VM's call of the thread's first method counts):
+ *   a segment that returned out of all of them (an exception unwound past
+ *   every handler the kept frames have, where the trace was misread) did
+ *   not link.
+ * - A segment never linked ran over some part of it that nothing showed.
+ *   Its frames go on top of the innermost kept frame that may call the
+ *   outermost of them (calls_method; the kept frames above returned
+ *   unseen), or of the whole stack when none may, so that later segments
+ *   still find the frames below. A thread's outer frames (its main method)
+ *   thus stay known across the thousands of segments of a JIT trace. */
 static void before_save(rp_projector *r, const frame *top)
 {
     g_ptr_array_set_size(r->before_chain, 0);
-    guint n = 0;
-    const frame *bottom = top;
-    for (const frame *f = top; f; f = f->caller) {
-        n++;
-        bottom = f;
+    GPtrArray *v = r->save_chain;       /* the segment's frames, innermost first */
+    g_ptr_array_set_size(v, 0);
+    for (const frame *f = top; f; f = f->caller)
+        g_ptr_array_add(v, (gpointer)f);
+    guint n = v->len;
+    /* its bottom frames that are kept ones or unknown */
+    guint nb = 0;
+    bool linked = false;
+    for (; nb < n; nb++) {
+        const frame *f = g_ptr_array_index(v, n - 1 - nb);
+        if (!f->from_before && f->kind != FR_UNKNOWN)
+            break;
+        linked = linked || (f->from_before && f->kind != FR_UNKNOWN);
     }
-    bool linked = bottom && bottom->from_before;
-    guint at = linked ? 0 : r->before->len;
-    /* an unlinked segment's unknown bottom is the kept stack */
-    guint skip = !linked && at > 0 && bottom && bottom->kind == FR_UNKNOWN;
+    guint at = linked ? 0 : r->before->len, skip = 0;
+    if (!linked && at > 0) {
+        skip = nb;
+        const frame *outer = skip < n ? g_ptr_array_index(v, n - 1 - skip) : NULL;
+        guint a = at;
+        while (outer && outer->method != NONE && a > 0 &&
+               !calls_method(r, &g_array_index(r->before, frame, a - 1), outer->method))
+            a--;
+        if (a > 0)
+            at = a;
+    }
     if (at + n - skip > BEFORE_MAX) {
         at = 0;                 /* the kept frames go */
         skip = 0;
     }
     g_array_set_size(r->before, at + n - skip);
-    guint k = at + n - skip;
-    for (const frame *f = top; f && k > at; f = f->caller) {
-        frame c = *f;
+    for (guint i = 0; i < n - skip; i++) {
+        frame c = *(const frame *)g_ptr_array_index(v, i);
         c.caller = NULL;
         c.from_before = true;
-        g_array_index(r->before, frame, --k) = c;
+        g_array_index(r->before, frame, at + n - skip - 1 - i) = c;
     }
 }
 
@@ -2112,6 +2159,8 @@ rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, v
     r->fit_event = UINT64_MAX;
     r->before = g_array_new(FALSE, FALSE, sizeof(frame));
     r->before_chain = g_ptr_array_new();
+    r->save_chain = g_ptr_array_new();
+    r->calls_method = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     return r;
 }
 
@@ -2157,6 +2206,8 @@ void rp_free(rp_projector *r)
     g_ptr_array_free(r->fit_memo, TRUE);
     g_array_free(r->before, TRUE);
     g_ptr_array_free(r->before_chain, TRUE);
+    g_ptr_array_free(r->save_chain, TRUE);
+    g_hash_table_destroy(r->calls_method);
     arena_free(r->a);
     g_free(r);
 }

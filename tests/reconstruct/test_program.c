@@ -918,3 +918,60 @@ Test(program, an_unlinked_segment_keeps_the_frames_below_it)
                            "Link.leaf* Link.outer* Link.mid* Link.leaf* Link.other*" };
     expect_segment_calls(unlinked_segment_then_back_in_other, 2, want, 3);
 }
+
+/* Link.leaf entered from an unknown caller, up to its return */
+static const int leaf_entered[] = { EV_ENTRY, OP_ILOAD_0, OP_BIPUSH, OP_IXOR };
+
+/* Cut in leaf; the next segment enters leaf from an unknown caller and is
+ * cut too; the last one returns from leaf into mid and from mid. */
+static void entered_leaf_then_back_in_outer(rp_projector *r)
+{
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    FEED(r, cut);
+    FEED(r, leaf_entered);
+    FEED(r, cut);
+    FEED(r, back_in_outer);
+    FEED(r, outer_exit);
+}
+
+Test(program, an_unlinked_segment_goes_on_a_kept_frame_that_may_call_it)
+{
+    /* The middle segment's leaf goes on mid, the innermost kept frame with
+     * a call of leaf: the kept leaf above returned unseen. The last segment
+     * links to it, with mid, which goes on with iconst_3, as its caller. On
+     * top of the kept leaf instead, the link would die (leaf calls nothing)
+     * and mid would be found only by leaf's return. */
+    const char *want[] = { "Link.outer Link.mid Link.leaf", "Link.leaf",
+                           "Link.outer* Link.mid* Link.leaf*" };
+    expect_segment_calls(entered_leaf_then_back_in_outer, 2, want, 3);
+}
+
+/* Cut in leaf; the next segment returns out of every kept frame (outer
+ * too), enters leaf from an unknown caller and is cut; the last one returns
+ * from leaf into mid and from mid. */
+static void out_of_all_then_back_in_outer(rp_projector *r)
+{
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call_leaf);
+    FEED(r, cut);
+    FEED(r, back_in_outer);
+    FEED(r, outer_exit);
+    FEED(r, leaf_entered);
+    FEED(r, cut);
+    FEED(r, back_in_outer);
+    FEED(r, outer_exit);
+}
+
+Test(program, a_segment_that_left_every_kept_frame_did_not_link)
+{
+    /* The middle segment linked, then returned out of outer: no kept Java
+     * frame is left under its leaf, which goes on mid as an unlinked one
+     * would. Kept as a link instead, the stack would be leaf alone, and the
+     * last segment would find mid and outer only by their returns. */
+    const char *want[] = { "Link.outer Link.mid Link.leaf", NULL,
+                           "Link.outer* Link.mid* Link.leaf*" };
+    expect_segment_calls(out_of_all_then_back_in_outer, 2, want, 3);
+}
