@@ -909,7 +909,7 @@ static void unlinked_segment_then_back_in_other(rp_projector *r)
 Test(program, an_unlinked_segment_keeps_the_frames_below_it)
 {
     /* The middle segment found no kept frame (other is none of them): its
-     * frames are kept on top of the kept ones. The last segment starts in
+     * frames are kept on top of the kept ones, none of which calls other. The last segment starts in
      * a leaf it cannot link (the kept leaf's caller, mid, would go on with
      * iconst_3), and once leaf returns into other, other links, with outer
      * and mid still below it. The leaf that returned where nothing linked
@@ -967,8 +967,8 @@ static void out_of_all_then_back_in_outer(rp_projector *r)
 
 Test(program, a_segment_that_left_every_kept_frame_did_not_link)
 {
-    /* The middle segment linked, then returned out of outer: no kept Java
-     * frame is left under its leaf, which goes on mid as an unlinked one
+    /* The middle segment linked, then returned out of outer: no kept frame
+     * is left under its leaf, which goes on mid as an unlinked one
      * would. Kept as a link instead, the stack would be leaf alone, and the
      * last segment would find mid and outer only by their returns. */
     const char *want[] = { "Link.outer Link.mid Link.leaf", NULL,
