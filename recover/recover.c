@@ -435,10 +435,27 @@ static void target_of(rv_filter *f, target *t)
     }
 }
 
+/* Frames of known context the next segment must start with for
+ * stack_meets to take it as the bottom of a deeper stack. */
+#define MEET_BELOW_MIN 4
+
 /* Is a stack at the rejoin point the one the next segment starts in? The
- * frames both know, from the top, must agree. */
+ * frames both know, from the top, must agree (1). Or (2) the next segment
+ * starts in a known context of MEET_BELOW_MIN frames or more that is the
+ * bottom of the stack: the frames above it returned in the gap. A segment
+ * that linked to the kept stack (reconstruct/) knows its context from the
+ * thread's root, and the stack at a gap where the decoder could not follow
+ * code holds what the segment before called and the gap returned from. */
 static int stack_meets(const GArray *sim, const target *t)
 {
+    if (t->stk->len >= MEET_BELOW_MIN && sim->len > t->stk->len) {
+        guint i = 0;
+        while (i < t->stk->len && g_array_index(sim, frame, i).method_id ==
+                                      g_array_index(t->stk, frame, i).method_id)
+            i++;
+        if (i == t->stk->len)
+            return 2;
+    }
     if (sim->len && t->method_id &&
         g_array_index(sim, frame, sim->len - 1).method_id != t->method_id)
         return 0;
@@ -765,7 +782,8 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
             end = END_SEGMENT;
             break;
         }
-        if (rejoins_at(f, e, t) && stack_meets(sim, t)) {
+        int meets = rejoins_at(f, e, t) ? stack_meets(sim, t) : 0;
+        if (meets) {
             uint64_t diff = dist(b, bd->expect);
             if (diff < r_diff) {
                 r_diff = diff;
@@ -775,7 +793,8 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
                 if (!r_sim)
                     r_sim = g_array_new(FALSE, FALSE, sizeof(frame));
                 g_array_set_size(r_sim, 0);
-                g_array_append_vals(r_sim, sim->data, sim->len);
+                /* below a deeper stack: the stack there is the next segment's */
+                g_array_append_vals(r_sim, sim->data, meets == 2 ? t->stk->len : sim->len);
             }
             rejoined = 1;
             if (!bd->expect || b >= bd->expect) {

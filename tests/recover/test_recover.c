@@ -1153,3 +1153,61 @@ Test(recover, many_segments_small_window)
     rv_free(fd.f);
     g_array_free(o.ev, TRUE);
 }
+
+/* ---- a next segment in a known context below the stack ---------------- */
+
+/* The frames 10 11 12 13 found running (FL_F_CONTEXT), as a segment that
+ * linked to the stack kept from the one before announces them. */
+static void context_10_to_13(feeder *fd)
+{
+    for (uint64_t m = 10; m <= 13; m++) {
+        fl_event e = { .kind = FL_CALL, .tid = 1, .tsc = fd->tsc, .method_id = m, .bci = -1,
+                       .flags = FL_F_CONTEXT };
+        rv_event(&e, fd->f);
+    }
+}
+
+/* Method 13 calls 5, which runs 3 4 5 6 7 8; 5's return is not in the
+ * flow (a segment that found its context again starts in 13 with 30 31 32
+ * 33). Later the same code has a hole after 3 4 5 6, and the next segment
+ * starts in 13 again, in a context it knows (10 11 12 13). */
+static void known_context_below_flows(feeder *fd)
+{
+    seg(fd);
+    context_10_to_13(fd);
+    BCS_IN(fd, 13, 1, 2);
+    callret(fd, FL_CALL, 5);
+    BCS_IN(fd, 5, 3, 4, 5, 6, 7, 8);
+    fl_event s = { .kind = FL_SEGMENT, .tid = 1, .tsc = fd->tsc, .seq = fd->seq++ };
+    rv_event(&s, fd->f);     /* no gap: a new calling context only */
+    BCS_IN(fd, 13, 30, 31, 32, 33, 34);
+    seg(fd);
+    context_10_to_13(fd);
+    BCS_IN(fd, 13, 1, 2);
+    callret(fd, FL_CALL, 5);
+    BCS_IN(fd, 5, 3, 4, 5, 6);
+    fd->tsc += 50;
+    seg(fd);
+    context_10_to_13(fd);
+    BCS_IN(fd, 13, 30, 31, 32, 33);
+}
+
+Test(recover, rejoins_a_known_context_below_the_stack)
+{
+    /* 5 is on the stack at the hole and not in the next segment's context:
+     * it returned in the gap, after 7 8. Compared from the top, the stacks
+     * disagree (5 against 13), and nothing would rejoin. */
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    known_context_below_flows(&fd);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 7, 8 };
+    expect(r, want, 2);
+    cr_assert_eq(st.rejoined, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
