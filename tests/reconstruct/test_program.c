@@ -783,11 +783,17 @@ static void cut_then_back_in_compiled_mid(rp_projector *r)
     FEED(r, outer_exit);
 }
 
-static void cut_then_back_in_outer(rp_projector *r)
+/* How every run starts: outer's loop calls mid, which calls leaf. */
+static void leaf_running(rp_projector *r)
 {
     FEED(r, outer_head);
     FEED(r, loop_again);
     FEED(r, call_leaf);
+}
+
+static void cut_then_back_in_outer(rp_projector *r)
+{
+    leaf_running(r);
     FEED(r, cut);
     FEED(r, back_in_outer);
     FEED(r, loop_again);
@@ -798,9 +804,7 @@ static void cut_then_back_in_outer(rp_projector *r)
 
 static void cut_then_back_in_other(rp_projector *r)
 {
-    FEED(r, outer_head);
-    FEED(r, loop_again);
-    FEED(r, call_leaf);
+    leaf_running(r);
     FEED(r, cut);
     FEED(r, back_in_other);
 }
@@ -857,9 +861,7 @@ Test(program, a_compiled_frame_links_by_its_code)
 /* A gap (EV_DECODE_GAP or EV_LOST_GAP) where leaf runs, then its return. */
 static void gap_then_back_in_outer(rp_projector *r, int gap)
 {
-    FEED(r, outer_head);
-    FEED(r, loop_again);
-    FEED(r, call_leaf);
+    leaf_running(r);
     feed(r, &gap, 1);
     FEED(r, back_in_outer);
     FEED(r, outer_exit);
@@ -897,9 +899,7 @@ Test(program, lost_trace_forgets_the_stack)
 static void unlinked_segment_then_back_in_other(rp_projector *r)
 {
     static const int into_other[] = { OP_IRETURN, EV_BACK, OP_BIPUSH, OP_ISUB };
-    FEED(r, outer_head);
-    FEED(r, loop_again);
-    FEED(r, call_leaf);
+    leaf_running(r);
     FEED(r, cut);
     FEED(r, into_other);
     FEED(r, cut);
@@ -909,10 +909,10 @@ static void unlinked_segment_then_back_in_other(rp_projector *r)
 Test(program, an_unlinked_segment_keeps_the_frames_below_it)
 {
     /* The middle segment found no kept frame (other is none of them): its
-     * frames are kept on top of the kept ones, none of which calls other. The last segment starts in
-     * a leaf it cannot link (the kept leaf's caller, mid, would go on with
-     * iconst_3), and once leaf returns into other, other links, with outer
-     * and mid still below it. The leaf that returned where nothing linked
+     * frames are kept on top of the kept ones, none of which calls other.
+     * The last segment starts in a leaf it cannot link (the kept leaf's
+     * caller, mid, would go on with iconst_3), and once leaf returns into
+     * other, other links, with outer and mid still below it. The leaf that returned where nothing linked
      * stays in between. */
     const char *want[] = { "Link.outer Link.mid Link.leaf", "Link.leaf* Link.other*",
                            "Link.leaf* Link.outer* Link.mid* Link.leaf* Link.other*" };
@@ -926,9 +926,7 @@ static const int leaf_entered[] = { EV_ENTRY, OP_ILOAD_0, OP_BIPUSH, OP_IXOR };
  * cut too; the last one returns from leaf into mid and from mid. */
 static void entered_leaf_then_back_in_outer(rp_projector *r)
 {
-    FEED(r, outer_head);
-    FEED(r, loop_again);
-    FEED(r, call_leaf);
+    leaf_running(r);
     FEED(r, cut);
     FEED(r, leaf_entered);
     FEED(r, cut);
@@ -953,9 +951,7 @@ Test(program, an_unlinked_segment_goes_on_a_kept_frame_that_may_call_it)
  * from leaf into mid and from mid. */
 static void out_of_all_then_back_in_outer(rp_projector *r)
 {
-    FEED(r, outer_head);
-    FEED(r, loop_again);
-    FEED(r, call_leaf);
+    leaf_running(r);
     FEED(r, cut);
     FEED(r, back_in_outer);
     FEED(r, outer_exit);
