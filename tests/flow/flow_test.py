@@ -11,15 +11,14 @@ usage: flow_test.py PTREC PLUGIN AGENT PTDECODE FLOWCMP JAVA_BIN_DIR SAMPLES_DIR
    HotSpot's bytecode rewriting off: single-stepping reports a fused pair as one step).
    With --workload, the program is a workload script (../shared/workloads/NAME.sh, with
    the VAR=VALUE settings in its environment), run the same two ways through its JAVA
-   and JAVA_OPTS variables.
+   and JAVA_OPTS variables, with WORKLOAD_JAVA_OPTS making both runs do the same work.
 2. flowcmp (tests/flow/flowcmp.c) reconstructs the traced run through the profiles' flow
    source and compares it with the reference, over the sample's own methods (class
    SAMPLE and its nested classes) or, for a workload, every method outside the JDK: the
-   per-(method, bci) execution counts of the two runs must agree within 1% (2% for a
-   workload, whose own runs differ: MAX_COUNT_DIFF_WORKLOAD) (sum of
+   per-(method, bci) execution counts of the two runs must agree within 1% (sum of
    absolute differences over the reference total), and the aligned sequence agreement
-   of the thread that runs most of them must be at least 99% (printed, not required,
-   for workloads).
+   of the thread that runs most of them must be at least 99% (97% for a workload:
+   MIN_SEQ_AGREEMENT_WORKLOAD).
 3. For Dispatch, the calls inside the first `round` must be the hand-known sequence,
    and no flow segment may be unresolved.
 4. For a workload, the calling context trees of both runs (`ptdecode export --format
@@ -37,29 +36,32 @@ import subprocess
 import sys
 
 MAX_COUNT_DIFF = 0.01
-# A workload is not the same bytecodes twice: two native reference runs of
-# luindex (LUCENE_DOCS=10) differ by 0.27% in their counts (hash orders by
-# identity hash change how much sorting it does). Traced against the
-# reference it measured 0.57-0.95% in eight runs; the test's bound leaves room
-# for that variation and still catches a wrong choice between methods (4.1%
-# before projection preferred classes with objects).
-MAX_COUNT_DIFF_WORKLOAD = 0.02
 MIN_SEQ_AGREEMENT = 0.99
+# Lucene seeds the hash of its terms (StringHelper.GOOD_FAST_HASH_SEED, used by
+# BytesRefHash) with the clock unless the tests.seed property (hex) is set: two runs
+# then sort the same terms from different orders, and luindex's native reference
+# runs were 4.7% apart in their context calls (sorting). With the seed fixed, two
+# native reference runs of luindex (LUCENE_DOCS=10) have the same context calls.
+WORKLOAD_JAVA_OPTS = ['-Dtests.seed=6a7074']
+# Workloads, traced against the reference with the seed fixed (2026-11-26,
+# LUCENE_DOCS=10 and LUCENE_DOCS=200 LUCENE_QUERIES=20, JDK 17 and 25): luindex's
+# counts 0.44% apart and its sequences 98.56% aligned, lusearch's 0.25% and 98.87%.
+# What is left is mostly calls the trace cannot tell apart: methods with the same
+# bytecodes whose classes both have objects, on receivers loaded from fields
+# (reconstruct/README.md, output). The bounds catch a wrong choice between methods
+# (luindex's counts were 4.1% apart before projection preferred classes with
+# objects, lusearch's 6.9% before receivers): the counts' bound is MAX_COUNT_DIFF.
+MIN_SEQ_AGREEMENT_WORKLOAD = 0.97
 # The calls of a workload's own calling contexts (step 4), sum of absolute
-# differences over the reference's calls. Measured with LUCENE_DOCS=10 and
-# LUCENE_DOCS=200 LUCENE_QUERIES=20: luindex 6.5-9.6% (JDK 17) and 5.1-9.7% (JDK 25),
-# lusearch 1.6% on both. Most of it is not reconstruction: the programs' own
-# runs differ (three native reference runs of luindex on JDK 17: 2.7-3.7%
-# apart; one sorted with heap sort, the others not, identity hashes
-# deciding), and the trace cannot tell apart calls to methods
-# with the same bytecodes whose classes both have objects (luindex:
-# PackedTokenAttributeImpl.setType and TypeAttributeImpl.setType, 2.3%;
-# lusearch: TermScorer.nextDoc and ConstantScoreQuery$ConstantScorer.nextDoc,
-# on receivers loaded from fields). The bound catches a segment that loses
-# its calling context, which moves every context under it: luindex measured
-# 125% before the projector linked a segment to the stack the unresolved one
-# before it ended with (reconstruct/README.md, linked segments).
-MAX_CONTEXT_DIFF_WORKLOAD = 0.20
+# differences over the reference's calls, measured as above: luindex 2.69% (JDK 17)
+# and 2.71% (JDK 25), lusearch 1.59% and 1.60%. luindex's is almost all its 4,231
+# calls of PackedTokenAttributeImpl.setType, placed in TypeAttributeImpl.setType
+# (the same bytecodes; 2.26%); lusearch's is spread thin, the largest part from
+# TermScorer.nextDoc and ConstantScoreQuery$ConstantScorer.nextDoc. The bound catches
+# a segment that loses its calling context, which moves every context under it:
+# luindex measured 125% before the projector linked a segment to the stack the
+# unresolved one before it ended with (reconstruct/README.md, linked segments).
+MAX_CONTEXT_DIFF_WORKLOAD = 0.05
 # the JDK's packages, as flowcmp.c's jdk_prefixes names them
 JDK_PACKAGES = ('java.', 'javax.', 'jdk.', 'sun.', 'com.sun.', 'org.w3c.', 'org.xml.',
                 'org.ietf.', 'org.jcp.')
@@ -117,7 +119,8 @@ def record_pair(ptrec, plugin, agent, jbin, work, program, env_extra):
         script = program[1]
         runs = []
         for n, cmd in (('traced', rec_cmd), ('reference', ref_cmd)):
-            e = dict(env, JAVA=' '.join(cmd), JAVA_OPTS='-Xint', WL_QUIET='1')
+            e = dict(env, JAVA=' '.join(cmd), JAVA_OPTS=' '.join(['-Xint'] + WORKLOAD_JAVA_OPTS),
+                     WL_QUIET='1')
             runs.append(run(['bash', script, os.path.join(work, 'wl-' + n)], env=e))
         rec, r = runs
     else:
@@ -229,12 +232,12 @@ def main():
     print('%s: %s bytecodes in the reference, %s reconstructed; per-(method, bci) count '
           'difference %.3f%%; aligned sequence agreement %.3f%%' %
           (name, res['selected_reference'], res['selected_traced'], diff, agree))
-    bound = MAX_COUNT_DIFF_WORKLOAD if workload else MAX_COUNT_DIFF
-    if diff > 100 * bound:
-        print('FAIL: counts differ by more than %.0f%%' % (100 * bound))
+    if diff > 100 * MAX_COUNT_DIFF:
+        print('FAIL: counts differ by more than %.0f%%' % (100 * MAX_COUNT_DIFF))
         ok = False
-    if not workload and not agree >= 100 * MIN_SEQ_AGREEMENT:
-        print('FAIL: sequence agreement under %.0f%%' % (100 * MIN_SEQ_AGREEMENT))
+    min_agree = MIN_SEQ_AGREEMENT_WORKLOAD if workload else MIN_SEQ_AGREEMENT
+    if not agree >= 100 * min_agree:
+        print('FAIL: sequence agreement under %.0f%%' % (100 * min_agree))
         ok = False
     if workload and not compare_contexts(ptdecode, trace, ref, work, name):
         ok = False
