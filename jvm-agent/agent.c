@@ -202,8 +202,11 @@ static uint64_t class_id_of(JNIEnv *jni, jclass klass, unsigned set_flags, class
     return ok ? e.id : 0;
 }
 
-/* Records JM_METHOD for m the first time any record names it. */
-static void ensure_method(JNIEnv *jni, jmethodID m)
+/* Records JM_METHOD for m the first time any record names it. The caller
+ * that knows the declaring class passes its id and signature (cid nonzero):
+ * preparing a class names every method it declares, and looking the class
+ * up again for each of them was most of this function's cost. */
+static void record_method(JNIEnv *jni, jmethodID m, uint64_t cid, const char *csig)
 {
     if (!m)
         return;
@@ -219,19 +222,25 @@ static void ensure_method(JNIEnv *jni, jmethodID m)
     if (added <= 0)
         return;
     uint64_t tsc = jq_rdtsc();
-    char *name = NULL, *msig = NULL, *csig = NULL;
-    jclass klass = NULL;
+    char *name = NULL, *msig = NULL, *looked_up = NULL;
     jint mods = 0;
-    if ((*ag.jvmti)->GetMethodName(ag.jvmti, m, &name, &msig, NULL) != JVMTI_ERROR_NONE ||
-        (*ag.jvmti)->GetMethodDeclaringClass(ag.jvmti, m, &klass) != JVMTI_ERROR_NONE) {
+    if ((*ag.jvmti)->GetMethodName(ag.jvmti, m, &name, &msig, NULL) != JVMTI_ERROR_NONE) {
         atomic_fetch_add(&st.method_errors, 1);
-        dealloc(name);
-        dealloc(msig);
         return;
     }
+    if (!cid) {
+        jclass klass = NULL;
+        if ((*ag.jvmti)->GetMethodDeclaringClass(ag.jvmti, m, &klass) != JVMTI_ERROR_NONE) {
+            atomic_fetch_add(&st.method_errors, 1);
+            dealloc(name);
+            dealloc(msig);
+            return;
+        }
+        cid = class_id_of(jni, klass, 0, NULL, &looked_up, NULL);
+        csig = looked_up;
+        del_ref(jni, klass);
+    }
     (*ag.jvmti)->GetMethodModifiers(ag.jvmti, m, &mods);
-    uint64_t cid = class_id_of(jni, klass, 0, NULL, &csig, NULL);
-    del_ref(jni, klass);
     jm_buf b;
     jm_buf_init(&b);
     jm_put_u64(&b, (uint64_t)(uintptr_t)m);
@@ -245,7 +254,12 @@ static void ensure_method(JNIEnv *jni, jmethodID m)
     atomic_fetch_add(&st.methods, 1);
     dealloc(name);
     dealloc(msig);
-    dealloc(csig);
+    dealloc(looked_up);
+}
+
+static void ensure_method(JNIEnv *jni, jmethodID m)
+{
+    record_method(jni, m, 0, NULL);
 }
 
 /* Hidden classes are named "<binary name>/<suffix>" by the JVM; JVMTI turns
@@ -341,7 +355,7 @@ static void record_prepare(JNIEnv *jni, jclass klass, bool force_hidden)
         atomic_fetch_add(&st.class_errors, 1);
     }
     for (jint i = 0; i < nm; i++)
-        ensure_method(jni, ms[i]);
+        record_method(jni, ms[i], cid, sig);
     jm_buf b;
     jm_buf_init(&b);
     jm_put_u64(&b, cid);
