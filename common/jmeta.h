@@ -79,6 +79,7 @@ enum jm_blob_kind {
 enum jm_class_origin {
     JM_CLASS_LOAD_HOOK = 1,    /* ClassFileLoadHook at load */
     JM_CLASS_RETRANSFORM = 2,  /* rebuilt by RetransformClasses (class loaded before the hook) */
+    JM_CLASS_IMAGE = 3,        /* read from the JDK's runtime image (boot class loaded before the hook) */
 };
 
 #define JM_CLASS_HIDDEN 1u     /* JM_CLASS_PREPARE flag: class never reached the load hook */

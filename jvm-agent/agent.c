@@ -17,8 +17,9 @@
  *                   GenerateEvents at VMInit replays code compiled earlier,
  *                   and at VMDeath loads HotSpot had not posted yet
  *   stubs           DynamicCodeGenerated (+ GenerateEvents at VMInit)
- *   classes         ClassFileLoadHook; classes loaded before it are rebuilt
- *                   with RetransformClasses at VMInit; hidden classes (never
+ *   classes         ClassFileLoadHook; classes loaded before it are read from
+ *                   the JDK's runtime image (jimage.c) or else rebuilt with
+ *                   RetransformClasses at VMInit; hidden classes (never
  *                   hooked) give their bytecode and constant pool at
  *                   ClassPrepare
  *   methods         one JM_METHOD per jmethodID named by any record
@@ -108,7 +109,7 @@ static struct {
 static struct {
     _Atomic uint64_t nmethods, nmethod_dups, nmethod_code_bytes, nmethod_pcs, nmethod_frames,
         nmethods_without_map, nmethod_unloads, dynamic_code, dynamic_code_bytes, methods,
-        method_errors, classes_hook, classes_retransformed, retransform_failed,
+        method_errors, classes_hook, classes_retransformed, classes_image, retransform_failed,
         retransform_ms, classes_prepared, classes_hidden, hidden_methods_bytecode,
         class_errors, threads_started, threads_ended, threads_at_init, method_entries,
         method_exits, single_steps;
@@ -375,6 +376,23 @@ static void record_prepare(JNIEnv *jni, jclass klass, bool force_hidden)
     dealloc(sig);
 }
 
+static void record_class_file(uint64_t tsc, uint64_t cid, const char *csig, uint32_t origin,
+                              const unsigned char *data, uint32_t len)
+{
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u64(&b, cid);
+    jm_put_str(&b, csig);
+    jm_put_u32(&b, origin);
+    jm_put_bytes(&b, data, len);
+    jq_emit_buf(JM_CLASS_FILE, tsc, &b, NULL, 0);
+    jm_buf_free(&b);
+    atomic_fetch_add(origin == JM_CLASS_RETRANSFORM ? &st.classes_retransformed
+                     : origin == JM_CLASS_IMAGE     ? &st.classes_image
+                                                    : &st.classes_hook,
+                     1);
+}
+
 static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *jni, jclass redefined,
                                        jobject loader, const char *name, jobject pd,
                                        jint len, const unsigned char *data, jint *new_len,
@@ -428,15 +446,8 @@ static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *jni, jclass rede
         class_entry e;
         cid = class_get(csig, loader_key(loader), name ? CE_FILE : 0, &e) ? e.id : 0;
     }
-    jm_buf b;
-    jm_buf_init(&b);
-    jm_put_u64(&b, cid);
-    jm_put_str(&b, csig);
-    jm_put_u32(&b, redefined ? JM_CLASS_RETRANSFORM : JM_CLASS_LOAD_HOOK);
-    jm_put_bytes(&b, data, (uint32_t)len);
-    jq_emit_buf(JM_CLASS_FILE, tsc, &b, NULL, 0);
-    jm_buf_free(&b);
-    atomic_fetch_add(redefined ? &st.classes_retransformed : &st.classes_hook, 1);
+    record_class_file(tsc, cid, csig, redefined ? JM_CLASS_RETRANSFORM : JM_CLASS_LOAD_HOOK,
+                      data, (uint32_t)len);
     free(heap);
     dealloc(sig);
 }
@@ -931,6 +942,44 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static bool image_may_be_patched(void);
+
+/* The JDK's runtime image, which the boot loader's classes came from, when
+ * libjimage's interface is the one jimage.c calls (JDK 9 to 25: later ones
+ * may change it) and no --patch-module replaced classes of the image (an
+ * argument file, which may hold one, counts as one). */
+static jimage *boot_image(void)
+{
+    char *spec = sysprop("java.vm.specification.version"), *home = sysprop("java.home");
+    long feature = spec ? strtol(spec, NULL, 10) : 0;
+    jimage *ji =
+        feature >= 9 && feature <= 25 && !image_may_be_patched() ? ji_open(home) : NULL;
+    dealloc(spec);
+    dealloc(home);
+    return ji;
+}
+
+/* JM_CLASS_FILE from the runtime image for a boot class ("Ljava/lang/String;")
+ * loaded before the hook; false when the image does not have it. */
+static bool record_image_class(jimage *image, uint64_t cid, const char *sig)
+{
+    size_t l = strlen(sig);
+    if (!image || l < 3 || sig[0] != 'L' || sig[l - 1] != ';')
+        return false;
+    char *name = strndup(sig + 1, l - 2);
+    size_t len = 0;
+    uint8_t *bytes = name ? ji_class_bytes(image, name, &len) : NULL;
+    free(name);
+    if (!bytes || len > UINT32_MAX) {
+        free(bytes);
+        return false;
+    }
+    class_get(sig, 0, CE_FILE, NULL);
+    record_class_file(jq_rdtsc(), cid, sig, JM_CLASS_IMAGE, bytes, (uint32_t)len);
+    free(bytes);
+    return true;
+}
+
 /* Classes loaded before the load hook was active (the primordial phase,
  * CDS-archived core classes): record their preparation, and rebuild their
  * class files with RetransformClasses; the hook then sees them with
@@ -946,7 +995,10 @@ static void record_loaded_classes(JNIEnv *jni)
     }
     jclass *todo = malloc((size_t)(n > 0 ? n : 1) * sizeof *todo);
     jint ntodo = 0;
-    bool can_rt = ag.retransform && ag.caps.can_retransform_classes && todo;
+    bool recover = ag.retransform && todo;
+    bool can_rt = recover && ag.caps.can_retransform_classes;
+    jimage *image = recover ? boot_image() : NULL;
+    uint64_t from_image = 0;
     for (jint i = 0; i < n; i++) {
         jint status = 0;
         if ((*ag.jvmti)->GetClassStatus(ag.jvmti, cs[i], &status) != JVMTI_ERROR_NONE ||
@@ -957,17 +1009,26 @@ static void record_loaded_classes(JNIEnv *jni)
         }
         char *sig = NULL;
         class_entry e;
-        if (!class_id_of(jni, cs[i], 0, &e, &sig, NULL)) {
+        uint64_t lk = 0;
+        if (!class_id_of(jni, cs[i], 0, &e, &sig, &lk)) {
             del_ref(jni, cs[i]);
             cs[i] = NULL;
             continue;
         }
         jboolean mod = JNI_FALSE;
-        if (can_rt && !(e.flags & CE_FILE) && !looks_hidden(sig) &&
-            (*ag.jvmti)->IsModifiableClass(ag.jvmti, cs[i], &mod) == JVMTI_ERROR_NONE && mod)
-            todo[ntodo++] = cs[i];
+        if (recover && !(e.flags & CE_FILE) && !looks_hidden(sig) &&
+            (*ag.jvmti)->IsModifiableClass(ag.jvmti, cs[i], &mod) == JVMTI_ERROR_NONE && mod) {
+            if (lk == 0 && record_image_class(image, e.id, sig))
+                from_image++;
+            else if (can_rt)
+                todo[ntodo++] = cs[i];
+        }
         dealloc(sig);
     }
+    ji_close(image);
+    if (from_image)
+        jq_note("read %llu class files loaded before the hook from the runtime image",
+                (unsigned long long)from_image);
     uint64_t t0 = mono_ms();
     uint64_t failed = 0;
     for (jint i = 0; i < ntodo; i += RETRANSFORM_BATCH) {
@@ -1090,7 +1151,7 @@ static void shutdown_agent(bool jvmti_usable)
         "nmethod_pc_frames", "nmethod_pcs_per_kib", "nmethods_without_map",
         "nmethod_unloads", "debug_non_safepoints", "dynamic_code", "dynamic_code_bytes",
         "methods", "method_errors", "classes", "classes_hook", "classes_retransformed",
-        "retransform_failed", "retransform_ms", "classes_prepared", "classes_hidden",
+        "classes_image", "retransform_failed", "retransform_ms", "classes_prepared", "classes_hidden",
         "hidden_method_bytecodes", "class_errors", "threads_started", "threads_ended",
         "threads_at_init", "patch_ranges", "patch_scans", "patches", "patch_bytes",
         "patch_scan_cpu_us_max", "patch_scan_cpu_us_total", "patch_unreadable", "handshake",
@@ -1103,7 +1164,8 @@ static void shutdown_agent(bool jvmti_usable)
         (uint64_t)ag.dns_flag, atomic_load(&st.dynamic_code),
         atomic_load(&st.dynamic_code_bytes), atomic_load(&st.methods),
         atomic_load(&st.method_errors), class_count(), atomic_load(&st.classes_hook),
-        atomic_load(&st.classes_retransformed), atomic_load(&st.retransform_failed),
+        atomic_load(&st.classes_retransformed), atomic_load(&st.classes_image),
+        atomic_load(&st.retransform_failed),
         atomic_load(&st.retransform_ms), atomic_load(&st.classes_prepared),
         atomic_load(&st.classes_hidden), atomic_load(&st.hidden_methods_bytecode),
         atomic_load(&st.class_errors), atomic_load(&st.threads_started),
@@ -1218,9 +1280,32 @@ static int parse_options(const char *opts)
     return rc;
 }
 
-/* Finds the last -XX:[+-]DebugNonSafepoints in s (whitespace separated). */
-static void scan_dns(const char *s, size_t len, int *flag)
+/* The VM options as the launcher takes them, in the order they apply: the
+ * process command line (NUL-separated arguments), then the environment
+ * variables it honours. An @argfile or -XX:Flags= file is not followed. */
+static void scan_vm_options(void (*scan)(const char *s, size_t len, void *ctx), void *ctx)
 {
+    static const char *const envs[] = { "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS",
+                                        "_JAVA_OPTIONS" };
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        close(fd);
+        if (n > 0)
+            scan(buf, (size_t)n, ctx);
+    }
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        const char *v = getenv(envs[i]);
+        if (v)
+            scan(v, strlen(v), ctx);
+    }
+}
+
+/* Finds the last -XX:[+-]DebugNonSafepoints in s. */
+static void scan_dns(const char *s, size_t len, void *ctx)
+{
+    int *flag = ctx;
     static const char on[] = "-XX:+DebugNonSafepoints", off[] = "-XX:-DebugNonSafepoints";
     for (size_t i = 0; i + sizeof on - 1 <= len; i++) {
         if (memcmp(s + i, on, sizeof on - 1) == 0)
@@ -1233,30 +1318,33 @@ static void scan_dns(const char *s, size_t len, int *flag)
 /* DebugNonSafepoints decides how dense the pc -> inline-stack maps are.
  * HotSpot turns it on by itself when an agent wants CompiledMethodLoad and
  * the flag is left at its default (compute_recording_non_safepoints), so only
- * an explicit -XX:-DebugNonSafepoints makes the maps sparse. The flag is read
- * from where the launcher takes VM options: the environment variables it
- * honours and the process command line (an @argfile or -XX:Flags= file is not
- * followed). */
+ * an explicit -XX:-DebugNonSafepoints makes the maps sparse. */
 static int debug_non_safepoints(void)
 {
     int flag = 2;
-    static const char *const envs[] = { "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS",
-                                        "_JAVA_OPTIONS" };
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[65536];
-        ssize_t n = read(fd, buf, sizeof buf);
-        close(fd);
-        if (n > 0)
-            scan_dns(buf, (size_t)n, &flag);
-    }
-    /* JAVA_TOOL_OPTIONS and _JAVA_OPTIONS are applied after the command line. */
-    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
-        const char *v = getenv(envs[i]);
-        if (v)
-            scan_dns(v, strlen(v), &flag);
-    }
+    scan_vm_options(scan_dns, &flag);
     return flag;
+}
+
+/* Sets *ctx when s has --patch-module, or an argument file that may hide it. */
+static void scan_patch(const char *s, size_t len, void *ctx)
+{
+    static const char opt[] = "--patch-module";
+    for (size_t i = 0; i < len; i++) {
+        if ((i == 0 || s[i - 1] == 0 || s[i - 1] == ' ') && s[i] == '@')
+            *(bool *)ctx = true;
+        if (len - i >= sizeof opt - 1 && memcmp(s + i, opt, sizeof opt - 1) == 0)
+            *(bool *)ctx = true;
+    }
+}
+
+/* Whether classes of the runtime image may have been replaced: JVMTI does not
+ * show the JVM's module patches, so the options are read for them. */
+static bool image_may_be_patched(void)
+{
+    bool patched = false;
+    scan_vm_options(scan_patch, &patched);
+    return patched;
 }
 
 /* Requests each wanted capability that the JVM can give, and says what is

@@ -31,6 +31,17 @@ typedef struct pw_stats {
 } pw_stats;
 void pw_get_stats(pw_stats *s);
 
+/* ---- jimage.c: class files from the JDK's runtime image ------------------ */
+
+typedef struct jimage jimage;
+/* Opens JAVA_HOME/lib/modules through JAVA_HOME/lib/libjimage.so; NULL when
+ * either is missing or unusable. */
+jimage *ji_open(const char *java_home);
+void ji_close(jimage *ji);
+/* The class file of class `name` ("java/lang/String") in the image, malloc'd,
+ * its size in *len; NULL when the image has no such class. */
+uint8_t *ji_class_bytes(jimage *ji, const char *name, size_t *len);
+
 /* ---- idmap.c: small hash containers (libc only) ------------------------- */
 
 /* Insert-only set of nonzero 64-bit keys, guarded by its own mutex. */

@@ -137,7 +137,7 @@ typedef struct info {
     GArray *nmethods;       /* jm_rec of every NMETHOD_LOAD, for the JSON list */
     uint64_t by_level[6];
     uint64_t patches, patch_bytes;
-    uint64_t class_hook, class_retransform, class_bad, hidden, prepared;
+    uint64_t class_hook, class_retransform, class_image, class_bad, hidden, prepared;
     GHashTable *captured;   /* class name -> 1 */
     GHashTable *named;      /* class names named by METHOD records */
     GHashTable *hidden_set; /* hidden class names */
@@ -266,6 +266,8 @@ static void collect(info *in, jm_reader *r, const jm_record *rec, const jm_rec *
     case JM_CLASS_FILE: {
         if (m->u.class_file.origin == JM_CLASS_RETRANSFORM)
             in->class_retransform++;
+        else if (m->u.class_file.origin == JM_CLASS_IMAGE)
+            in->class_image++;
         else
             in->class_hook++;
         set_add(in->captured, m->u.class_file.class_sig);
@@ -466,9 +468,10 @@ static void print_json(info *in, jm_reader *r, const char *dir, const char *read
     json_end(&j);
     json_key(&j, "classes");
     json_obj(&j);
-    json_ku64(&j, "captured", in->class_hook + in->class_retransform);
+    json_ku64(&j, "captured", in->class_hook + in->class_retransform + in->class_image);
     json_ku64(&j, "from_load_hook", in->class_hook);
     json_ku64(&j, "from_retransform", in->class_retransform);
+    json_ku64(&j, "from_image", in->class_image);
     json_ku64(&j, "unparsable", in->class_bad);
     json_ku64(&j, "prepared", in->prepared);
     json_ku64(&j, "hidden", in->hidden);
@@ -577,9 +580,10 @@ static void print_text(info *in, jm_reader *r, const char *dir)
            in->pcs, density(in), in->inlined_pcs, in->max_depth);
     printf("patches          %" PRIu64 " (%" PRIu64 " bytes)\n", in->patches, in->patch_bytes);
     printf("classes          %" PRIu64 " captured (%" PRIu64 " at load, %" PRIu64
-           " retransformed), %" PRIu64 " hidden, %" PRIu64 " missing",
-           in->class_hook + in->class_retransform, in->class_hook, in->class_retransform,
-           in->hidden, missing);
+           " from the runtime image, %" PRIu64 " retransformed), %" PRIu64 " hidden, %" PRIu64
+           " missing",
+           in->class_hook + in->class_retransform + in->class_image, in->class_hook,
+           in->class_image, in->class_retransform, in->hidden, missing);
     for (guint i = 0; i < missing_ex->len; i++)
         printf("%s%s", i ? ", " : " (e.g. ", (const char *)g_ptr_array_index(missing_ex, i));
     printf("%s\n", missing_ex->len ? ")" : "");
@@ -756,7 +760,9 @@ static void dump_record(GHashTable *names, const jm_record *rec, const jm_rec *m
         int ok = cf_parse_header(m->u.class_file.bytes.p, m->u.class_file.bytes.len, &h, err,
                                  sizeof err);
         printf(" id=%" PRIu64 " origin=%s bytes=%u", m->u.class_file.class_id,
-               m->u.class_file.origin == JM_CLASS_RETRANSFORM ? "retransform" : "hook",
+               m->u.class_file.origin == JM_CLASS_RETRANSFORM ? "retransform"
+               : m->u.class_file.origin == JM_CLASS_IMAGE     ? "image"
+                                                              : "hook",
                m->u.class_file.bytes.len);
         if (ok == 0)
             printf(" magic=0xcafebabe version=%u.%u cp_count=%u this=%s", h.major, h.minor,

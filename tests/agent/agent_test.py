@@ -10,8 +10,10 @@ runs JAVA with -agentpath:LIBJPT=..., and checks the recorded trace.dir through
 
   jit          C2 inline maps of Jit.hot name the inlined Jit.mix and Jit$Vec.dot
   sparse       -XX:-DebugNonSafepoints: one warning, sparse maps
-  classes      class files (java/lang/String retransformed, Hello from the hook,
-               byte-exact), one class file per non-hidden prepared class
+  classes      class files (java/lang/String from the runtime image, Hello from the
+               hook, both their files' sizes), one class file per non-hidden
+               prepared class
+  classes_patched  with --patch-module java.base: java/lang/String retransformed
   threads      every worker thread of Threads has a start (native tid) and an end
   reference    -Xint mode=reference: exact entry/exit/step counts of Hello.square
   unwritable   an unusable out dir: one error line, Hello still runs, exit 0
@@ -220,7 +222,17 @@ def case_classes(ctx):
         by_class.setdefault(f.get("class"), []).append(f)
     s = by_class.get("java/lang/String", [])
     check(s and s[0]["magic"] == "0xcafebabe", "java/lang/String captured, starts 0xCAFEBABE")
-    check(s[0]["origin"] == "retransform", "java/lang/String came from retransformation")
+    check(s[0]["origin"] == "image", "java/lang/String came from the runtime image")
+    jimage = os.path.join(os.path.dirname(ctx.java), "jimage")
+    if os.path.exists(jimage):
+        out = os.path.join(ctx.tmp, "image")
+        r = run([jimage, "extract", "--dir", out, "--include", "regex:.*/java/lang/String.class",
+                 os.path.join(os.path.dirname(os.path.dirname(ctx.java)), "lib", "modules")])
+        size = os.path.getsize(os.path.join(out, "java.base", "java", "lang", "String.class"))
+        check(r.returncode == 0 and int(s[0]["bytes"]) == size,
+              f"java/lang/String's bytes are the image's class file ({size} bytes)")
+    else:
+        print(f"no {jimage}: java/lang/String's size not compared with the image's")
     h = by_class.get("Hello", [])
     size = os.path.getsize(os.path.join(ctx.classes, "Hello.class"))
     check(h and h[0]["origin"] == "hook" and h[0]["magic"] == "0xcafebabe",
@@ -240,6 +252,21 @@ def case_classes(ctx):
     hidden = [f for f in prep if f["hidden"] == "1"]
     bc = {f["method"] for t, f in ctx.dump(d, "METHOD_BYTECODE") if t == "METHOD_BYTECODE"}
     check(not hidden or bc, f"{len(hidden)} hidden classes with {len(bc)} method bytecodes")
+    stream_end(ctx, d)
+
+
+def case_classes_patched(ctx):
+    # A patched java.base is not the image: its classes are rebuilt instead.
+    d = ctx.trace("patched.trace")
+    empty = os.path.join(ctx.tmp, "patch-empty")
+    os.makedirs(empty, exist_ok=True)
+    p = ctx.java_run("out=" + d, "Hello", jvm=["--patch-module", "java.base=" + empty])
+    expect_clean_run(p, "java --patch-module java.base=... Hello")
+    files = [f for t, f in ctx.dump(d, "CLASS_FILE") if t == "CLASS_FILE"]
+    s = [f for f in files if f.get("class") == "java/lang/String"]
+    check(s and s[0]["origin"] == "retransform" and s[0]["magic"] == "0xcafebabe",
+          "java/lang/String rebuilt by retransformation")
+    check(not [f for f in files if f["origin"] == "image"], "no class file from the image")
     stream_end(ctx, d)
 
 
@@ -357,7 +384,8 @@ def case_help(ctx):
 
 
 CASES = {
-    "jit": case_jit, "sparse": case_sparse, "classes": case_classes, "threads": case_threads,
+    "jit": case_jit, "sparse": case_sparse, "classes": case_classes,
+    "classes_patched": case_classes_patched, "threads": case_threads,
     "reference": case_reference, "unwritable": case_unwritable,
     "handshake": case_handshake, "handshake_no": case_handshake_no, "help": case_help,
 }
