@@ -981,8 +981,9 @@ static bool record_image_class(jimage *image, uint64_t cid, const char *sig)
 }
 
 /* Classes loaded before the load hook was active (the primordial phase,
- * CDS-archived core classes): record their preparation, and rebuild their
- * class files with RetransformClasses; the hook then sees them with
+ * CDS-archived core classes): record their preparation, and their class
+ * files: the boot loader's from the runtime image (origin JM_CLASS_IMAGE),
+ * the others rebuilt with RetransformClasses, which the hook then sees with
  * origin JM_CLASS_RETRANSFORM. */
 static void record_loaded_classes(JNIEnv *jni)
 {
@@ -1151,8 +1152,8 @@ static void shutdown_agent(bool jvmti_usable)
         "nmethod_pc_frames", "nmethod_pcs_per_kib", "nmethods_without_map",
         "nmethod_unloads", "debug_non_safepoints", "dynamic_code", "dynamic_code_bytes",
         "methods", "method_errors", "classes", "classes_hook", "classes_retransformed",
-        "classes_image", "retransform_failed", "retransform_ms", "classes_prepared", "classes_hidden",
-        "hidden_method_bytecodes", "class_errors", "threads_started", "threads_ended",
+        "classes_image", "retransform_failed", "retransform_ms", "classes_prepared",
+        "classes_hidden", "hidden_method_bytecodes", "class_errors", "threads_started", "threads_ended",
         "threads_at_init", "patch_ranges", "patch_scans", "patches", "patch_bytes",
         "patch_scan_cpu_us_max", "patch_scan_cpu_us_total", "patch_unreadable", "handshake",
         "method_entries", "method_exits", "single_steps",
