@@ -1,7 +1,8 @@
-/* Units for the agent's record queue (queue.c) and code patch watcher
- * (patch.c), without a JVM: records go through the real writer thread to a
- * real stream, which is read back with the jmeta reader. Criterion runs each
- * test in its own process, so the queue's process-wide state starts fresh. */
+/* Units for the agent's record queue (queue.c), code patch watcher (patch.c)
+ * and runtime image reader (jimage.c), without a JVM: records go through the
+ * real writer thread to a real stream, which is read back with the jmeta
+ * reader. Criterion runs each test in its own process, so the queue's
+ * process-wide state starts fresh. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -259,4 +260,24 @@ Test(patch, unmapped_range_is_skipped_not_fatal, .init = setup, .fini = teardown
     cr_assert_eq(read_patches(p, 2), 1, "the readable range is still compared");
     cr_assert_eq(p[0].vaddr, (uintptr_t)b + 5);
     munmap(b, 4096);
+}
+
+/* The runtime image reader degrades to "not from the image" on anything
+ * missing (its use inside a JVM is tested by agent_test.py, case classes). */
+Test(jimage, a_home_without_an_image_gives_no_reader)
+{
+    char home[] = "/tmp/jpt-jimage-XXXXXX";
+    cr_assert_not_null(mkdtemp(home));
+    cr_assert_null(ji_open(home));
+    cr_assert_null(ji_open(""));
+    cr_assert_null(ji_open(NULL));
+    rmdir(home);
+}
+
+Test(jimage, no_reader_no_class)
+{
+    size_t len = 7;
+    cr_assert_null(ji_class_bytes(NULL, "java/lang/String", &len));
+    cr_assert_eq(len, 7, "the length is left alone");
+    ji_close(NULL);
 }
