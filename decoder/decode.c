@@ -1949,32 +1949,32 @@ static void wctx_free(wctx *w)
  * (pt_block.ninsn). A hot loop of compiled code decoded with a warm cache
  * makes such blocks: a 958 MB trace of a JavaScript benchmark had one that
  * went more than 40000 frames deep, past the 8 MiB stack a thread gets by
- * default, and the decoder died of it. Chunks are therefore decoded on a
- * thread of their own whose stack holds the deepest possible block several
+ * default, and the decoder died of it. Block decoding therefore runs on a
+ * thread of its own whose stack holds the deepest possible block several
  * times over (address space only: the pages a decode touches are all that
  * become memory, and they go with the thread). */
 #define DECODE_STACK ((size_t)64 << 20)
 
 typedef struct deep_call {
-    wctx *w;
-    chunk *k;
+    void (*fn)(void *);
+    void *arg;
 } deep_call;
 
-static void *deep_decode(void *p)
+static void *deep_call_main(void *p)
 {
     deep_call *c = p;
-    decode_chunk(c->w, c->k);
+    c->fn(c->arg);
     return NULL;
 }
 
-static void decode_chunk_deep(wctx *w, chunk *k)
+void dc_call_on_deep_stack(void (*fn)(void *), void *arg)
 {
-    deep_call c = { w, k };
+    deep_call c = { fn, arg };
     pthread_attr_t attr;
     pthread_t t;
     if (pthread_attr_init(&attr) == 0) {
         bool ok = pthread_attr_setstacksize(&attr, DECODE_STACK) == 0 &&
-                  pthread_create(&t, &attr, deep_decode, &c) == 0;
+                  pthread_create(&t, &attr, deep_call_main, &c) == 0;
         pthread_attr_destroy(&attr);
         if (ok) {
             pthread_join(t, NULL);
@@ -1983,7 +1983,18 @@ static void decode_chunk_deep(wctx *w, chunk *k)
     }
     /* No thread to be had (the system is out of them): the caller's stack,
      * enough for all but the longest blocks. */
-    decode_chunk(w, k);
+    fn(arg);
+}
+
+typedef struct chunk_call {
+    wctx *w;
+    chunk *k;
+} chunk_call;
+
+static void decode_chunk_call(void *p)
+{
+    chunk_call *c = p;
+    decode_chunk(c->w, c->k);
 }
 
 static void run_chunk(job *j, wctx *w, chunk *k)
@@ -2006,7 +2017,8 @@ static void run_chunk(job *j, wctx *w, chunk *k)
         g_array_free(k->blocks, TRUE);
         k->blocks = NULL;
     }
-    decode_chunk_deep(w, k);
+    chunk_call c = { w, k };
+    dc_call_on_deep_stack(decode_chunk_call, &c);
 }
 
 static void pool_func(gpointer data, gpointer user)

@@ -129,4 +129,10 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
  * (*ncpu counts them). */
 size_t dc_list_thread_streams(const char *dir, uint32_t **tids, size_t *ncpu);
 
+/* Calls fn(arg) on a thread whose stack holds libipt's deepest block (its
+ * block decoder recurses once per cached decision point of a block), and
+ * waits for it; on the caller's stack if no thread can be made. Anything
+ * that runs pt_blk_next should run this way. */
+void dc_call_on_deep_stack(void (*fn)(void *), void *arg);
+
 #endif

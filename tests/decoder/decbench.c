@@ -127,6 +127,20 @@ static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_
     return 0;
 }
 
+typedef struct raw_call {
+    di_cache *cache;
+    const char *path;
+    raw_counts *rc;
+    uint64_t *bytes;
+    int status;
+} raw_call;
+
+static void raw_stream_call(void *p)
+{
+    raw_call *c = p;
+    c->status = raw_stream(c->cache, c->path, c->rc, c->bytes);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = NULL;
@@ -183,7 +197,10 @@ int main(int argc, char **argv)
             char *pt = g_strdup_printf("%s/pt/tid-%u.pt", dir, tids[i]);
             char *idx = g_strdup_printf("%s/pt/tid-%u.idx", dir, tids[i]);
             if (raw) {
-                if (raw_stream(cache, pt, &rc, &bytes) < 0)
+                /* on a deep stack, as the decoder runs libipt */
+                raw_call c = { cache, pt, &rc, &bytes, 0 };
+                dc_call_on_deep_stack(raw_stream_call, &c);
+                if (c.status < 0)
                     status = 1;
             } else {
                 dc_output out = { .sink = count_event, .ctx = &events };
