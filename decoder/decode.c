@@ -1592,10 +1592,21 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
     /* The template's exit so far: where control left its codelet last. */
     bool in_pending = x->pending_in && o->end_ip >= x->pending_in->begin &&
                       o->end_ip < x->pending_in->end;
-    if (in_pending)
+    if (in_pending) {
+        /* the itable scan: entered at its peeled test, one more entry per
+         * block at its loop head */
+        const dm_codelet *c = x->pending_in;
+        bool scan_start = c->itable_first && o->end_ip == c->itable_first;
+        bool scan_step = c->itable_loop && o->ip == c->itable_loop;
         for (unsigned i = 0; i < x->npending; i++)
-            if (x->pending[i].kind == DC_BYTECODE)
+            if (x->pending[i].kind == DC_BYTECODE) {
                 x->pending[i].exit_ip = o->end_ip;
+                if (scan_start && !x->pending[i].itable_pos)
+                    x->pending[i].itable_pos = 1;
+                else if (scan_step && x->pending[i].itable_pos)
+                    x->pending[i].itable_pos++;
+            }
+    }
     xfer end = (xfer)o->xfer;
     x->hold = in_pending && end == X_CALL;
     if (end == X_CALL)

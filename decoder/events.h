@@ -94,6 +94,11 @@ typedef struct dc_event {
      * apart. When a gap follows, it is the last instruction decoded before
      * the gap. */
     uint64_t exit_ip;
+    /* DC_BYTECODE of invokeinterface: 1 + the position, in the receiver
+     * class's itable, of the interface the call names, as the template's
+     * scan found it (dm_codelet.itable_loop); 0 when the scan was not seen
+     * (calls of Object's and of private methods do not scan; a gap). */
+    uint32_t itable_pos;
     /* compiled code */
     uint64_t method_id;
     int32_t bci;

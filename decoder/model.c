@@ -515,10 +515,45 @@ static bool is_cond_branch_opcode(int op)
     return (op >= 0x99 && op <= 0xa6) || op == 0xc6 || op == 0xc7;  /* if*, ifnull, ifnonnull */
 }
 
-/* See dm_codelet.not_taken: the target of the first conditional jump of the
- * template that goes forward within it. The codelet's bytes are those of
- * the blob snapshot that holds it (the interpreter is generated at start-up
- * and never changes). */
+enum { OP_INVOKEINTERFACE = 0xb9 };
+
+/* See dm_codelet.itable_loop: the first direct jne of the template that
+ * jumps back within it is the scan loop's; the instruction just before its
+ * head must be the peeled jcc (HotSpot's lookup_interface_method). */
+static void find_itable_scan(csh cs, cs_insn *insn, dm_codelet *c, const uint8_t *code)
+{
+    const uint8_t *p = code;
+    size_t avail = c->end - c->begin;
+    uint64_t addr = c->begin, head = 0;
+    while (!head && avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+        int64_t disp = 0;
+        int direct = 0;
+        bool jne = insn->bytes[0] == 0x75 || (insn->size >= 2 && insn->bytes[0] == 0x0f &&
+                                              insn->bytes[1] == 0x85);
+        if (jne && x86_classify(insn->bytes, insn->size, &disp, &direct) == X_COND && direct &&
+            disp < 0 && addr + (uint64_t)disp >= c->begin)
+            head = addr + (uint64_t)disp;   /* addr: after the instruction */
+    }
+    if (!head)
+        return;
+    p = code;
+    avail = c->end - c->begin;
+    addr = c->begin;
+    while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn) && addr <= head) {
+        int64_t disp = 0;
+        int direct = 0;
+        if (addr == head && x86_classify(insn->bytes, insn->size, &disp, &direct) == X_COND &&
+            direct) {
+            c->itable_first = insn->address;
+            c->itable_loop = head;
+        }
+    }
+}
+
+/* See dm_codelet.not_taken (the target of the first conditional jump of
+ * the template that goes forward within it) and dm_codelet.itable_loop.
+ * The codelet's bytes are those of the blob snapshot that holds it (the
+ * interpreter is generated at start-up and never changes). */
 static void find_branch_exits(dm_model *m, const uint8_t *code)
 {
     csh cs;
@@ -527,13 +562,18 @@ static void find_branch_exits(dm_model *m, const uint8_t *code)
     cs_insn *insn = cs_malloc(cs);
     for (size_t i = 0; i < m->ncodelets; i++) {
         dm_codelet *c = &m->codelets[i];
-        if (c->kind != DM_CL_BYTECODE || c->nops != 1 || !is_cond_branch_opcode(c->ops[0]))
+        if (c->kind != DM_CL_BYTECODE || c->nops != 1 ||
+            !(is_cond_branch_opcode(c->ops[0]) || c->ops[0] == OP_INVOKEINTERFACE))
             continue;
         const dm_blob *b = dm_blob_at(m, c->begin);
         if (!b || c->end > b->vaddr + b->size || c->end <= c->begin ||
             b->code_offset + b->size > m->code_size)
             continue;
         const uint8_t *p = code + b->code_offset + (c->begin - b->vaddr);
+        if (c->ops[0] == OP_INVOKEINTERFACE) {
+            find_itable_scan(cs, insn, c, p);
+            continue;
+        }
         size_t avail = c->end - c->begin;
         uint64_t addr = c->begin;
         while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {

@@ -90,6 +90,15 @@ typedef struct dm_codelet {
      * after it not taken. 0 for other codelets, or when the code does not
      * have that shape. */
     uint64_t not_taken;
+    /* invokeinterface: HotSpot's template finds the resolved interface in
+     * the receiver class's itable with a linear scan, peeled once: a jcc
+     * (itable_first) leaves when the first entry matches, else the loop
+     * (head itable_loop) steps to the next entry. The number of times a
+     * block begins at the head is the interface's position in the itable,
+     * which depends on the receiver's class. The first such scan of the
+     * template is the one for the interface the call names. 0 when the
+     * code does not have that shape. */
+    uint64_t itable_first, itable_loop;
     char *desc;
 } dm_codelet;
 

@@ -68,6 +68,8 @@ static void print_event(printer *p, const dc_event *ev)
             fprintf(p->out, "  exit +0x%" PRIx64, ev->exit_ip - ev->ip);
         if (ev->flags & (DC_F_TAKEN | DC_F_NOT_TAKEN))
             fprintf(p->out, "  %s", (ev->flags & DC_F_TAKEN) ? "taken" : "not taken");
+        if (ev->itable_pos)
+            fprintf(p->out, "  itable %" PRIu32, ev->itable_pos - 1);
         if (ev->desc && n && strcmp(ev->desc, n))
             fprintf(p->out, "  (%s%s)", ev->desc, (ev->flags & DC_F_FUSED) ? ", fused" : "");
         break;

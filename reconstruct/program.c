@@ -44,7 +44,14 @@ struct rc_class {
     uint32_t first_method, nmethods; /* in p->mx */
     rc_class *next_same_name;
     rc_class *first_same_name; /* the first class loaded with this name (itself) */
+    /* HotSpot's transitive interfaces (see transitive_ifaces), under
+     * p->itable_lock */
+    uint8_t trans_state;       /* TRANS_* */
+    uint16_t ntrans;
+    rc_class **trans;
 };
+
+enum { TRANS_NOT_YET = 0, TRANS_BUSY, TRANS_KNOWN, TRANS_UNKNOWN };
 
 typedef struct meth_rec {
     uint64_t id, class_id;
@@ -57,9 +64,19 @@ typedef struct code_rec {
     jm_slice code;
 } code_rec;
 
+/* A target of an interface call and the position, in the itable of a
+ * receiver class that selects it, of the interface the call names (-1:
+ * unknown). */
+typedef struct itab_ent {
+    const rc_method *t;
+    int32_t pos;
+} itab_ent;
+
 typedef struct site {
     uint32_t n;
     bool open;
+    uint32_t nitab;            /* through an interface: see rc_itable_may_run */
+    itab_ent *itab;            /* sorted by target; owned by the site in p->cha */
     const rc_method *t[];
 } site;
 
@@ -81,6 +98,7 @@ struct rc_program {
     GHashTable *vm_sites;      /* the same for rc_vm_call_targets */
     GPtrArray *load_class;     /* loadClass(String) of every class loader; NULL: not yet */
     GHashTable *cha;           /* (class index << 32 | resolved method index) -> site */
+    GMutex itable_lock;        /* rc_class.trans* */
 };
 
 static const rc_cfg failed_cfg;
@@ -143,7 +161,15 @@ static void class_free(gpointer data)
     if (c->children)
         g_ptr_array_free(c->children, TRUE);
     g_free(c->ifaces);
+    g_free(c->trans);
     g_free(c);
+}
+
+static void cha_site_free(gpointer data)
+{
+    site *st = data;
+    g_free(st->itab);
+    g_free(st);
 }
 
 void rc_program_free(rc_program *p)
@@ -184,6 +210,7 @@ void rc_program_free(rc_program *p)
     if (p->names)
         g_hash_table_destroy(p->names);
     g_mutex_clear(&p->lock);
+    g_mutex_clear(&p->itable_lock);
     if (p->r)
         jm_reader_close(p->r);
     g_free(p);
@@ -249,6 +276,7 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     rc_program *p = g_new0(rc_program, 1);
     p->r = r;
     g_mutex_init(&p->lock);
+    g_mutex_init(&p->itable_lock);
     p->classes = g_ptr_array_new_with_free_func(class_free);
     p->by_name = g_hash_table_new(g_str_hash, g_str_equal);
     p->by_cid = g_hash_table_new(hash64, g_direct_equal);
@@ -258,7 +286,7 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     p->bare_virtual = g_ptr_array_new();
     p->names = g_hash_table_new(g_str_hash, g_str_equal);
     p->vm_sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
-    p->cha = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
+    p->cha = g_hash_table_new_full(hash64, g_direct_equal, NULL, cha_site_free);
 
     /* 1. Collect the records. */
     GArray *files = g_array_new(FALSE, FALSE, sizeof(jm_rec));
@@ -711,6 +739,116 @@ static void tset_add(tset *s, const rc_mx *x)
         g_ptr_array_add(s->t, (gpointer)&x->m);
 }
 
+/* ---- itables ----------------------------------------------------------------
+ *
+ * HotSpot's invokeinterface template finds the interface a call names in
+ * the receiver class's itable by a linear scan, which the trace shows
+ * (dc_event.itable_pos). The itable lists the class's transitive interfaces
+ * in the order the class file parser computed them, leaving out those with
+ * no itable method and no superinterface (klassItable's
+ * visit_all_interfaces). */
+
+static void append_missing(GPtrArray *a, GHashTable *in, rc_class *c)
+{
+    if (g_hash_table_add(in, c))
+        g_ptr_array_add(a, c);
+}
+
+#define TRANS_MAX_DEPTH 256
+
+/* The transitive interfaces of c: the superclass's, then each direct
+ * superinterface's own, then the direct superinterfaces, each at its first
+ * place (ClassFileParser's compute_transitive_interfaces). false when a
+ * supertype has no class file or the hierarchy is circular or too deep
+ * (damaged input). Under p->itable_lock. */
+static bool transitive_ifaces(rc_class *c, unsigned depth)
+{
+    if (c->trans_state == TRANS_KNOWN)
+        return true;
+    /* (java/lang/Object has no interfaces: it need not be captured) */
+    bool super_unknown = c->cf.super_name && !c->super &&
+                         strcmp(c->cf.super_name, "java/lang/Object") != 0;
+    if (c->trans_state != TRANS_NOT_YET || depth > TRANS_MAX_DEPTH || !c->from_file ||
+        c->nifaces != c->cf.ninterfaces || super_unknown) {
+        if (c->trans_state == TRANS_NOT_YET)
+            c->trans_state = TRANS_UNKNOWN;
+        return false;
+    }
+    c->trans_state = TRANS_BUSY;
+    GPtrArray *a = g_ptr_array_new();
+    GHashTable *in = g_hash_table_new(g_direct_hash, g_direct_equal);
+    bool ok = true;
+    if (c->super) {
+        ok = transitive_ifaces(c->super, depth + 1);
+        for (uint16_t i = 0; ok && i < c->super->ntrans; i++)
+            append_missing(a, in, c->super->trans[i]);
+    }
+    for (uint16_t i = 0; ok && i < c->nifaces; i++) {
+        rc_class *s = c->ifaces[i];
+        ok = transitive_ifaces(s, depth + 1);
+        for (uint16_t j = 0; ok && j < s->ntrans; j++)
+            append_missing(a, in, s->trans[j]);
+    }
+    for (uint16_t i = 0; ok && i < c->nifaces; i++)
+        append_missing(a, in, c->ifaces[i]);
+    g_hash_table_destroy(in);
+    if (ok && a->len <= UINT16_MAX) {
+        c->ntrans = (uint16_t)a->len;
+        c->trans = (rc_class **)g_ptr_array_free(a, FALSE);
+        c->trans_state = TRANS_KNOWN;
+        return true;
+    }
+    g_ptr_array_free(a, TRUE);
+    c->trans_state = TRANS_UNKNOWN;
+    return false;
+}
+
+/* Whether interface i has an itable entry in the classes implementing it:
+ * an instance method other than a private one or an initializer
+ * (interface_method_needs_itable_index), or a superinterface. */
+static bool in_itables(const rc_program *p, const rc_class *i)
+{
+    if (i->ntrans)
+        return true;
+    for (uint32_t k = 0; k < i->nmethods; k++) {
+        const rc_method *m = &p->mx[i->first_method + k].m;
+        if (!(m->access & (CF_ACC_STATIC | CF_ACC_PRIVATE)) && m->name[0] != '<')
+            return true;
+    }
+    return false;
+}
+
+/* The position of interface iface (by name: a loader's copy is the one the
+ * class links to) in the itable of class c, or -1 when unknown. */
+static int32_t itable_position(const rc_program *p, rc_class *c, const char *iface)
+{
+    int32_t pos = -1;
+    g_mutex_lock((GMutex *)&p->itable_lock);
+    if (transitive_ifaces(c, 0)) {
+        int32_t k = 0;
+        for (uint16_t i = 0; i < c->ntrans && pos < 0; i++) {
+            rc_class *s = c->trans[i];
+            if (!transitive_ifaces(s, 0))
+                break;         /* its place depends on what is unknown */
+            if (!in_itables(p, s))
+                continue;
+            if (strcmp(s->name, iface) == 0)
+                pos = k;
+            k++;
+        }
+    }
+    g_mutex_unlock((GMutex *)&p->itable_lock);
+    return pos;
+}
+
+static int cmp_itab(const void *a, const void *b)
+{
+    const itab_ent *x = a, *y = b;
+    if (x->t != y->t)
+        return (uintptr_t)x->t < (uintptr_t)y->t ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
 /* Every selected non-abstract method over the captured subtypes of c. The
  * walk is top-down: a class reached from its own superclass inherits that
  * class's chain selection unless it declares an override itself. */
@@ -720,12 +858,15 @@ typedef struct walk {
     bool known;
 } walk;
 
-static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, bool *open)
+static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, bool *open,
+                GArray *itab)
 {
     if ((r->m.access & (CF_ACC_PRIVATE | CF_ACC_FINAL)) && !(r->m.access & CF_ACC_ABSTRACT)) {
         tset_add(out, r);
         return;
     }
+    if (!is_interface(c))
+        itab = NULL;
     guint8 *seen = g_new0(guint8, p->classes->len);
     GArray *stack = g_array_new(FALSE, FALSE, sizeof(walk));
     for (rc_class *s = c; s; s = s->next_same_name)
@@ -747,8 +888,13 @@ static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, boo
         }
         if (!is_interface(d) && !(d->access & CF_ACC_ABSTRACT)) {
             rc_mx *x = chain ? chain : iface_lookup(p, d, r->m.name, r->m.sig);
-            if (x && !(x->m.access & CF_ACC_ABSTRACT))
+            if (x && !(x->m.access & CF_ACC_ABSTRACT)) {
                 tset_add(out, x);
+                if (itab) {
+                    itab_ent e = { &x->m, itable_position(p, d, c->name) };
+                    g_array_append_val(itab, e);
+                }
+            }
         }
         if (d->children)
             for (guint i = 0; i < d->children->len; i++) {
@@ -770,6 +916,10 @@ static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, boo
             if (x->m.name == r->m.name && x->m.sig == r->m.sig &&
                 !(x->m.access & CF_ACC_ABSTRACT)) {
                 tset_add(out, x);
+                if (itab) {
+                    itab_ent e = { &x->m, -1 };
+                    g_array_append_val(itab, e);
+                }
                 *open = true;
             }
         }
@@ -785,9 +935,12 @@ static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, boo
 enum { OP_INVOKEVIRTUAL = 182, OP_INVOKESPECIAL, OP_INVOKESTATIC, OP_INVOKEINTERFACE,
        OP_INVOKEDYNAMIC };
 
-/* Targets of an invocation of (klass, name, sig) with the semantics of op. */
+/* Targets of an invocation of (klass, name, sig) with the semantics of op;
+ * through an interface, *itab gets the targets' itable positions (owned by
+ * the program; may be NULL). */
 static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, const char *klass,
-                           const char *name, const char *sig, tset *out, bool *open)
+                           const char *name, const char *sig, tset *out, bool *open,
+                           const site **itab)
 {
     rc_class *c = class_find(p, klass);
     name = interned(p, name);
@@ -829,10 +982,23 @@ static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, con
     if (!st) {
         tset one = { g_ptr_array_new(), g_hash_table_new(g_direct_hash, g_direct_equal) };
         bool o = false;
-        cha(p, c, r, &one, &o);
-        st = g_malloc(sizeof *st + one.t->len * sizeof st->t[0]);
+        GArray *pos = g_array_new(FALSE, FALSE, sizeof(itab_ent));
+        cha(p, c, r, &one, &o, pos);
+        st = g_malloc0(sizeof *st + one.t->len * sizeof st->t[0]);
         st->n = one.t->len;
         st->open = o;
+        if (pos->len) {
+            /* one entry per (target, position) */
+            qsort(pos->data, pos->len, sizeof(itab_ent), cmp_itab);
+            guint k = 0;
+            for (guint i = 0; i < pos->len; i++)
+                if (!k || cmp_itab(&g_array_index(pos, itab_ent, i),
+                                   &g_array_index(pos, itab_ent, k - 1)))
+                    g_array_index(pos, itab_ent, k++) = g_array_index(pos, itab_ent, i);
+            st->nitab = k;
+            st->itab = g_memdup2(pos->data, k * sizeof(itab_ent));
+        }
+        g_array_free(pos, TRUE);
         if (one.t->len)
             memcpy(st->t, one.t->pdata, one.t->len * sizeof st->t[0]);
         g_ptr_array_free(one.t, TRUE);
@@ -851,6 +1017,8 @@ static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, con
         tset_add(out, (const rc_mx *)st->t[i]);
     if (st->open)
         *open = true;
+    if (itab)
+        *itab = st;
 }
 
 static bool lambda_bootstrap(const cf_class *cf, uint16_t bsm_idx, const cf_bsm **b)
@@ -872,6 +1040,7 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
 {
     tset out = { g_ptr_array_new(), g_hash_table_new(g_direct_hash, g_direct_equal) };
     bool open = false;
+    const site *itab = NULL;
     const rc_method *m = &x->m;
     const cf_class *cf = &x->cls->cf;
     uint8_t op = m->code[bci];
@@ -883,9 +1052,10 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
             open = true;
         else if (k[0] == '[')
             /* a method of an array type: java/lang/Object's (clone is the array's own) */
-            invoke_targets(p, x, op, "java/lang/Object", n, s, &out, &open);
+            invoke_targets(p, x, op, "java/lang/Object", n, s, &out, &open, NULL);
         else
-            invoke_targets(p, x, op, k, n, s, &out, &open);
+            invoke_targets(p, x, op, k, n, s, &out, &open,
+                           op == OP_INVOKEINTERFACE ? &itab : NULL);
     } else if (op == OP_INVOKEDYNAMIC) {
         /* The site links once (bootstrap), then runs the call site's target;
          * for LambdaMetafactory that makes the lambda object, whose interface
@@ -911,7 +1081,7 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
                 rc_mx *r = c && n && s ? resolve(p, c, n, s) : NULL;
                 tset_add(&out, r);
             } else {
-                invoke_targets(p, x, iop, k, n, s, &out, &ignored);
+                invoke_targets(p, x, iop, k, n, s, &out, &ignored, NULL);
             }
         }
     }
@@ -919,9 +1089,13 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
      * call a method) that the captured classes do not show. */
     if (!out.t->len)
         open = true;
-    site *st = g_malloc(sizeof *st + out.t->len * sizeof st->t[0]);
+    site *st = g_malloc0(sizeof *st + out.t->len * sizeof st->t[0]);
     st->n = out.t->len;
     st->open = open;
+    if (itab) {
+        st->nitab = itab->nitab;
+        st->itab = itab->itab;
+    }
     if (out.t->len)
         memcpy(st->t, out.t->pdata, out.t->len * sizeof st->t[0]);
     g_ptr_array_free(out.t, TRUE);
@@ -929,19 +1103,15 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
     return st;
 }
 
-/* The call targets of instruction insn of x's CFG g (see rc_call_targets);
- * none where there is no CFG or no such instruction. */
-static size_t site_targets(rc_program *p, rc_mx *x, const rc_cfg *g, int64_t insn,
-                           const rc_method *const **targets, bool *open)
+/* The call site at instruction insn of x's CFG g; NULL where there is no
+ * CFG, no such instruction or no invoke. */
+static const site *site_at(rc_program *p, rc_mx *x, const rc_cfg *g, int64_t insn)
 {
-    static const rc_method *const none[1];
-    *targets = none;
-    *open = false;
     if (!g || insn < 0 || insn >= g->ninsn)
-        return 0;
+        return NULL;
     uint8_t op = g->op[insn];
     if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
-        return 0;
+        return NULL;
     /* Lock-free after the first query of a site: a table per method,
      * published with compare-and-exchange like the CFG (a losing builder
      * frees its copy). The projection asks about the same sites millions of
@@ -960,9 +1130,18 @@ static size_t site_targets(rc_program *p, rc_mx *x, const rc_cfg *g, int64_t ins
             g_free(mine);
         st = g_atomic_pointer_get(&slots[insn]);
     }
-    *targets = st->t;
-    *open = st->open;
-    return st->n;
+    return st;
+}
+
+/* The call targets of instruction insn of x's CFG g (see rc_call_targets). */
+static size_t site_targets(rc_program *p, rc_mx *x, const rc_cfg *g, int64_t insn,
+                           const rc_method *const **targets, bool *open)
+{
+    static const rc_method *const none[1];
+    const site *st = site_at(p, x, g, insn);
+    *targets = st ? st->t : none;
+    *open = st && st->open;
+    return st ? st->n : 0;
 }
 
 size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
@@ -979,6 +1158,30 @@ size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
     rc_mx *x = mx_of(p, m);
     const rc_cfg *g = x ? rc_cfg_get(p, m) : NULL;
     return site_targets(p, x, g, insn, targets, open);
+}
+
+bool rc_itable_may_run(rc_program *p, const rc_method *m, uint32_t insn, uint32_t pos,
+                       const rc_method *t)
+{
+    rc_mx *x = mx_of(p, m);
+    const site *st = x ? site_at(p, x, rc_cfg_get(p, m), insn) : NULL;
+    if (!st || !st->nitab)
+        return true;
+    /* t's entries: a range of the sorted table */
+    size_t lo = 0, hi = st->nitab;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)st->itab[mid].t < (uintptr_t)t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == st->nitab || st->itab[lo].t != t)
+        return true;           /* not from the analysis: nothing known */
+    for (size_t i = lo; i < st->nitab && st->itab[i].t == t; i++)
+        if (st->itab[i].pos < 0 || (uint32_t)st->itab[i].pos == pos)
+            return true;
+    return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1101,7 +1304,7 @@ static site *compute_vm_site(rc_program *p, const rc_mx *x, uint32_t bci)
                                             "linkDynamicConstant", NULL };
         add_named(p, "java/lang/invoke/MethodHandleNatives", link, NULL, &out);
     }
-    site *st = g_malloc(sizeof *st + out.t->len * sizeof st->t[0]);
+    site *st = g_malloc0(sizeof *st + out.t->len * sizeof st->t[0]);
     st->n = out.t->len;
     st->open = true;      /* the VM calls other methods too (and JNI code anything) */
     if (out.t->len)

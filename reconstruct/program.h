@@ -101,6 +101,16 @@ size_t rc_call_targets(rc_program *p, const rc_method *m, uint32_t bci,
 size_t rc_call_targets_at(rc_program *p, const rc_method *m, uint32_t insn,
                           const rc_method *const **targets, bool *open);
 
+/* Whether the invokeinterface at instruction insn of m's CFG may run t on
+ * a receiver whose class has the interface the call names at position pos
+ * of its itable (dc_event.itable_pos - 1; HotSpot's order: the class file
+ * parser's transitive interfaces, without those that have no itable
+ * method and no superinterface). True where that is unknown: another
+ * opcode, a target not from the class-hierarchy analysis, or a receiver
+ * class with an unknown supertype. */
+bool rc_itable_may_run(rc_program *p, const rc_method *m, uint32_t insn, uint32_t pos,
+                       const rc_method *t);
+
 /* Methods the VM itself may call, through the call stub, while the
  * instruction at bci of m runs: the class initializers it may trigger (new,
  * getstatic, putstatic, invokestatic: the class named and its supertypes),

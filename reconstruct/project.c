@@ -38,7 +38,7 @@
 
 enum {
     OP_IRETURN = 0xac, OP_RETURN = 0xb1, OP_ATHROW = 0xbf,
-    OP_INVOKEVIRTUAL = 0xb6, OP_INVOKEDYNAMIC = 0xba,
+    OP_INVOKEVIRTUAL = 0xb6, OP_INVOKEINTERFACE = 0xb9, OP_INVOKEDYNAMIC = 0xba,
 };
 
 static bool is_return(int op) { return op >= OP_IRETURN && op <= OP_RETURN; }
@@ -175,6 +175,10 @@ struct rp_projector {
     /* the event being processed and where its lookahead starts */
     const dc_event *ev;
     size_t ev_slot;
+    /* the last bytecode's dc_event.itable_pos if it was an invokeinterface
+     * (0: none): where the callee's entry comes next, it tells the
+     * receiver's class apart (rc_itable_may_run) */
+    uint32_t call_itable_pos;
     uint32_t doubt;            /* of the hypothesis being stepped (hyp.doubt) */
     /* A VM call that no ranked target explains is entered through any
      * method (enter_any): a product of callers and callees that can reach
@@ -1529,8 +1533,9 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
 {
     bool on_this = false;
     int op = 0;
+    const rc_method *m = NULL;
     if (nt && f->kind == FR_INTERP && f->last != NONE) {
-        const rc_method *m = rc_method_at(r->p, f->method);
+        m = rc_method_at(r->p, f->method);
         const rc_cfg *g = rc_cfg_get(r->p, m);
         if (g && f->last < g->ninsn) {
             op = g->op[f->last];
@@ -1538,14 +1543,31 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
         }
     }
     typedef struct fit {
+        bool itable;               /* the itable scan allows it */
         bool may;                  /* the receiver's class can select it */
         const rc_class *bound;     /* the receiver's bound once it ran */
     } fit;
     fit local[TARGETS_LOCAL];
     fit *rf = nt <= TARGETS_LOCAL ? local : g_new(fit, nt);
+    /* The itable position the interface call's scan found: targets no
+     * receiver class at that position selects are out (unless that leaves
+     * none: trust the trace). */
+    bool by_itable = op == OP_INVOKEINTERFACE && r->call_itable_pos && nt > 1;
+    size_t in_itable = 0;
+    for (size_t j = 0; j < nt; j++) {
+        rf[j].itable = !by_itable ||
+                       rc_itable_may_run(r->p, m, f->last, r->call_itable_pos - 1, t[j]);
+        in_itable += rf[j].itable;
+    }
+    if (by_itable && in_itable == 0)
+        for (size_t j = 0; j < nt; j++)
+            rf[j].itable = true;
+    else if (by_itable && in_itable < nt)
+        r->st.itable_filtered++;
     size_t may = 0;
     for (size_t j = 0; j < nt; j++) {
-        rf[j].may = on_this && rc_receiver_may_run(r->p, f->recv, op, t[j], &rf[j].bound);
+        rf[j].may = on_this && rf[j].itable &&
+                    rc_receiver_may_run(r->p, f->recv, op, t[j], &rf[j].bound);
         may += rf[j].may;
     }
     /* no receiver information (or none that any target fits: trust the
@@ -1555,14 +1577,14 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
         r->st.receiver_filtered++;
     int top = W_NO;
     for (size_t j = 0; j < nt; j++)
-        if (!filter || rf[j].may)
+        if (rf[j].itable && (!filter || rf[j].may))
             top = best(top, entry_score(r, t[j], k));
     /* with several targets, those whose class has objects go first
      * (hypotheses keep their order, and of two that the trace cannot tell
      * apart the first is kept) */
     for (int pass = nt > 1 ? 0 : 1; top > W_NO && pass < 2 && !r->doubtful_pass; pass++)
         for (size_t j = 0; j < nt; j++) {
-            if ((filter && !rf[j].may) || entry_score(r, t[j], k) != top ||
+            if (!rf[j].itable || (filter && !rf[j].may) || entry_score(r, t[j], k) != top ||
                 (nt > 1 && may_have_receiver(r, t[j]) != !pass))
                 continue;
             if (!filter) {
@@ -2062,8 +2084,10 @@ static size_t dedup(GArray *v)
 static void process(rp_projector *r, const dc_event *e)
 {
     r->st.events++;
-    if (e->kind == DC_BYTECODE)
+    if (e->kind == DC_BYTECODE) {
         r->st.bytecodes++;
+        r->call_itable_pos = e->opcode == OP_INVOKEINTERFACE ? e->itable_pos : 0;
+    }
     if (e->kind == DC_GAP) {
         /* Where the decoder could not follow code, it resumed at the next
          * branch target: a few instructions are missing, and the frames
@@ -2227,4 +2251,5 @@ void rp_stats_add(rp_stats *sum, const rp_stats *s)
         sum->max_hypotheses = s->max_hypotheses;
     sum->capped += s->capped;
     sum->receiver_filtered += s->receiver_filtered;
+    sum->itable_filtered += s->itable_filtered;
 }

@@ -48,6 +48,7 @@ typedef struct rp_stats {
     uint64_t max_hypotheses;
     uint64_t capped;             /* times the hypothesis set hit its cap */
     uint64_t receiver_filtered;  /* calls on this whose receiver's class ruled out targets */
+    uint64_t itable_filtered;    /* interface calls whose itable scan ruled out targets */
 } rp_stats;
 
 typedef struct rp_projector rp_projector;

@@ -189,7 +189,8 @@ static jm_writer *open_trace_dir(char **dir)
 }
 
 /* Interpreter: iload_0 [0x00,0x20), fast_iaccess_0 [0x20,0x40), method entry
- * [0x40,0x60), imul [0x60,0x80) which calls the stub and returns. Each ends
+ * [0x40,0x60), imul [0x60,0x80) which calls the stub and returns, ifeq
+ * [0x80,0xa0), invokeinterface [0xc0,0xe0) (nothing at 0xa0). Each ends
  * in HotSpot's dispatch, an indirect jmp *%rax (ff e0). The stub is a ret.
  * Compiled method M1 at NM (t 100..5000): 4 nops, jmp *%rax at NM+4, with
  * inline records {NM+2: M1@0} {NM+6: M2@5 in M1@9}; patched at t 3000 so
@@ -215,6 +216,9 @@ static char *make_trace(void)
     memcpy(interp + 0x66, "\xff\xe0", 2);
     /* ifeq: je to its not-taken path (+4) past the taken path's dispatch */
     memcpy(interp + 0x80, "\x74\x02\xff\xe0\xff\xe0", 6);
+    /* invokeinterface: the itable scan, peeled once (je to the dispatch),
+     * then a loop (head +0xc2, jne back to it) */
+    memcpy(interp + 0xc0, "\x74\x06\x90\x90\x75\xfc\x90\x90\xff\xe0", 10);
 
     jm_put_u64(&b, INTERP); jm_put_u64(&b, sizeof interp); jm_put_u64(&b, 0);
     jm_put_u32(&b, JM_BLOB_INTERPRETER); jm_put_str(&b, "Interpreter");
@@ -224,6 +228,7 @@ static char *make_trace(void)
     codelet(w, &b, INTERP + 0x40, INTERP + 0x60, -1, "method entry point (kind = zerolocals)");
     codelet(w, &b, INTERP + 0x60, INTERP + 0x80, 104, "imul");
     codelet(w, &b, INTERP + 0x80, INTERP + 0xa0, 153, "ifeq");
+    codelet(w, &b, INTERP + 0xc0, INTERP + 0xe0, 185, "invokeinterface");
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
     method(w, &b, M3, "three");
@@ -336,7 +341,7 @@ Test(model, timeline_versions_and_inline_tables)
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
-    cr_expect_eq(m->ncodelets, 5);
+    cr_expect_eq(m->ncodelets, 6);
     cr_expect_eq(m->ncodes, 6, "four nmethod versions and two stubs (the liar is dropped)");
     cr_expect_eq(m->nwarnings, 2, "bad code offset and unknown unload reported");
     bool beyond = false, unknown = false;
@@ -424,7 +429,7 @@ Test(model, truncated_metadata_keeps_what_came_before)
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m);
     cr_expect(m->truncated);
-    cr_expect_eq(m->ncodelets, 5);
+    cr_expect_eq(m->ncodelets, 6);
     bool named = false;
     for (size_t i = 0; i < m->nwarnings; i++)
         named |= strstr(m->warnings[i], "meta.jpt") != NULL;
@@ -695,6 +700,44 @@ Test(decode, conditional_branches_say_which_way_they_went)
         cr_expect_eq(log.ev[0].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), DC_F_TAKEN);
         cr_expect_eq(log.ev[1].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), DC_F_NOT_TAKEN);
         cr_expect_eq(log.ev[2].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), 0);
+    }
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, interface_calls_say_where_the_itable_scan_found_the_interface)
+{
+    char *dir = make_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_codelet *c = dm_codelet_at(m, INTERP + 0xc0);
+    cr_assert_not_null(c);
+    cr_expect_eq(c->itable_first, INTERP + 0xc0);
+    cr_expect_eq(c->itable_loop, INTERP + 0xc2);
+    cr_expect_eq(dm_codelet_at(m, INTERP + 0x80)->itable_loop, 0, "ifeq has no scan");
+    dm_free(m);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0xc0);    /* found at the fourth entry: je not */
+    pkt(&e, (struct pt_packet){ .type = ppt_tnt_8,   /* taken, jne taken twice, then not */
+                                .payload.tnt = { .bit_size = 4, .payload = 0x6 } });
+    tip(&e, ppt_tip, INTERP + 0xc0);    /* at the first: je taken */
+    pkt(&e, (struct pt_packet){ .type = ppt_tnt_8, .payload.tnt = { .bit_size = 1, .payload = 1 } });
+    tip(&e, ppt_tip, INTERP);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "invokeinterface", "invokeinterface", "iload_0" };
+    expect_kinds(&log, want, 3);
+    if (log.n == 3) {
+        cr_expect_eq(log.ev[0].itable_pos, 4);
+        cr_expect_eq(log.ev[1].itable_pos, 1);
+        cr_expect_eq(log.ev[2].itable_pos, 0);
     }
     remove_tree(dir);
     g_free(dir);

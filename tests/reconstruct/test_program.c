@@ -213,7 +213,9 @@ Test(classfile, hostile_headers)
 /* ---- the program over a synthetic trace ------------------------------- */
 
 static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Square", "Ring",
-                                       "Cha", "Sample", "Link" };
+                                       "Cha", "Sample", "Link", "Counter", "Marker", "Sized",
+                                       "Tag", "Other", "Count0", "Count1", "Tagged", "Count2",
+                                       "Count2b", "Counting" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
@@ -227,7 +229,7 @@ static uint64_t id_of(uint64_t cid, uint32_t k)
     return cid << 16 | (k + 1);
 }
 
-/* class ids 1..9 in the order above; Square again as 20; a hidden class 30;
+/* class ids 1..20 in the order above; Square again as 25; a hidden class 30;
  * a damaged class 40. Method ids: class id << 16 | method number + 1. */
 static char *make_trace(void)
 {
@@ -242,7 +244,7 @@ static char *make_trace(void)
     jm_buf_init(&b);
     for (uint32_t i = 0; i <= NCLASSES; i++) {
         const char *name = i < NCLASSES ? classes[i] : "Square";
-        uint64_t cid = i < NCLASSES ? i + 1 : 20;
+        uint64_t cid = i < NCLASSES ? i + 1 : 25;
         size_t len;
         uint8_t *data = slurp(name, &len);
         char sig[256];
@@ -426,7 +428,7 @@ Test(program, loads_and_maps_ids)
     cr_expect_eq(with_id, n);
     /* Square twice (two loaders): distinct methods, both ids resolve */
     const rc_method *s1 = rc_method_by_id(prog, id_of(5, 1));
-    const rc_method *s2 = rc_method_by_id(prog, id_of(20, 1));
+    const rc_method *s2 = rc_method_by_id(prog, id_of(25, 1));
     cr_assert(s1 && s2);
     cr_expect_neq(s1, s2);
     cr_expect_str_eq(s1->name, s2->name);
@@ -472,6 +474,39 @@ Test(program, cha)
     EXPECT_TARGETS(find("Cha", "make", "()LCircle;"), 183, "Circle.<init>", false);
     /* a JDK class that was not captured */
     EXPECT_TARGETS(find("Flow", "guarded", "(Ljava/lang/String;)I"), 184, "", true);
+}
+
+Test(program, itable_positions)
+{
+    const rc_method *count = find("Counting", "count", "(LCounter;)I");
+    const rc_method *n0 = find("Count0", "next", "()I"), *n1 = find("Count1", "next", "()I");
+    const rc_method *n2 = find("Count2", "next", "()I");
+    EXPECT_TARGETS(count, 185, "Count0.next Count1.next Count2.next", true);
+    const rc_cfg *g = rc_cfg_get(prog, count);
+    cr_assert(g);
+    uint32_t site = 0;
+    while (site < g->ninsn && g->op[site] != 185)
+        site++;
+    cr_assert_lt(site, g->ninsn);
+    /* Count0: Counter first */
+    cr_expect(rc_itable_may_run(prog, count, site, 0, n0));
+    cr_expect(!rc_itable_may_run(prog, count, site, 0, n1));
+    cr_expect(!rc_itable_may_run(prog, count, site, 0, n2));
+    /* Count1: Marker has no entry, Other comes first */
+    cr_expect(rc_itable_may_run(prog, count, site, 1, n1));
+    cr_expect(!rc_itable_may_run(prog, count, site, 1, n0));
+    cr_expect(!rc_itable_may_run(prog, count, site, 1, n2));
+    /* Count2 and Count2b: the superclass's Other and Tag (which has an entry
+     * for its superinterface), then Sized's Counter, then Sized */
+    cr_expect(rc_itable_may_run(prog, count, site, 2, n2));
+    cr_expect(!rc_itable_may_run(prog, count, site, 2, n0));
+    cr_expect(!rc_itable_may_run(prog, count, site, 2, n1));
+    cr_expect(!rc_itable_may_run(prog, count, site, 3, n2));
+    /* a method the analysis did not give, and a site that is no interface
+     * call: nothing known */
+    cr_expect(rc_itable_may_run(prog, count, site, 0, find("Count2", "size", "()I")));
+    cr_expect(rc_itable_may_run(prog, find("Cha", "viaBase", "(LBase;)D"), 1, 5,
+                                find("Circle", "area", "()D")));
 }
 
 /* Whether the receiver of the n-th invoke (opcode op) in m is m's this. */

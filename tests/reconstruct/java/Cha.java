@@ -47,3 +47,38 @@ public class Cha {
 
     static Circle make() { return new Circle(1); }
 }
+
+// Itables in HotSpot's order: the superclass's interfaces, each direct
+// superinterface's own, then the direct ones, each once; an interface with
+// no method and no superinterface (Marker) has no entry.
+interface Counter { int next(); }
+interface Marker {}
+interface Sized extends Counter { int size(); }
+interface Tag extends Marker {}
+interface Other { void other(); }
+
+class Count0 implements Counter {              // Counter 0
+    int n;
+    public int next() { return n++; }
+}
+
+class Count1 implements Marker, Other, Counter { // Other 0, Counter 1
+    int n;
+    public int next() { return n++; }
+    public void other() {}
+}
+
+abstract class Tagged implements Other, Tag {} // Other 0, Tag 1
+
+class Count2 extends Tagged implements Sized {  // Other 0, Tag 1, Counter 2, Sized 3
+    int n;
+    public int next() { return n++; }
+    public int size() { return n; }
+    public void other() {}
+}
+
+class Count2b extends Count2 {}                // the same, Count2.next
+
+class Counting {
+    static int count(Counter c) { return c.next(); }
+}
