@@ -8,7 +8,8 @@
  * before).
  *   --raw   libipt alone: a block decoder per stream over the same code
  *           image (advanced through the code timeline as decoding passes
- *           its times, resynchronizing at the next PSB after errors), no
+ *           its times, resynchronizing at the next PSB after errors and
+ *           after cycles that read no trace, as jpt's decoder does), no
  *           event mapping: the ceiling for the decoder.
  *   else    jpt's decoder (dc_decode_stream_opts with N threads) into a sink
  *           that only counts events. */
@@ -43,7 +44,10 @@ static int count_event(const dc_event *ev, void *ctx)
 
 typedef struct raw_counts {
     uint64_t blocks, insns, errors;
+    uint64_t stuck;            /* cycles that read no trace (see raw_stream) */
 } raw_counts;
+
+#define STUCK_BLOCKS 4
 
 /* libipt's block decoder over the stream at path, nothing else. */
 static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_t *bytes)
@@ -94,6 +98,8 @@ static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_
             }
             pt_blk_set_image(dec, di_image_get(im));
         }
+        unsigned stuck = 0;
+        uint64_t stuck_off = UINT64_MAX;
         for (;;) {
             while (status & pts_event_pending) {
                 struct pt_event ev;
@@ -113,6 +119,23 @@ static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_
             status = pt_blk_next(dec, &b, sizeof b);
             rc->blocks++;
             rc->insns += b.ninsn;
+            /* Full blocks (65535 instructions) that read no packet are a
+             * cycle that needs no trace, through stale code (this image
+             * does not apply HotSpot's call-site patches): libipt would
+             * follow it forever. An error, as in jpt's decoder. */
+            if (status >= 0 && b.ninsn == UINT16_MAX) {
+                uint64_t off = 0;
+                pt_blk_get_offset(dec, &off);
+                stuck = off == stuck_off ? stuck + 1 : 1;
+                stuck_off = off;
+                if (stuck >= STUCK_BLOCKS) {
+                    rc->stuck++;
+                    status = -pte_bad_image;
+                }
+            } else {
+                stuck = 0;
+                stuck_off = UINT64_MAX;
+            }
             if (status < 0)
                 break;
         }
@@ -218,8 +241,8 @@ int main(int argc, char **argv)
         double dt = now() - t0;
         if (raw)
             printf("raw %" PRIu64 " %.3f %.2f blocks %" PRIu64 " insns %" PRIu64 " errors %"
-                   PRIu64 "\n", bytes, dt, (double)bytes / 1e6 / dt, rc.blocks, rc.insns,
-                   rc.errors);
+                   PRIu64 " stuck %" PRIu64 "\n", bytes, dt, (double)bytes / 1e6 / dt, rc.blocks,
+                   rc.insns, rc.errors, rc.stuck);
         else
             printf("jpt-%u %" PRIu64 " %.3f %.2f events %" PRIu64 "\n", opt.threads, bytes, dt,
                    (double)bytes / 1e6 / dt, events);
