@@ -31,7 +31,6 @@ static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, c
 #define SHADOW_MAX 1024     /* call depth tracked; deeper calls drop the oldest */
 #define SHADOW_SEARCH 16    /* frames a return may skip (unwinding, lost returns) */
 #define MAX_INSN_LEN 15
-#define STUCK_BLOCKS 4      /* full blocks in a row without trace: decoding is stuck */
 #define PENDING_MAX 8
 
 static const char *const kind_names[DC_KIND_COUNT] = {
@@ -515,8 +514,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
     di_image *im = ps->im;
     w->im = im;
     int status = ps->status;
-    unsigned stuck = 0;        /* full blocks in a row that read no trace (see below) */
-    uint64_t stuck_off = UINT64_MAX;
+    dc_cycle_guard cycle = { 0 };
     char err[512];
     for (;;) {
         uint64_t psb = UINT64_MAX;
@@ -607,23 +605,8 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
             w->resolve_site = di_cache_call_site(w->cache, blk.end_ip) ? blk.end_ip : 0;
             analyze_block(w, k, &blk);
         }
-        /* libipt ends a block after 65535 instructions. Full blocks that
-         * read no packet (at most one TNT packet's branches) are a cycle
-         * that needs no trace, a jump to itself for one: code the thread
-         * cannot have been running, since its trace goes on (a wrong
-         * image, HotSpot's unfilled call stub jumping to itself). libipt
-         * would follow it forever; it is a decode error instead. */
-        if (status >= 0 && blk.ninsn == UINT16_MAX) {
-            uint64_t off = 0;
-            pt_blk_get_offset(dec, &off);
-            stuck = off == stuck_off ? stuck + 1 : 1;
-            stuck_off = off;
-            if (stuck >= STUCK_BLOCKS)
-                status = -pte_bad_image;
-        } else {
-            stuck = 0;
-            stuck_off = UINT64_MAX;
-        }
+        if (status >= 0 && dc_cycle_stuck(&cycle, dec, &blk))
+            status = -pte_bad_image;
         if (status < 0)
             break;
     }
@@ -1976,6 +1959,21 @@ static void *deep_call_main(void *p)
     deep_call *c = p;
     c->fn(c->arg);
     return NULL;
+}
+
+#define STUCK_BLOCKS 4      /* full blocks in a row without trace: decoding is stuck */
+
+bool dc_cycle_stuck(dc_cycle_guard *g, struct pt_block_decoder *dec, const struct pt_block *b)
+{
+    if (b->ninsn != UINT16_MAX) {
+        g->full = 0;
+        return false;
+    }
+    uint64_t off = 0;
+    pt_blk_get_offset(dec, &off);
+    g->full = g->full && off == g->off ? g->full + 1 : 1;
+    g->off = off;
+    return g->full >= STUCK_BLOCKS;
 }
 
 void dc_call_on_deep_stack(void (*fn)(void *), void *arg)

@@ -135,4 +135,18 @@ size_t dc_list_thread_streams(const char *dir, uint32_t **tids, size_t *ncpu);
  * that runs pt_blk_next should run this way. */
 void dc_call_on_deep_stack(void (*fn)(void *), void *arg);
 
+/* libipt ends a block after 65535 instructions. Full blocks that read no
+ * packet (at most one TNT packet's branches) are a cycle that needs no
+ * trace, a jump to itself for one: code the thread cannot have been
+ * running, since its trace goes on (a wrong image, HotSpot's unfilled call
+ * stub jumping to itself). libipt would follow it forever. A guard is fed
+ * every block pt_blk_next returned and says when decoding is stuck so (a
+ * decode error to the caller); zero-initialize it, and again after a
+ * resynchronization. */
+typedef struct dc_cycle_guard {
+    unsigned full;             /* full blocks in a row at the same trace offset */
+    uint64_t off;
+} dc_cycle_guard;
+bool dc_cycle_stuck(dc_cycle_guard *g, struct pt_block_decoder *dec, const struct pt_block *b);
+
 #endif

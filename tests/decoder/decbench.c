@@ -44,10 +44,8 @@ static int count_event(const dc_event *ev, void *ctx)
 
 typedef struct raw_counts {
     uint64_t blocks, insns, errors;
-    uint64_t stuck;            /* cycles that read no trace (see raw_stream) */
+    uint64_t stuck;            /* cycles that read no trace (dc_cycle_stuck) */
 } raw_counts;
-
-#define STUCK_BLOCKS 4
 
 /* libipt's block decoder over the stream at path, nothing else. */
 static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_t *bytes)
@@ -98,8 +96,7 @@ static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_
             }
             pt_blk_set_image(dec, di_image_get(im));
         }
-        unsigned stuck = 0;
-        uint64_t stuck_off = UINT64_MAX;
+        dc_cycle_guard cycle = { 0 };
         for (;;) {
             while (status & pts_event_pending) {
                 struct pt_event ev;
@@ -119,22 +116,11 @@ static int raw_stream(di_cache *cache, const char *path, raw_counts *rc, uint64_
             status = pt_blk_next(dec, &b, sizeof b);
             rc->blocks++;
             rc->insns += b.ninsn;
-            /* Full blocks (65535 instructions) that read no packet are a
-             * cycle that needs no trace, through stale code (this image
-             * does not apply HotSpot's call-site patches): libipt would
-             * follow it forever. An error, as in jpt's decoder. */
-            if (status >= 0 && b.ninsn == UINT16_MAX) {
-                uint64_t off = 0;
-                pt_blk_get_offset(dec, &off);
-                stuck = off == stuck_off ? stuck + 1 : 1;
-                stuck_off = off;
-                if (stuck >= STUCK_BLOCKS) {
-                    rc->stuck++;
-                    status = -pte_bad_image;
-                }
-            } else {
-                stuck = 0;
-                stuck_off = UINT64_MAX;
+            /* a cycle through stale code (this image does not apply
+             * HotSpot's call-site patches): an error, as in jpt's decoder */
+            if (status >= 0 && dc_cycle_stuck(&cycle, dec, &b)) {
+                rc->stuck++;
+                status = -pte_bad_image;
             }
             if (status < 0)
                 break;
