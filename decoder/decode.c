@@ -1421,7 +1421,7 @@ static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh)
         f = ns;
         d = 1;
     }
-    dc_event ev = { .ip = pc, .code = c, .opcode = -1, .raw = -1 };
+    dc_event ev = { .ip = pc, .code = c, .opcode = -1, .raw = -1, .call_bci = -1 };
     const dm_frame *o = x->jit_frames;
     uint32_t od = x->jit_depth;
     if (!fresh && x->jit_code == c && o) {
@@ -1438,8 +1438,10 @@ static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh)
             ev.method_id = f[d - 1 - j].method_id;
             ev.bci = f[d - 1 - j].bci;
             ev.depth = j + 1;
+            ev.call_bci = j ? f[d - j].bci : -1;
             emit(x, &ev);
         }
+        ev.call_bci = -1;
         if (o[0].method_id == f[0].method_id && o[0].bci == f[0].bci && od == d) {
             x->jit_frames = f;
             return;
@@ -1542,7 +1544,8 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
             break;
         }
         if (entered) {
-            dc_event ev = { .kind = DC_JIT_ENTER, .ip = o->ip, .flags = flags, .code = c,
+            dc_event ev = { .kind = DC_JIT_ENTER, .ip = o->ip, .code = c,
+                            .flags = flags | (o->nruns && !runs[0].d ? DC_F_NO_SCOPE : 0),
                             .method_id = c->method_id, .opcode = -1, .raw = -1, .bci = -1 };
             emit(x, &ev);
         }

@@ -70,6 +70,10 @@ typedef enum dc_kind {
  * when the template was left otherwise (a gap, an exception). */
 #define DC_F_TAKEN     0x20
 #define DC_F_NOT_TAKEN 0x40
+/* DC_JIT_ENTER: ip has no scope: the version's stub or handler sections, as
+ * where a call goes through the static call stub that leads to the
+ * interpreter (c2i), not into the method */
+#define DC_F_NO_SCOPE  0x80
 
 typedef enum dc_gap_reason {
     DC_GAP_NONE = 0,
@@ -103,6 +107,9 @@ typedef struct dc_event {
     uint64_t method_id;
     int32_t bci;
     uint32_t depth;
+    /* DC_INLINE_CALL: the bci of the call site, in the frame outside the
+     * one entered (-1 when that frame has no scope) */
+    int32_t call_bci;
     const void *code;         /* const dm_code *: the version (owned by the model) */
     const char *desc;         /* codelet or stub name (owned by the model); NULL otherwise */
     /* DC_GAP */

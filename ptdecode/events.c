@@ -77,6 +77,7 @@ static void print_event(printer *p, const dc_event *ev)
     case DC_JIT_ENTER:
         fprintf(p->out, "%s%s", dm_method_str(p->m, ev->method_id, buf, sizeof buf),
                 (ev->flags & DC_F_BY_RETURN) ? "  (return)" :
+                (ev->flags & DC_F_BY_CALL) && (ev->flags & DC_F_NO_SCOPE) ? "  (call, no scope)" :
                 (ev->flags & DC_F_BY_CALL) ? "  (call)" :
                 (ev->flags & DC_F_RESUMED) ? "  (resumed)" : "");
         break;
@@ -85,6 +86,8 @@ static void print_event(printer *p, const dc_event *ev)
     case DC_INLINE_RETURN:
         fprintf(p->out, "%s bci %d depth %u", dm_method_str(p->m, ev->method_id, buf, sizeof buf),
                 ev->bci, ev->depth);
+        if (ev->kind == DC_INLINE_CALL && ev->call_bci >= 0)
+            fprintf(p->out, "  (site %d)", ev->call_bci);
         break;
     case DC_GAP:
         fprintf(p->out, "%s, stream bytes %" PRIu64 "..%" PRIu64, dc_gap_reason_name(ev->reason),

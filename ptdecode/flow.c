@@ -43,7 +43,10 @@ static void usage(FILE *f)
             "Decodes each thread's PT stream and projects its interpreted bytecodes onto the\n"
             "program's classes, then prints the flow: every call, return and bytecode with the\n"
             "method, bci, opcode and source line. Compiled code contributes its calls and\n"
-            "returns (inlined ones too). A 'segment' line starts each stretch whose calling\n"
+            "returns (inlined ones too); a constructor call that compiled code leaves no\n"
+            "trace of (an empty one inlined, Object's above all) is [inferred] from the\n"
+            "bytecode of the compiled constructor that makes it.\n"
+            "A 'segment' line starts each stretch whose calling\n"
             "context had to be found again (thread start, after a gap in the trace).\n"
             "At the end of each thread: how many bytecodes got a place and how segments were\n"
             "resolved (unique, chosen among equally fitting paths, unresolved).\n"
@@ -171,6 +174,8 @@ static int on_flow(const fl_event *ev, void *vp)
             fprintf(p->out, ",\"compiled\":true");
         if (ev->flags & FL_F_INLINED)
             fprintf(p->out, ",\"inlined\":true");
+        if (ev->flags & FL_F_INFERRED)
+            fprintf(p->out, ",\"inferred\":true");
         if (ev->flags & FL_F_EXCEPTION)
             fprintf(p->out, ",\"exception\":true");
         if (ev->flags & FL_F_CONTEXT)
@@ -201,9 +206,10 @@ static int on_flow(const fl_event *ev, void *vp)
             indent * 2, "");
     switch (ev->kind) {
     case FL_CALL:
-        fprintf(p->out, "call %s%s%s%s%s\n", name,
+        fprintf(p->out, "call %s%s%s%s%s%s\n", name,
                 ev->flags & FL_F_COMPILED ? " [compiled]" : "",
                 ev->flags & FL_F_INLINED ? " [inlined]" : "",
+                ev->flags & FL_F_INFERRED ? " [inferred]" : "",
                 ev->flags & FL_F_CONTEXT ? " [already running]" : "", ctxs);
         break;
     case FL_RETURN:
@@ -229,6 +235,10 @@ static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
             s->bytecodes ? 100.0 * (double)s->placed / (double)s->bytecodes : 100.0,
             s->unplaced, s->segments, s->segments_unique, s->segments_chosen,
             s->segments_unresolved, s->choices, s->max_hypotheses);
+    if (s->calls_inferred || s->reentries_ignored)
+        fprintf(f, "# thread %u: compiled code: %" PRIu64 " constructor calls inferred, %" PRIu64
+                " inlined calls that cannot run again ignored\n",
+                tid, s->calls_inferred, s->reentries_ignored);
 }
 
 int cmd_flow(int argc, char **argv)

@@ -69,6 +69,81 @@ static int64_t target(const int32_t *idx_of, uint32_t code_len, uint32_t bci, in
     return idx_of[t];
 }
 
+/* Sets cyc[i] = 1 for each instruction on a cycle: a strongly connected
+ * component of more than one instruction, or one with an edge to itself.
+ * Tarjan's algorithm with an explicit stack (methods can be 64 KiB of
+ * straight code). 0, or -1 when out of memory. */
+static int mark_cycles(uint32_t n, const uint32_t *first, const rc_edge *edge, uint8_t *cyc)
+{
+    memset(cyc, 0, n);
+    if (!n)
+        return 0;
+    uint32_t *index = malloc((size_t)n * sizeof *index);   /* 0: not visited */
+    uint32_t *low = malloc((size_t)n * sizeof *low);
+    uint32_t *scc = malloc((size_t)n * sizeof *scc);       /* Tarjan's stack */
+    uint32_t *path = malloc((size_t)n * sizeof *path);     /* DFS: node */
+    uint32_t *next = malloc((size_t)n * sizeof *next);     /* DFS: its next edge */
+    uint8_t *on = calloc(n, 1);
+    int rc = -1;
+    if (!index || !low || !scc || !path || !next || !on)
+        goto out;
+    memset(index, 0, (size_t)n * sizeof *index);
+    uint32_t counter = 0, nscc = 0;
+    for (uint32_t root = 0; root < n; root++) {
+        if (index[root])
+            continue;
+        uint32_t depth = 0;
+        path[depth] = root;
+        next[depth++] = first[root];
+        index[root] = low[root] = ++counter;
+        scc[nscc++] = root;
+        on[root] = 1;
+        while (depth) {
+            uint32_t v = path[depth - 1];
+            if (next[depth - 1] < first[v + 1]) {
+                uint32_t w = edge[next[depth - 1]++].to;
+                if (w == v)
+                    cyc[v] = 1;
+                if (!index[w]) {
+                    index[w] = low[w] = ++counter;
+                    scc[nscc++] = w;
+                    on[w] = 1;
+                    path[depth] = w;
+                    next[depth++] = first[w];
+                } else if (on[w] && index[w] < low[v]) {
+                    low[v] = index[w];
+                }
+                continue;
+            }
+            depth--;
+            if (depth && low[v] < low[path[depth - 1]])
+                low[path[depth - 1]] = low[v];
+            if (low[v] == index[v]) {
+                uint32_t k = nscc;
+                while (scc[k - 1] != v)
+                    k--;
+                k--;                     /* scc[k .. nscc) is v's component */
+                bool many = nscc - k > 1;
+                for (uint32_t j = k; j < nscc; j++) {
+                    on[scc[j]] = 0;
+                    if (many)
+                        cyc[scc[j]] = 1;
+                }
+                nscc = k;
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(index);
+    free(low);
+    free(scc);
+    free(path);
+    free(next);
+    free(on);
+    return rc;
+}
+
 rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h, uint32_t nh,
                      char *err, size_t errlen)
 {
@@ -264,8 +339,8 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
         goto out;
     }
     first[n] = (uint32_t)eb.n;
-    /* 4. One block: header, bci, first, edges, op. */
-    size_t sz = sizeof *g + (size_t)n * 4 + ((size_t)n + 1) * 4 + eb.n * sizeof(rc_edge) + n;
+    /* 4. One block: header, bci, first, edges, op, cyclic. */
+    size_t sz = sizeof *g + (size_t)n * 4 + ((size_t)n + 1) * 4 + eb.n * sizeof(rc_edge) + 2 * (size_t)n;
     g = malloc(sz);
     if (!g) {
         free(first);
@@ -289,6 +364,13 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     g->first = gfirst;
     g->edge = gedge;
     g->op = gop;
+    uint8_t *gcyc = gop + n;
+    g->cyclic = gcyc;
+    if (mark_cycles(n, gfirst, gedge, gcyc) < 0) {
+        free(g);
+        g = NULL;
+        bfail(err, errlen, 0, "out of memory");
+    }
 out:
     free(idx_of);
     free(bci);

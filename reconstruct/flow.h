@@ -61,6 +61,11 @@ typedef enum fl_origin {
  * segment and this one. Without it, a new segment only means the calling
  * context had to be found again: nothing is missing. */
 #define FL_F_AFTER_GAP 0x20
+/* FL_CALL / FL_RETURN that the bytecode implies and the trace cannot show:
+ * the constructor a compiled constructor calls on its own object, where no
+ * call of it was seen (an empty one, java/lang/Object's above all, is
+ * inlined with no code and no scope of its own). */
+#define FL_F_INFERRED  0x40
 
 typedef struct fl_event {
     fl_kind kind;

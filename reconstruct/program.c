@@ -27,6 +27,9 @@ typedef struct rc_mx {
                                 * for an invoke on this (rc_receiver_is_this) */
     struct site **sites;       /* atomic, made on first use: call targets by
                                 * instruction index (each slot atomic) */
+    const rc_method *this_call; /* atomic, made on first use (rc_this_call);
+                                 * &no_this_call: none */
+    uint32_t this_call_insn;
 } rc_mx;
 
 struct rc_class {
@@ -102,6 +105,7 @@ struct rc_program {
 };
 
 static const rc_cfg failed_cfg;
+static const rc_method no_this_call;
 
 /* Hash of a 64-bit key kept in a pointer (g_direct_hash keeps only the low
  * 32 bits: call-site keys differ in the high half). */
@@ -1547,4 +1551,50 @@ bool rc_receiver_is_this(rc_program *p, const rc_method *m, uint32_t insn)
         t = g_atomic_pointer_get(&x->on_this);
     }
     return t[insn];
+}
+
+/* ------------------------------------------------------------------------ */
+/* The constructor a constructor calls on its own object */
+
+static const rc_method *find_this_call(rc_program *p, const rc_method *m, uint32_t *insn)
+{
+    const rc_cfg *g = rc_cfg_get(p, m);
+    if (!g || strcmp(m->name, "<init>") || !strcmp(m->klass, "java/lang/Object"))
+        return NULL;
+    const rc_method *found = NULL;
+    for (uint32_t i = 0; i < g->ninsn; i++) {
+        if (g->op[i] != OP_INVOKESPECIAL || !rc_receiver_is_this(p, m, i))
+            continue;
+        const rc_method *const *t;
+        bool open = false;
+        if (rc_call_targets_at(p, m, i, &t, &open) != 1 || open)
+            return NULL;       /* unknown: it may be the one */
+        if (strcmp(t[0]->name, "<init>"))
+            continue;          /* a private or super method called on this */
+        if (found)
+            return NULL;       /* two: which one runs depends on the path */
+        found = t[0];
+        *insn = i;
+    }
+    return found;
+}
+
+const rc_method *rc_this_call(rc_program *p, const rc_method *m, uint32_t *insn)
+{
+    rc_mx *x = mx_of(p, m);
+    if (!x)
+        return NULL;
+    const rc_method *t = g_atomic_pointer_get(&x->this_call);
+    if (!t) {
+        uint32_t i = 0;
+        t = find_this_call(p, m, &i);
+        x->this_call_insn = i;  /* the same value from every thread */
+        if (!g_atomic_pointer_compare_and_exchange(&x->this_call, NULL, t ? t : &no_this_call))
+            t = g_atomic_pointer_get(&x->this_call);
+    }
+    if (t == &no_this_call)
+        return NULL;
+    if (insn)
+        *insn = x->this_call_insn;
+    return t;
 }

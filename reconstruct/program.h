@@ -66,6 +66,9 @@ typedef struct rc_cfg {
     const uint8_t *op;
     const uint32_t *first;     /* ninsn + 1 */
     const rc_edge *edge;
+    /* 1 where the instruction lies on a cycle of the graph (exception edges
+     * included): it may run more than once in one activation of the method */
+    const uint8_t *cyclic;
 } rc_cfg;
 
 /* Loads the program of trace.dir. Returns NULL with a one-line message in
@@ -153,6 +156,13 @@ bool rc_receiver_may_run(rc_program *p, const rc_class *bound, int op, const rc_
  * instruction whose effect depends on value categories, such as dup, gives
  * up: false). */
 bool rc_receiver_is_this(rc_program *p, const rc_method *m, uint32_t insn);
+
+/* The constructor that constructor m calls on its own object (the
+ * superclass's, or its own class's for this(...)), and in *insn the
+ * instruction index of that invokespecial. NULL where m is no constructor,
+ * is java/lang/Object's, or the call is not certain: an invokespecial on
+ * this that could not be resolved, or more than one <init> call on this. */
+const rc_method *rc_this_call(rc_program *p, const rc_method *m, uint32_t *insn);
 
 /* The source line of bci, or 0. */
 uint32_t rc_line_of(const rc_method *m, uint32_t bci);

@@ -52,6 +52,12 @@ enum frame_kind {
     FR_VMCALL,       /* the VM called Java through the call stub */
 };
 
+#define ACC_SYNCHRONIZED 0x0020
+#define ACC_NATIVE 0x0100
+#define ACC_ABSTRACT 0x0400
+
+#define SITES 4
+
 typedef struct frame {
     const struct frame *caller;
     uint32_t depth;
@@ -66,6 +72,23 @@ typedef struct frame {
     uint32_t returned;     /* FR_UNKNOWN after_return: program index or NONE */
     uint32_t inline_depth; /* FR_COMPILED */
     int32_t bci;           /* FR_COMPILED: current bci of the innermost frame */
+    /* FR_COMPILED: the last call sites outside any loop of the method whose
+     * inlined callees this frame entered (bcis; -1: none), most recent at
+     * sites[(nsites - 1) % SITES] */
+    int32_t sites[SITES];
+    uint8_t nsites;
+    bool entered;          /* FR_COMPILED: its call was seen (not running
+                            * where the segment starts) */
+    bool single;           /* FR_COMPILED: this activation cannot repeat while
+                            * the frame stays: a compiled method's own frame,
+                            * or one inlined at a call site on no cycle into
+                            * such a frame. An inlined frame in a loop can:
+                            * C2 may unroll the loop, and nothing marks where
+                            * one iteration's inlined frame ends. */
+    bool init_called;      /* FR_COMPILED: a constructor it called returned */
+    uint32_t phantom;      /* FR_COMPILED: depth of an inlined callee the trace
+                            * seems to enter again where it cannot (step_jit);
+                            * its events are ignored until it is left. 0: none */
     uint64_t method_id;    /* the agent's id (0: unknown) */
     const void *code;      /* FR_COMPILED: the version */
     /* FR_INTERP of an instance method: what its receiver's class is known to
@@ -730,14 +753,78 @@ static void add(rp_projector *r, const frame *top, const hist *h)
 }
 
 /* Pops the top frame, recording the return of a method frame. */
+static bool is_constructor(const rp_projector *r, uint32_t method)
+{
+    const rc_method *m = method == NONE ? NULL : rc_method_at(r->p, method);
+    return m && !strcmp(m->name, "<init>");
+}
+
+/* Before compiled constructor f returns: if no constructor call of it was
+ * seen, the calls its bytecode makes on its own object up to
+ * java/lang/Object's (FL_F_INFERRED). Every constructor but Object's calls
+ * one before it returns normally. */
+static const hist *infer_this_calls(rp_projector *r, const frame *f, const hist *h)
+{
+    if (!f->entered || f->init_called || !is_constructor(r, f->method))
+        return h;
+    const rc_method *chain[16];
+    size_t n = 0;
+    const rc_method *m = rc_method_at(r->p, f->method);
+    uint32_t insn;
+    for (const rc_method *t; n < 16 && (t = rc_this_call(r->p, m, &insn)); m = t) {
+        const rc_cfg *g = rc_cfg_get(r->p, m);
+        h = record(r, h, FL_CALL, t->id, (int32_t)g->bci[insn], -1,
+                   FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED);
+        chain[n++] = t;
+    }
+    r->st.calls_inferred += n;
+    while (n--)
+        h = record(r, h, FL_RETURN, chain[n]->id, -1, -1,
+                   FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED);
+    return h;
+}
+
+/* Compiled frame f calls an arraycopy stub. C2 and C1 compile
+ * System.arraycopy (and Unsafe's copies) into such a call, or into a copy
+ * of their own, with no frame or scope for the method: the scope at the
+ * call is the caller's, at its invoke. Where that invoke names a native
+ * method, the stub call is that method's call (FL_F_INFERRED). A stub that
+ * jumps on into another (jbyte_arraycopy into jbyte_disjoint_arraycopy) is
+ * one call. Copies compiled without a stub call are not seen. */
+static const hist *infer_intrinsic_call(rp_projector *r, const frame *f, const hist *h)
+{
+    const rc_method *m = f->method == NONE ? NULL : rc_method_at(r->p, f->method);
+    if (!m || !m->code || f->bci < 0)
+        return h;
+    const rc_method *const *t;
+    bool open = false;
+    if (rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) != 1 ||
+        !(t[0]->access & ACC_NATIVE))
+        return h;
+    const uint32_t fl = FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED;
+    h = record(r, h, FL_CALL, t[0]->id, f->bci, -1, fl);
+    r->st.calls_inferred++;
+    return record(r, h, FL_RETURN, t[0]->id, -1, -1, fl);
+}
+
+/* The frame returns (FL_F_EXCEPTION: is unwound); returns its caller. */
 static const frame *pop(rp_projector *r, const frame *f, const hist **h, uint32_t flags)
 {
+    if (f->kind == FR_COMPILED && !(flags & FL_F_EXCEPTION))
+        *h = infer_this_calls(r, f, *h);
     if (f->kind == FR_INTERP || f->kind == FR_COMPILED || f->kind == FR_OPAQUE) {
         uint32_t fl = flags | (f->kind == FR_COMPILED ? FL_F_COMPILED : 0) |
                       (f->kind == FR_COMPILED && f->inline_depth > 1 ? FL_F_INLINED : 0);
         *h = record(r, *h, FL_RETURN, f->method_id, -1, -1, fl);
     }
-    return f->caller;
+    const frame *c = f->caller;
+    if (c && c->kind == FR_COMPILED && !c->init_called && !(flags & FL_F_EXCEPTION) &&
+        is_constructor(r, f->method)) {
+        frame n = *c;
+        n.init_called = true;
+        c = frame_copy(r, &n);
+    }
+    return c;
 }
 
 /* After the frame of `method` returned: the new top learns it. */
@@ -1341,10 +1428,6 @@ static entry_kind_t entry_kind_of(const char *desc)
     return EK_INTRINSIC;
 }
 
-#define ACC_SYNCHRONIZED 0x0020
-#define ACC_NATIVE 0x0100
-#define ACC_ABSTRACT 0x0400
-
 static bool entry_fits(entry_kind_t k, const rc_method *m)
 {
     bool sync = m->access & ACC_SYNCHRONIZED, native = m->access & ACC_NATIVE;
@@ -1670,6 +1753,7 @@ static frame compiled_frame(const rp_projector *r, const dc_event *e, uint64_t i
 {
     return (frame){ .kind = FR_COMPILED, .method = index_of_id(r, id), .insn = NONE,
                     .last = NONE, .returned = NONE, .inline_depth = depth, .bci = -1,
+                    .sites = { [0 ... SITES - 1] = -1 }, .single = depth == 1,
                     .method_id = id, .code = e->code };
 }
 
@@ -1703,8 +1787,12 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         add(r, push(r, NULL, compiled_frame(r, e, e->method_id, 1)), hh);
         return;
     }
-    if (f && f->kind == FR_COMPILED && f->code == e->code && !(e->flags & DC_F_BY_CALL))
-        return add(r, f, h);   /* a jump inside it (a call is recursion) */
+    /* A jump inside it; a call is recursion, unless it lands where the
+     * version has no scope: its static call stub, on the way to an
+     * interpreted callee (the c2i adapter and method entry follow) */
+    if (f && f->kind == FR_COMPILED && f->code == e->code &&
+        (!(e->flags & DC_F_BY_CALL) || (e->flags & DC_F_NO_SCOPE)))
+        return add(r, f, h);
     int32_t call_bci = -1;
     if (f && f->kind == FR_INTERP && f->calling && f->last != NONE) {
         /* i2c: the compiled callee must be a target of the invoke */
@@ -1728,18 +1816,77 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         f = frame_copy(r, &v);
     }
     h = record(r, h, FL_CALL, e->method_id, call_bci, -1, FL_F_COMPILED);
-    add(r, push(r, f, compiled_frame(r, e, e->method_id, 1)), h);
+    frame n = compiled_frame(r, e, e->method_id, 1);
+    n.entered = true;
+    add(r, push(r, f, n), h);
+}
+
+/* Whether call site `site` of compiled frame f's method is on no cycle of
+ * its CFG: it runs at most once per activation. */
+static bool site_once(rp_projector *r, const frame *f, int32_t site)
+{
+    if (site < 0 || f->method == NONE)
+        return false;
+    const rc_cfg *g = rc_cfg_get(r->p, rc_method_at(r->p, f->method));
+    int64_t i = g ? rc_cfg_index(g, (uint32_t)site) : -1;
+    return i >= 0 && !g->cyclic[i];
+}
+
+/* Whether single frame f entered the inlined callee of such a site already
+ * (in this activation, then). C2 lays an
+ * inlined callee's code out with its caller's, and code after the callee's
+ * return may share a scope with the callee: CharacterDataLatin1.toLowerCase
+ * is at getProperties' bci 7 again after its own bci 37, String.charAt at
+ * isLatin1's bci 10 after StringLatin1.charAt. The scope lookup then shows a
+ * second call that cannot have been made. */
+static bool site_entered(const frame *f, int32_t site)
+{
+    for (int k = 0; k < SITES; k++)
+        if (f->sites[k] == site)
+            return true;
+    return false;
 }
 
 static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
 {
     if (!f || f->kind != FR_COMPILED || f->code != e->code)
         return add(r, f, h);
+    if (f->phantom) {
+        /* inside a callee entered where it cannot be: wait for its return */
+        if (e->kind == DC_INLINE_RETURN && e->depth < f->phantom) {
+            frame n = *f;
+            n.phantom = 0;
+            f = frame_copy(r, &n);
+        } else if ((e->kind == DC_INLINE_CALL && e->depth <= f->phantom) ||
+                   (e->kind == DC_JIT && e->depth < f->phantom)) {
+            frame n = *f;      /* (it was left unseen: start again) */
+            n.phantom = 0;
+            f = frame_copy(r, &n);
+            return step_jit(r, f, h, e);
+        }
+        return add(r, f, h);
+    }
     switch (e->kind) {
     case DC_INLINE_CALL: {
-        h = record(r, h, FL_CALL, e->method_id, f->bci, -1, FL_F_COMPILED | FL_F_INLINED);
+        bool once = site_once(r, f, e->call_bci);
+        if (once && f->single && site_entered(f, e->call_bci)) {
+            frame n = *f;
+            n.phantom = e->depth;
+            r->st.reentries_ignored++;
+            add(r, frame_copy(r, &n), h);
+            return;
+        }
+        h = record(r, h, FL_CALL, e->method_id, e->call_bci >= 0 ? e->call_bci : f->bci, -1,
+                   FL_F_COMPILED | FL_F_INLINED);
+        if (once && f->single) {
+            frame c = *f;
+            c.sites[c.nsites++ % SITES] = e->call_bci;
+            f = frame_copy(r, &c);
+        }
         frame n = compiled_frame(r, e, e->method_id, e->depth);
         n.bci = e->bci;
+        n.entered = true;
+        n.single = once && f->single;
         add(r, push(r, f, n), h);
         return;
     }
@@ -1822,6 +1969,9 @@ static void step(rp_projector *r, const hyp *x, const dc_event *e)
         return;
     }
     case DC_STUB:
+        if (f && f->kind == FR_COMPILED && (e->flags & DC_F_BY_CALL) && e->desc &&
+            strstr(e->desc, "arraycopy"))
+            h = infer_intrinsic_call(r, f, h);
         /* The VM calls Java through the call stub: the stub is entered from
          * outside the traced code (or called); a jump or return into it is
          * the Java method returning to it. */
@@ -1994,6 +2144,9 @@ static bool same_state(const frame *a, const frame *b)
             a->insn == b->insn && a->last == b->last && a->calling == b->calling &&
             a->throwing == b->throwing && a->code == b->code && a->bci == b->bci &&
             a->inline_depth == b->inline_depth && a->method_id == b->method_id &&
+            a->entered == b->entered && a->init_called == b->init_called &&
+            a->single == b->single &&
+            !memcmp(a->sites, b->sites, sizeof a->sites) && a->phantom == b->phantom &&
             a->after_return == b->after_return && a->returned == b->returned &&
             a->recv == b->recv && a->this_call == b->this_call &&
             a->from_before == b->from_before);
@@ -2010,10 +2163,12 @@ static guint frame_hash(gconstpointer p)
             (uint64_t)f->after_return << 10 | (uint64_t)f->inline_depth << 32,
         (uint64_t)f->method << 32 | f->insn,
         (uint64_t)f->last << 32 | f->returned,
-        (uint64_t)(uint32_t)f->bci,
-        f->method_id,
+        (uint64_t)(uint32_t)f->bci | (uint64_t)(uint32_t)f->sites[0] << 32,
+        f->method_id ^ (uint64_t)f->phantom << 48 ^ (uint64_t)f->nsites << 40,
         (uint64_t)(uintptr_t)f->code,
-        (uint64_t)(uintptr_t)f->recv | f->this_call | (uint64_t)f->from_before << 1,
+        (uint64_t)(uintptr_t)f->recv | f->this_call | (uint64_t)f->from_before << 1 |
+            (uint64_t)f->entered << 2 | (uint64_t)f->init_called << 3 |
+            (uint64_t)f->single << 4,
     };
     uint64_t h = 0x243f6a8885a308d3ull;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -2252,4 +2407,6 @@ void rp_stats_add(rp_stats *sum, const rp_stats *s)
     sum->capped += s->capped;
     sum->receiver_filtered += s->receiver_filtered;
     sum->itable_filtered += s->itable_filtered;
+    sum->reentries_ignored += s->reentries_ignored;
+    sum->calls_inferred += s->calls_inferred;
 }

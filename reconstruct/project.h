@@ -49,6 +49,10 @@ typedef struct rp_stats {
     uint64_t capped;             /* times the hypothesis set hit its cap */
     uint64_t receiver_filtered;  /* calls on this whose receiver's class ruled out targets */
     uint64_t itable_filtered;    /* interface calls whose itable scan ruled out targets */
+    uint64_t calls_inferred;     /* constructor calls of compiled constructors the
+                                  * trace cannot show (FL_F_INFERRED) */
+    uint64_t reentries_ignored;  /* inlined callees entered again where they cannot be
+                                  * (an acyclic call site, twice in one activation) */
 } rp_stats;
 
 typedef struct rp_projector rp_projector;

@@ -130,6 +130,9 @@ Test(cfg, loop_and_handlers)
     EXPECT_SUCC(g, 6, "N:9 T:19");  /* if_icmpge 19 */
     EXPECT_SUCC(g, 16, "T:4");      /* goto 4: the back edge */
     EXPECT_SUCC(g, 13, "N:16");     /* iinc */
+    /* the loop's instructions, and only they, are on a cycle */
+    for (uint32_t i = 0; i < g->ninsn; i++)
+        cr_expect_eq(g->cyclic[i], g->bci[i] >= 4 && g->bci[i] <= 16, "bci %u", g->bci[i]);
     rc_cfg_free(g);
     /* handlers: [0,5)->15 NumberFormatException, [0,5)->28 any, [15,18)->28 any */
     g = cfg_of(method(&c, "guarded"));
@@ -157,6 +160,19 @@ Test(cfg, jsr_ret_wide)
     EXPECT_SUCC(g, 3, "T:8");
     EXPECT_SUCC(g, 9, "T:3 T:6");
     cr_expect_eq(cf_insn_len(code, sizeof code, 9, err, sizeof err), 4);
+    /* ret's edges close a cycle 3 -> 8 -> 9 -> 3; 0 and 6 run once */
+    static const uint32_t once[] = { 0, 6 }, again[] = { 3, 8, 9 };
+    for (size_t i = 0; i < 2; i++)
+        cr_expect_eq(g->cyclic[rc_cfg_index(g, once[i])], 0, "bci %u", once[i]);
+    for (size_t i = 0; i < 3; i++)
+        cr_expect_eq(g->cyclic[rc_cfg_index(g, again[i])], 1, "bci %u", again[i]);
+    rc_cfg_free(g);
+    /* an instruction that jumps to itself is a cycle of one */
+    static const uint8_t self[] = { 0x00, 0xa7, 0x00, 0x00 };
+    g = rc_cfg_build(self, sizeof self, NULL, 0, err, sizeof err);
+    cr_assert(g, "%s", err);
+    cr_expect_eq(g->cyclic[0], 0);
+    cr_expect_eq(g->cyclic[1], 1);
     rc_cfg_free(g);
     /* wide iinc is 6 bytes; wide of a non-local opcode is invalid */
     static const uint8_t w[] = { 0xc4, 0x84, 0x01, 0x00, 0x00, 0x05, 0xc4, 0x60 };
@@ -215,7 +231,7 @@ Test(classfile, hostile_headers)
 static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Square", "Ring",
                                        "Cha", "Sample", "Link", "Counter", "Marker", "Sized",
                                        "Tag", "Other", "Count0", "Count1", "Tagged", "Count2",
-                                       "Count2b", "Counting" };
+                                       "Count2b", "Counting", "Made", "Copier" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
@@ -1005,4 +1021,243 @@ Test(program, a_segment_that_left_every_kept_frame_did_not_link)
     const char *want[] = { "Link.outer Link.mid Link.leaf", NULL,
                            "Link.outer* Link.mid* Link.leaf*" };
     expect_segment_calls(out_of_all_then_back_in_outer, 2, want, 3);
+}
+
+/* ---- compiled code: an inlined callee entered again where it cannot be --- */
+
+static const char outer_code[1];  /* a compiled Link.outer or Link.both, callees inlined */
+
+static void jit(rp_projector *r, dc_kind kind, const char *method, int32_t bci, uint32_t depth,
+                int32_t call_bci)
+{
+    dc_event e = { .tsc = ++feed_tick, .kind = kind, .code = outer_code,
+                   .method_id = link_id(method), .bci = bci, .depth = depth,
+                   .call_bci = call_bci, .flags = kind == DC_JIT_ENTER ? DC_F_BY_CALL : 0 };
+    cr_assert_eq(rp_event(&e, r), 0);
+}
+
+/* One iteration of outer's loop: mid inlined at outer's bci 11 (in the loop)
+ * and leaf at mid's bci 1 (not in a loop). With `shared_tail`, code after
+ * leaf's return shares leaf's scope (C2's layout), so the scopes show leaf
+ * entered a second time from the same site of the same mid. */
+static void inlined_iteration(rp_projector *r, bool shared_tail)
+{
+    jit(r, DC_INLINE_CALL, "mid", 0, 2, 11);
+    jit(r, DC_INLINE_CALL, "leaf", 0, 3, 1);
+    jit(r, DC_INLINE_RETURN, "leaf", 2, 2, -1);
+    jit(r, DC_JIT, "mid", 4, 2, -1);
+    if (shared_tail) {
+        jit(r, DC_INLINE_CALL, "leaf", 2, 3, 1);
+        jit(r, DC_JIT, "leaf", 3, 3, -1);
+        jit(r, DC_INLINE_RETURN, "leaf", 3, 2, -1);
+        jit(r, DC_JIT, "mid", 7, 2, -1);
+    }
+    jit(r, DC_INLINE_RETURN, "mid", 7, 1, -1);
+    jit(r, DC_JIT, "outer", 14, 1, -1);
+}
+
+/* A compiled Link.both: leaf inlined at bci 1, other at bci 5 (with its own
+ * leaf); then code after other's return in leaf's scope again. */
+static void compiled_both(rp_projector *r)
+{
+    jit(r, DC_JIT_ENTER, "both", -1, 1, -1);
+    jit(r, DC_INLINE_CALL, "leaf", 0, 2, 1);
+    jit(r, DC_INLINE_RETURN, "leaf", 3, 1, -1);
+    jit(r, DC_JIT, "both", 4, 1, -1);
+    jit(r, DC_INLINE_CALL, "other", 0, 2, 5);
+    jit(r, DC_INLINE_CALL, "leaf", 0, 3, 1);
+    jit(r, DC_INLINE_RETURN, "leaf", 3, 2, -1);
+    jit(r, DC_INLINE_RETURN, "other", 6, 1, -1);
+    jit(r, DC_INLINE_CALL, "leaf", 3, 2, 1);
+    jit(r, DC_INLINE_RETURN, "leaf", 3, 1, -1);
+    jit(r, DC_JIT, "both", 8, 1, -1);
+}
+
+static void compiled_outer_twice(rp_projector *r)
+{
+    jit(r, DC_JIT_ENTER, "outer", -1, 1, -1);
+    jit(r, DC_JIT, "outer", 4, 1, -1);
+    inlined_iteration(r, true);
+    inlined_iteration(r, false);
+}
+
+/* A compiled Link.mid (its own version) with leaf inlined at bci 1, whose
+ * scope comes back after mid's bci 4. */
+static void compiled_mid(rp_projector *r)
+{
+    jit(r, DC_JIT_ENTER, "mid", -1, 1, -1);
+    jit(r, DC_INLINE_CALL, "leaf", 0, 2, 1);
+    jit(r, DC_INLINE_RETURN, "leaf", 2, 1, -1);
+    jit(r, DC_JIT, "mid", 4, 1, -1);
+    jit(r, DC_INLINE_CALL, "leaf", 2, 2, 1);
+    jit(r, DC_JIT, "leaf", 3, 2, -1);
+    jit(r, DC_INLINE_RETURN, "leaf", 3, 1, -1);
+    jit(r, DC_JIT, "mid", 7, 1, -1);
+}
+
+/* Calls of segment 0; st->reentries_ignored must be `ignored`, and calls
+ * and returns must pair up (an ignored entry leaves no return either). */
+static void expect_inlined_calls(void (*run)(rp_projector *), const char *want,
+                                 uint64_t ignored)
+{
+    rp_stats st;
+    GArray *flow = project_link(run, &st);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, want);
+    cr_expect_eq(st.reentries_ignored, ignored, "%s", want);
+    int depth = 0, lowest = 0;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        depth += ev->kind == FL_CALL ? 1 : ev->kind == FL_RETURN ? -1 : 0;
+        lowest = depth < lowest ? depth : lowest;
+    }
+    cr_expect_eq(lowest, 0, "%s", want);
+    g_free(got);
+    g_array_free(flow, TRUE);
+}
+
+Test(program, an_acyclic_call_site_enters_its_inlined_callee_once_per_activation)
+{
+    /* mid's own version: leaf's site (bci 1) is on no cycle of mid */
+    expect_inlined_calls(compiled_mid, "Link.mid Link.leaf", 1);
+    /* not only the site entered last: leaf's site, after other's */
+    expect_inlined_calls(compiled_both, "Link.both Link.leaf Link.other Link.leaf", 1);
+    /* mid inlined in outer's loop: an iteration's mid may follow the last
+     * one's with no scope of outer between them (an unrolled loop), so
+     * leaf's second scope may be the next iteration's: counted */
+    expect_inlined_calls(compiled_outer_twice,
+                         "Link.outer Link.mid Link.leaf Link.leaf Link.mid Link.leaf", 0);
+}
+
+/* ---- constructors: the call each makes on its own object ---------------- */
+
+Test(program, this_calls)
+{
+    uint32_t insn = 0;
+    const rc_method *circle = find("Circle", "<init>", "(D)V");
+    /* Ring(double r) { super(r); }: aload_0 dload_1 invokespecial at bci 2 */
+    const rc_method *t = rc_this_call(prog, find("Ring", "<init>", "(D)V"), &insn);
+    cr_expect_eq(t, circle);
+    cr_expect_eq(rc_cfg_get(prog, find("Ring", "<init>", "(D)V"))->bci[insn], 2);
+    /* the superclass's, not the constructor of the object the body makes */
+    cr_expect_eq(rc_this_call(prog, find("Made", "<init>", "(LCircle;)V"), NULL), circle);
+    /* this(new Circle(1)): the receiver count gives up at the dup of the
+     * new object, so the call on this is not certain: none */
+    cr_expect_null(rc_this_call(prog, find("Made", "<init>", "()V"), NULL));
+    /* Circle's is Base's; java/lang/Object has no class file here, so
+     * Base's call is unresolved: none */
+    cr_expect_eq(rc_this_call(prog, circle, NULL), find("Base", "<init>", "()V"));
+    cr_expect_null(rc_this_call(prog, find("Base", "<init>", "()V"), NULL));
+    cr_expect_null(rc_this_call(prog, find("Cha", "total", "([LShape;)D"), NULL));
+}
+
+/* A compiled event of a Cha class's method in version `code`. */
+static void cjit(rp_projector *r, const void *code, dc_kind kind, uint32_t flags,
+                 const char *klass, const char *sig, int32_t bci, uint32_t depth,
+                 int32_t call_bci)
+{
+    dc_event e = { .tsc = ++feed_tick, .kind = kind, .flags = flags, .code = code,
+                   .method_id = find(klass, "<init>", sig)->id, .bci = bci, .depth = depth,
+                   .call_bci = call_bci };
+    cr_assert_eq(rp_event(&e, r), 0);
+}
+
+static const char made_code[1], ring_code[1];
+
+/* A compiled Made(Circle): its super(c.r) inlined with no scope at all */
+static void compiled_made(rp_projector *r)
+{
+    cjit(r, made_code, DC_JIT_ENTER, DC_F_BY_CALL, "Made", "(LCircle;)V", -1, 1, -1);
+    cjit(r, made_code, DC_JIT, 0, "Made", "(LCircle;)V", 19, 1, -1);
+    /* its way out: through its static call stub (no scope) to an
+     * interpreted method, which is not a call of itself; then back to the
+     * interpreter */
+    cjit(r, made_code, DC_JIT_ENTER, DC_F_BY_CALL | DC_F_NO_SCOPE, "Made", "(LCircle;)V", -1,
+         1, -1);
+    dc_event back = { .tsc = ++feed_tick, .kind = DC_INTERP_RETURN,
+                      .desc = "invoke return entry points" };
+    cr_assert_eq(rp_event(&back, r), 0);
+}
+
+/* A compiled Ring(double): Circle(double) inlined with a scope, Base() not */
+static void compiled_ring(rp_projector *r)
+{
+    cjit(r, ring_code, DC_JIT_ENTER, DC_F_BY_CALL, "Ring", "(D)V", -1, 1, -1);
+    cjit(r, ring_code, DC_INLINE_CALL, 0, "Circle", "(D)V", 5, 2, 2);
+    cjit(r, ring_code, DC_INLINE_RETURN, 0, "Circle", "(D)V", 5, 1, -1);
+    dc_event back = { .tsc = ++feed_tick, .kind = DC_INTERP_RETURN,
+                      .desc = "invoke return entry points" };
+    cr_assert_eq(rp_event(&back, r), 0);
+}
+
+/* Calls and returns of a flow: "Cls" for a call, "~" after an inferred
+ * one, ")" for a return. */
+static char *calls_and_returns(GArray *flow)
+{
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        const rc_method *m = rc_method_by_id(prog, ev->method_id);
+        if (ev->kind == FL_CALL)
+            g_string_append_printf(s, "%s%s%s", s->len ? " " : "", m ? m->klass : "?",
+                                   (ev->flags & FL_F_INFERRED) ? "~" : "");
+        else if (ev->kind == FL_RETURN)
+            g_string_append(s, ")");
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* Projects a run: its calls and returns (calls_and_returns) must be `want`
+ * and st.calls_inferred `inferred`. */
+static void expect_inferred(void (*run)(rp_projector *), const char *want, uint64_t inferred)
+{
+    rp_stats st;
+    GArray *flow = project_link(run, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, want);
+    cr_expect_eq(st.calls_inferred, inferred, "%s", want);
+    g_free(got);
+    g_array_free(flow, TRUE);
+}
+
+Test(program, compiled_constructors_call_the_constructors_their_bytecode_names)
+{
+    /* Made's super(c.r), Circle's super() up to Base's: Object's is not
+     * captured here */
+    expect_inferred(compiled_made, "Made Circle~ Base~)))", 2);
+    /* a constructor call that was seen (Circle's) is not inferred again */
+    expect_inferred(compiled_ring, "Ring Circle Base~)))", 1);
+}
+
+static const char copier_code[1];
+
+/* A compiled Copier.run calls an arraycopy stub at `bci`, and that stub
+ * jumps on into another. */
+static void copier_at(rp_projector *r, int32_t bci)
+{
+    uint64_t run = find("Copier", "run", "([B[B)V")->id;
+    dc_event e = { .tsc = ++feed_tick, .kind = DC_JIT_ENTER, .flags = DC_F_BY_CALL,
+                   .code = copier_code, .method_id = run, .bci = -1, .depth = 1,
+                   .call_bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    e = (dc_event){ .tsc = ++feed_tick, .kind = DC_JIT, .code = copier_code, .method_id = run,
+                    .bci = bci, .depth = 1, .call_bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    e = (dc_event){ .tsc = ++feed_tick, .kind = DC_STUB, .flags = DC_F_BY_CALL,
+                    .desc = "jbyte_arraycopy", .bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    e.flags = DC_F_BY_JUMP;
+    e.desc = "jbyte_disjoint_arraycopy";
+    cr_assert_eq(rp_event(&e, r), 0);
+}
+
+static void copier_at_the_call(rp_projector *r) { copier_at(r, 5); }
+static void copier_elsewhere(rp_projector *r) { copier_at(r, 1); }
+
+Test(program, an_arraycopy_stub_called_at_a_native_call_is_its_call)
+{
+    /* run: aload_0 iconst_0 aload_1 iconst_0 iconst_4, invokestatic copy at bci 5 */
+    expect_inferred(copier_at_the_call, "Copier Copier~)", 1);
+    /* a stub called where the scope is at no call of a native: nothing */
+    expect_inferred(copier_elsewhere, "Copier", 0);
 }

@@ -29,6 +29,24 @@ class Ring extends Circle {
     double sum(Circle o) { return o.area() + area(); }
 }
 
+// Constructor calls on this (rc_this_call): the superclass's after another
+// object's in the body, and this(...) with an object made for its argument.
+class Made extends Circle {
+    final Circle inner;
+    Made() { this(new Circle(1)); }
+    Made(Circle c) {
+        super(c.r);
+        inner = new Circle(2);
+    }
+}
+
+// A call of a native method that compiled code makes through a stub
+// (as System.arraycopy's).
+class Copier {
+    static native void copy(Object from, int at, Object to, int to_at, int n);
+    static void run(byte[] a, byte[] b) { copy(a, 0, b, 0, 4); }
+}
+
 public class Cha {
     static double total(Shape[] shapes) {
         double t = 0;
