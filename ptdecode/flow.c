@@ -236,7 +236,7 @@ static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
             s->unplaced, s->segments, s->segments_unique, s->segments_chosen,
             s->segments_unresolved, s->choices, s->max_hypotheses);
     if (s->calls_inferred || s->reentries_ignored)
-        fprintf(f, "# thread %u: compiled code: %" PRIu64 " constructor calls inferred, %" PRIu64
+        fprintf(f, "# thread %u: compiled code: %" PRIu64 " calls inferred, %" PRIu64
                 " inlined calls that cannot run again ignored\n",
                 tid, s->calls_inferred, s->reentries_ignored);
 }

@@ -209,6 +209,8 @@ struct rp_projector {
      * hypotheses that have one (their indices in cur), after every other
      * hypothesis of the event: the cap then drops doubtful ones first. */
     bool defer_doubtful, doubtful_pass;
+    bool ignored_reentry;      /* a hypothesis ignored an inlined call at this
+                                * event (rp_stats.reentries_ignored) */
     GArray *deferred;          /* guint */
     guint stepping;            /* index in cur of the hypothesis being stepped */
     /* The stack the segments since the last loss of trace ended with
@@ -777,7 +779,6 @@ static const hist *infer_this_calls(rp_projector *r, const frame *f, const hist 
                    FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED);
         chain[n++] = t;
     }
-    r->st.calls_inferred += n;
     while (n--)
         h = record(r, h, FL_RETURN, chain[n]->id, -1, -1,
                    FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED);
@@ -803,7 +804,6 @@ static const hist *infer_intrinsic_call(rp_projector *r, const frame *f, const h
         return h;
     const uint32_t fl = FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED;
     h = record(r, h, FL_CALL, t[0]->id, f->bci, -1, fl);
-    r->st.calls_inferred++;
     return record(r, h, FL_RETURN, t[0]->id, -1, -1, fl);
 }
 
@@ -1872,7 +1872,7 @@ static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_ev
         if (once && f->single && site_entered(f, e->call_bci)) {
             frame n = *f;
             n.phantom = e->depth;
-            r->st.reentries_ignored++;
+            r->ignored_reentry = true;
             add(r, frame_copy(r, &n), h);
             return;
         }
@@ -2045,6 +2045,7 @@ static void emit_history(rp_projector *r, const hist *h)
             else
                 r->st.unplaced++;
         } else if (x->kind == FL_CALL && x->method_id) {
+            r->st.calls_inferred += (x->flags & FL_F_INFERRED) != 0;
             const rc_method *m = rc_method_by_id(r->p, x->method_id);
             if (m && !strcmp(m->name, "<init>"))
                 g_hash_table_add(r->instantiated, (gpointer)m->klass);
@@ -2267,6 +2268,8 @@ static void process(rp_projector *r, const dc_event *e)
     for (guint i = 0; i < r->deferred->len; i++)
         step(r, &g_array_index(r->cur, hyp, g_array_index(r->deferred, guint, i)), e);
     r->doubtful_pass = false;
+    r->st.reentries_ignored += r->ignored_reentry;
+    r->ignored_reentry = false;
     size_t merged = dedup(r->next);
     if (merged) {
         r->st.choices += merged;

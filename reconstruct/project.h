@@ -49,10 +49,11 @@ typedef struct rp_stats {
     uint64_t capped;             /* times the hypothesis set hit its cap */
     uint64_t receiver_filtered;  /* calls on this whose receiver's class ruled out targets */
     uint64_t itable_filtered;    /* interface calls whose itable scan ruled out targets */
-    uint64_t calls_inferred;     /* constructor calls of compiled constructors the
-                                  * trace cannot show (FL_F_INFERRED) */
-    uint64_t reentries_ignored;  /* inlined callees entered again where they cannot be
-                                  * (an acyclic call site, twice in one activation) */
+    uint64_t calls_inferred;     /* calls emitted that compiled code made with no trace
+                                  * of them (FL_F_INFERRED) */
+    uint64_t reentries_ignored;  /* events where the scopes showed an inlined callee
+                                  * entered again where it cannot be (an acyclic call
+                                  * site, twice in one activation) */
 } rp_stats;
 
 typedef struct rp_projector rp_projector;
