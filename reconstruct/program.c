@@ -29,7 +29,7 @@ typedef struct rc_mx {
                                 * instruction index (each slot atomic) */
     const rc_method *this_call; /* atomic, made on first use (rc_this_call);
                                  * &no_this_call: none */
-    uint32_t this_call_insn;
+    gint this_call_insn;       /* atomic: its instruction */
 } rc_mx;
 
 struct rc_class {
@@ -1588,13 +1588,13 @@ const rc_method *rc_this_call(rc_program *p, const rc_method *m, uint32_t *insn)
     if (!t) {
         uint32_t i = 0;
         t = find_this_call(p, m, &i);
-        x->this_call_insn = i;  /* the same value from every thread */
+        g_atomic_int_set(&x->this_call_insn, (gint)i);  /* the same from every thread */
         if (!g_atomic_pointer_compare_and_exchange(&x->this_call, NULL, t ? t : &no_this_call))
             t = g_atomic_pointer_get(&x->this_call);
     }
     if (t == &no_this_call)
         return NULL;
     if (insn)
-        *insn = x->this_call_insn;
+        *insn = (uint32_t)g_atomic_int_get(&x->this_call_insn);
     return t;
 }

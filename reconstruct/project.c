@@ -754,7 +754,6 @@ static void add(rp_projector *r, const frame *top, const hist *h)
     g_array_append_val(r->next, x);
 }
 
-/* Pops the top frame, recording the return of a method frame. */
 static bool is_constructor(const rp_projector *r, uint32_t method)
 {
     const rc_method *m = method == NONE ? NULL : rc_method_at(r->p, method);
@@ -807,7 +806,8 @@ static const hist *infer_intrinsic_call(rp_projector *r, const frame *f, const h
     return record(r, h, FL_RETURN, t[0]->id, -1, -1, fl);
 }
 
-/* The frame returns (FL_F_EXCEPTION: is unwound); returns its caller. */
+/* Pops the top frame, recording the return of a method frame
+ * (FL_F_EXCEPTION: it is unwound); returns its caller. */
 static const frame *pop(rp_projector *r, const frame *f, const hist **h, uint32_t flags)
 {
     if (f->kind == FR_COMPILED && !(flags & FL_F_EXCEPTION))
@@ -1833,12 +1833,12 @@ static bool site_once(rp_projector *r, const frame *f, int32_t site)
 }
 
 /* Whether single frame f entered the inlined callee of such a site already
- * (in this activation, then). C2 lays an
- * inlined callee's code out with its caller's, and code after the callee's
- * return may share a scope with the callee: CharacterDataLatin1.toLowerCase
- * is at getProperties' bci 7 again after its own bci 37, String.charAt at
- * isLatin1's bci 10 after StringLatin1.charAt. The scope lookup then shows a
- * second call that cannot have been made. */
+ * (in this activation, then). C2 lays an inlined callee's code out with its
+ * caller's, and code after the callee's return may share a scope with the
+ * callee: CharacterDataLatin1.toLowerCase is at getProperties' bci 7 again
+ * after its own bci 37, String.charAt at isLatin1's bci 10 after
+ * StringLatin1.charAt. The scope lookup then shows a second call that
+ * cannot have been made. */
 static bool site_entered(const frame *f, int32_t site)
 {
     for (int k = 0; k < SITES; k++)
