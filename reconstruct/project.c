@@ -15,6 +15,7 @@
 #define MAX_PENDING 200000
 /* Decoder events looked ahead (the opcodes that follow filter candidates). */
 #define LOOKAHEAD 64
+#define RETURN_FANOUT 64   /* see expand */
 /* Events held for the lookahead: compiled code between two interpreted
  * bytecodes (an interpreted invoke's compiled callee) can be long. */
 #define QUEUE 1024
@@ -1272,6 +1273,21 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
      * first (kept among equals); a wrong link dies at its first return. */
     bool may_link = context_call && below && below->kind == FR_UNKNOWN && !below->from_before &&
                     r->before->len;
+    /* A return in an unknown context fits every method that returns that
+     * way, and one return after another (a segment that starts in the
+     * middle of them) multiplies the hypotheses by each one's methods: the
+     * bytecodes of a caller tell them apart only when one shows up. Beyond
+     * RETURN_FANOUT candidates the frame stays unidentified: its bytecode
+     * goes out without a method, and the frame below learns nothing of who
+     * returned (a frame the segment before left running is still tried). */
+    bool anonymous = is_return(op) && below && below->kind == FR_UNKNOWN &&
+                     fit->len > RETURN_FANOUT;
+    if (anonymous) {
+        frame u = *below;
+        u.after_return = true;
+        u.returned = NONE;
+        add(r, frame_copy(r, &u), record(r, h, FL_BYTECODE, 0, -1, op, 0));
+    }
     for (guint k = 0; k < fit->len; k++) {
         pos ps = g_array_index(fit, pos, k);
         if (r->next->len >= MAX_HYP) {
@@ -1299,6 +1315,8 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
                 break;
             }
         }
+        if (anonymous)
+            continue;
         const hist *hh = h;
         if (context_call)
             hh = record(r, hh, FL_CALL, id, -1, -1, FL_F_CONTEXT);
@@ -1896,7 +1914,10 @@ static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_ev
         add(r, f, h);
         return;
     default:
-        if (f->bci != e->bci && f->method_id == e->method_id) {
+        /* code with no scope (bci -1: stubs HotSpot adds around calls, a
+         * return address) keeps the last bci a PC record named: the site of
+         * the call made from there (see step_entry) */
+        if (e->bci >= 0 && f->bci != e->bci && f->method_id == e->method_id) {
             frame n = *f;
             n.bci = e->bci;
             f = frame_copy(r, &n);

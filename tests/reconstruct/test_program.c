@@ -231,7 +231,7 @@ Test(classfile, hostile_headers)
 static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Square", "Ring",
                                        "Cha", "Sample", "Link", "Counter", "Marker", "Sized",
                                        "Tag", "Other", "Count0", "Count1", "Tagged", "Count2",
-                                       "Count2b", "Counting", "Made", "Copier" };
+                                       "Count2b", "Counting", "Made", "Copier", "Returns" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
@@ -688,7 +688,7 @@ enum {
     OP_ICONST_0 = 0x03, OP_ICONST_1 = 0x04, OP_ICONST_3 = 0x06, OP_BIPUSH = 0x10,
     OP_ILOAD_0 = 0x1a, OP_ILOAD_1 = 0x1b, OP_ILOAD_2 = 0x1c, OP_ISTORE_1 = 0x3c,
     OP_ISTORE_2 = 0x3d, OP_IADD = 0x60, OP_ISUB = 0x64, OP_IMUL = 0x68, OP_IXOR = 0x82,
-    OP_IINC = 0x84, OP_IF_ICMPGE = 0xa2, OP_GOTO = 0xa7, OP_IRETURN = 0xac,
+    OP_IINC = 0x84, OP_IF_ICMPGE = 0xa2, OP_GOTO = 0xa7, OP_IRETURN = 0xac, OP_RETURN = 0xb1,
     OP_INVOKESTATIC = 0xb8, OP_MONITORENTER = 0xc2,
     /* not opcodes: the interpreter's method entry and return into a caller,
      * code the model does not name (where the projector's lookahead stops) */
@@ -943,6 +943,37 @@ Test(program, lost_trace_forgets_the_stack)
      * their returns only */
     const char *want[] = { "Link.outer Link.mid Link.leaf", "Link.leaf* Link.mid* Link.outer*" };
     expect_segment_calls(lost_trace_then_back_in_outer, 0, want, 2);
+}
+
+/* A trace that starts with a return: in an unknown context it fits every
+ * method with a return (Returns has 72 that only return), and returns in a
+ * row would multiply the hypotheses by them. Past RETURN_FANOUT candidates
+ * the returning frame stays unidentified: its bytecode has no method. */
+static void two_returns(rp_projector *r)
+{
+    static const int returns[] = { OP_RETURN, EV_BACK, OP_RETURN, EV_BACK };
+    FEED(r, returns);
+}
+
+Test(program, returns_in_an_unknown_context_stay_unidentified_past_a_bound)
+{
+    rp_stats st = { 0 };
+    GArray *flow = project_link(two_returns, &st);
+    size_t unidentified = 0, returns = 0;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        if (ev->kind == FL_BYTECODE && ev->opcode == OP_RETURN) {
+            returns++;
+            unidentified += ev->method_id == 0;
+        }
+    }
+    cr_expect_eq(returns, 2);
+    /* the first fits 72 methods and more; the second one, after a call, the
+     * few constructors that only call their superclass's */
+    cr_expect_eq(unidentified, 1);
+    cr_expect_lt(st.max_hypotheses, 64, "at most %llu hypotheses at once",
+                 (unsigned long long)st.max_hypotheses);
+    g_array_free(flow, TRUE);
 }
 
 /* Cut in leaf; the next segment runs other (not in the kept stack) and is

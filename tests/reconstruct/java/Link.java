@@ -2,6 +2,8 @@
 // links the next segment to the stack the cut one ended with (unit test
 // program/segments_link_to_the_stack_an_unresolved_one_ended_with), and
 // compiled code with inlined callees (both: two call sites outside loops).
+// Returns: more methods that only return than a return in an unknown
+// context is matched against (program/returns_in_an_unknown_context_...).
 public class Link {
     static int outer(int n) {
         int s = 0;
@@ -25,4 +27,25 @@ public class Link {
     static int leaf(int i) {
         return i ^ 0x55;
     }
+}
+
+class Returns {
+    static void r00() {} static void r01() {} static void r02() {} static void r03() {}
+    static void r04() {} static void r05() {} static void r06() {} static void r07() {}
+    static void r08() {} static void r09() {} static void r10() {} static void r11() {}
+    static void r12() {} static void r13() {} static void r14() {} static void r15() {}
+    static void r16() {} static void r17() {} static void r18() {} static void r19() {}
+    static void r20() {} static void r21() {} static void r22() {} static void r23() {}
+    static void r24() {} static void r25() {} static void r26() {} static void r27() {}
+    static void r28() {} static void r29() {} static void r30() {} static void r31() {}
+    static void r32() {} static void r33() {} static void r34() {} static void r35() {}
+    static void r36() {} static void r37() {} static void r38() {} static void r39() {}
+    static void r40() {} static void r41() {} static void r42() {} static void r43() {}
+    static void r44() {} static void r45() {} static void r46() {} static void r47() {}
+    static void r48() {} static void r49() {} static void r50() {} static void r51() {}
+    static void r52() {} static void r53() {} static void r54() {} static void r55() {}
+    static void r56() {} static void r57() {} static void r58() {} static void r59() {}
+    static void r60() {} static void r61() {} static void r62() {} static void r63() {}
+    static void r64() {} static void r65() {} static void r66() {} static void r67() {}
+    static void r68() {} static void r69() {} static void r70() {} static void r71() {}
 }
