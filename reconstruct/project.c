@@ -1283,10 +1283,9 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
     bool anonymous = is_return(op) && below && below->kind == FR_UNKNOWN &&
                      fit->len > RETURN_FANOUT;
     if (anonymous) {
-        frame u = *below;
-        u.after_return = true;
-        u.returned = NONE;
-        add(r, frame_copy(r, &u), record(r, h, FL_BYTECODE, 0, -1, op, 0));
+        add(r, returned_to(r, below, NONE), record(r, h, FL_BYTECODE, 0, -1, op, 0));
+        if (!may_link)
+            return;
     }
     for (guint k = 0; k < fit->len; k++) {
         pos ps = g_array_index(fit, pos, k);
