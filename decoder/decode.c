@@ -133,12 +133,36 @@ typedef struct segment {
     bool loss_before;
 } segment;
 
+/* A call-site resolution under way (decoder/image.h): call, the site whose
+ * call the last block ended with (the next block tells whether it went
+ * into that site's resolver); site and resolver, a resolution that waits
+ * for where the resolver goes on to (its made-up states); in_resolver,
+ * whether the last block was the resolver's own, with no trace-off since
+ * (the next block elsewhere is where it went: the VM's calls of other
+ * stubs while it resolves come after a trace-on); stub_exit, 1 + the
+ * made-up state (model.h) whose static call stub's jump the last block
+ * ended with; state, 1 + the made-up state whose stub and c2i adapter the
+ * thread runs (if the adapter leaves for the VM, it re-points the site). */
+typedef struct resolution {
+    uint64_t call;
+    uint64_t site, resolver;
+    bool in_resolver;
+    uint32_t stub_exit, state;
+} resolution;
+
+static bool resolution_eq(const resolution *a, const resolution *b)
+{
+    return a->call == b->call && a->site == b->site && a->resolver == b->resolver &&
+           a->in_resolver == b->in_resolver && a->stub_exit == b->stub_exit &&
+           a->state == b->state;
+}
+
 /* Context a chunk starts with: what the image of the chunk before it had
- * applied ahead of time, and a call-site resolution still to check. */
+ * applied ahead of time, and a call-site resolution under way. */
 typedef struct carry {
     uint32_t *early;
     size_t nearly;
-    uint64_t resolve_site;
+    resolution res;
 } carry;
 
 struct strm;
@@ -201,7 +225,7 @@ typedef struct wctx {
     jp_cache *jp;
     const atomic_bool *cancel;
     uint64_t tsc;
-    uint64_t resolve_site;
+    resolution res;
     uint64_t retries, retries_kept;   /* this chunk's (see retry) */
     GHashTable *failed;               /* this chunk's retries that did not help */
     xcache_ent xc[XCACHE_SIZE];
@@ -392,7 +416,7 @@ static void op_gap(wctx *w, chunk *k, dc_gap_reason reason, int error, uint64_t 
 static void op_forget(wctx *w, chunk *k)
 {
     push_op(k, OP_FORGET, w->tsc);
-    w->resolve_site = 0;
+    w->res = (resolution){ 0 };
 }
 
 static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
@@ -436,7 +460,7 @@ typedef struct ckpt {
     guint nops, nruns, nblocks;
     guint ndis;               /* trace-offs seen before it (pass.dis) */
     size_t nearly;            /* image's early log length */
-    uint64_t resolve_site;
+    resolution res;
     dc_stats st;
 } ckpt;
 
@@ -501,8 +525,54 @@ static void checkpoint(wctx *w, chunk *k, pass *ps, uint64_t psb)
     c->nblocks = k->blocks ? k->blocks->len : 0;
     c->ndis = ps->dis->len;
     di_image_early_log(ps->im, &c->nearly);
-    c->resolve_site = w->resolve_site;
+    c->res = w->res;
     c->st = k->st;
+}
+
+/* Call-site resolutions (model.h) as block blk is decoded: if the thread
+ * went through a site's call to the stub its pending patch replaced, the
+ * runtime patches the site now; where that depends on where the resolver
+ * goes on to, the site's new state is chosen once the thread gets there.
+ * 0, or -1 on a libipt error. */
+static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
+{
+    resolution *r = &w->res;
+    int rc = 0;
+    unit u = wresolve(w, blk->ip);
+    if (r->stub_exit && w->m->patches[r->stub_exit - 1].stub_to == blk->ip)
+        r->state = r->stub_exit;
+    else if (r->state && !same_unit(u, wresolve(w, w->m->patches[r->state - 1].stub_to)))
+        r->state = 0;            /* past the adapter */
+    if (r->site) {
+        if (same_unit(u, wresolve(w, r->resolver))) {
+            r->in_resolver = true;
+        } else if (r->in_resolver) {
+            rc = di_image_resolve_to(im, r->site, r->resolver, blk->ip);
+            r->site = r->resolver = 0;
+            r->in_resolver = false;
+        }
+    }
+    if (r->call) {
+        int got = di_image_resolve_call(im, r->call, blk->ip);
+        if (got == 2)
+            *r = (resolution){ .site = r->call, .resolver = blk->ip, .in_resolver = true };
+        rc = got < 0 ? got : rc;
+    }
+    uint32_t exit = di_image_stub_exit(im, blk->end_ip);
+    r->stub_exit = exit == UINT32_MAX ? 0 : exit + 1;
+    r->call = di_cache_call_site(w->cache, blk->end_ip) ? blk->end_ip : 0;
+    return rc < 0 ? -1 : 0;
+}
+
+/* The thread leaves the traced code for the VM. From the c2i adapter a
+ * made-up state's stub went to, that is HotSpot's fixup of the calling site
+ * (the callee has compiled code now): the site's recorded state applies.
+ * 0, or -1 on a libipt error. */
+static int leave_for_vm(wctx *w, di_image *im)
+{
+    uint32_t st = w->res.state;
+    w->res.state = 0;
+    return st && di_image_apply_early(im, w->m->patches[st - 1].state_of) < 0 ? -1 : 0;
 }
 
 /* Decodes from where ps->dec stands until an error, the end of the trace or
@@ -538,6 +608,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
             }
             switch (ev.type) {
             case ptev_enabled:
+                w->res.in_resolver = false;
                 if (!ev.status_update) {
                     k->st.enables++;
                     push_op(k, OP_ENABLE, w->tsc);
@@ -546,6 +617,9 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
             case ptev_disabled:
             case ptev_async_disabled:
                 k->st.disables++;
+                if (!ev.status_update && leave_for_vm(w, im) < 0)
+                    problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
+                            w->m->code_path, w->tsc);
                 if (!ev.status_update) {
                     ps->disables++;
                     guint at = k->ops->len;
@@ -557,7 +631,7 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
                 pt_blk_get_offset(dec, &off);
                 op *o = push_op(k, OP_OVERFLOW, w->tsc);
                 o->ip = k->seg->begin + (uint64_t)((int64_t)off + ps->shift);
-                w->resolve_site = 0;
+                w->res = (resolution){ 0 };
                 break;
             }
             default:
@@ -595,14 +669,9 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
         if (t > w->tsc)
             w->tsc = t;
         if (blk.ninsn) {
-            /* The thread went through the call of a site HotSpot resolves
-             * (model.h): if it went to the stub the site's pending patch
-             * replaced, the runtime patches the site now. */
-            if (w->resolve_site && !blk.speculative &&
-                di_image_resolve_call(im, w->resolve_site, blk.ip) < 0)
+            if (!blk.speculative && follow_resolution(w, im, &blk) < 0)
                 problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
                         w->m->code_path, w->tsc);
-            w->resolve_site = di_cache_call_site(w->cache, blk.end_ip) ? blk.end_ip : 0;
             analyze_block(w, k, &blk);
         }
         if (status >= 0 && dc_cycle_stuck(&cycle, dec, &blk))
@@ -769,7 +838,8 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     const guint orig_ops = k->ops->len, orig_runs = k->runs->len;
     const guint orig_blocks = k->blocks ? k->blocks->len : 0;
     const dc_stats orig_st = k->st;
-    const uint64_t orig_tsc = w->tsc, orig_site = w->resolve_site;
+    const uint64_t orig_tsc = w->tsc;
+    const resolution orig_res = w->res;
     size_t nlog;
     const uint32_t *log = di_image_early_log(ps->im, &nlog);
     uint32_t *early = g_memdup2(log, (nlog ? nlog : 1) * sizeof *log);
@@ -814,7 +884,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                     .base_end = ps->base_end };
         k->st = ck.st;
         w->tsc = ck.tsc;
-        w->resolve_site = ck.resolve_site;
+        w->res = ck.res;
         np.dec = pt_blk_alloc_decoder(cfg);
         np.im = np.dec ? di_image_new_in(w->cache, store, ck.tsc, early, ck.nearly, err,
                                          sizeof err)
@@ -867,7 +937,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     if (!kept) {
         k->st = orig_st;
         w->tsc = orig_tsc;
-        w->resolve_site = orig_site;
+        w->res = orig_res;
     }
     w->retries += tries;
     if (kept)
@@ -1093,7 +1163,7 @@ static void decode_chunk(wctx *w, chunk *k)
     const uint8_t *buf = k->buf;
     w->cancel = k->cancel;
     w->tsc = 0;
-    w->resolve_site = k->in.resolve_site;
+    w->res = k->in.res;
     w->retries = w->retries_kept = 0;
     if (w->failed)
         g_hash_table_remove_all(w->failed);
@@ -1209,12 +1279,13 @@ static void decode_chunk(wctx *w, chunk *k)
         k->st.image_rebuilds += ds->rebuilds;
         k->st.image_sections += ds->sections_added;
         k->st.patches_resolved += ds->patches_resolved;
+        k->st.states_made_up += ds->states_made_up;
         k->out.early = di_image_early(ps.im, &k->out.nearly);
     } else if (k->in.nearly) {
         k->out.early = g_memdup2(k->in.early, k->in.nearly * sizeof(uint32_t));
         k->out.nearly = k->in.nearly;
     }
-    k->out.resolve_site = w->resolve_site;
+    k->out.res = w->res;
     k->st.retries += w->retries;
     k->st.retries_kept += w->retries_kept;
     pass_free(&ps);
@@ -1847,7 +1918,7 @@ static void bufs_free(gpointer p)
 
 static bool carry_eq(const carry *a, const carry *b)
 {
-    return a->nearly == b->nearly && a->resolve_site == b->resolve_site &&
+    return a->nearly == b->nearly && resolution_eq(&a->res, &b->res) &&
            (!a->nearly || !memcmp(a->early, b->early, a->nearly * sizeof a->early[0]));
 }
 
@@ -2072,6 +2143,7 @@ static void merge_stats(dc_stats *st, const dc_stats *c)
     st->image_rebuilds += c->image_rebuilds;
     st->image_sections += c->image_sections;
     st->patches_resolved += c->patches_resolved;
+    st->states_made_up += c->states_made_up;
     st->retries += c->retries;
     st->retries_kept += c->retries_kept;
     st->resumes += c->resumes;
@@ -2321,7 +2393,7 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
             t->spec_redone += k->redone > 0;   /* (k is done: no worker touches it) */
             t->serial = t->spec_runs >= SPECULATION_MIN && 2 * t->spec_redone > t->spec_runs;
         }
-        if (k->in.nearly || k->in.resolve_site)
+        if (k->in.nearly || k->in.res.call || k->in.res.site)
             t->s->st->chunk_redos++;
         carry_free(&t->prev);
         t->prev = carry_dup(&k->out);

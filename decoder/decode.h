@@ -46,6 +46,8 @@ typedef struct dc_stats {
     uint64_t image_rebuilds, image_sections;
     uint64_t patches_resolved;  /* patches applied ahead of their record time (call sites
                                    as the thread resolved them, their stub fills, retries) */
+    uint64_t states_made_up;    /* of those, call-site states no record held: the site
+                                   calling its static stub (decoder/model.h) */
     uint64_t jit_blocks_ends_only;  /* compiled-code blocks whose inner path was not unique */
     uint64_t first_tsc, last_tsc;
     uint64_t chunks;            /* pieces decoded independently (see dc_options) */

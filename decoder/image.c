@@ -41,6 +41,7 @@ typedef struct site_ent {
 
 typedef struct extent {
     uint64_t off, size, vaddr;
+    bool own_bytes;           /* in the model's own bytes (dm_patch.own_bytes), not the code file */
 } extent;
 
 struct di_cache {
@@ -105,6 +106,7 @@ struct di_image {
     uint8_t *live;            /* per code version */
     uint8_t *early;           /* per patch: applied ahead of its time (a resolution) */
     GArray *early_log;        /* uint32_t: those patches, in the order applied */
+    GArray *states;           /* uint32_t: the made-up states among them (model.h) */
     di_stats st;
 };
 
@@ -131,21 +133,33 @@ static int cmp_site(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int add_file(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr, char *err,
-                    size_t errlen)
+static const char *extent_path(const dm_model *m, bool own_bytes)
 {
-    int isid = pt_iscache_add_file(c->iscache, c->m->code_path, off, size, vaddr);
+    return own_bytes ? m->made_up_path : m->code_path;
+}
+
+static int add_file_of(di_cache *c, bool own_bytes, uint64_t off, uint64_t size, uint64_t vaddr,
+                       char *err, size_t errlen)
+{
+    const char *path = extent_path(c->m, own_bytes);
+    int isid = pt_iscache_add_file(c->iscache, path, off, size, vaddr);
     if (isid > 0) {
         if ((guint)isid >= c->ext->len)
             g_array_set_size(c->ext, (guint)isid + 1);
-        g_array_index(c->ext, extent, isid) = (extent){ off, size, vaddr };
+        g_array_index(c->ext, extent, isid) = (extent){ off, size, vaddr, own_bytes };
     }
     if (isid < 0)
         snprintf(err, errlen, "%s: offset %llu: libipt refuses the %llu-byte section at "
-                 "0x%llx: %s", c->m->code_path, (unsigned long long)off,
+                 "0x%llx: %s", path, (unsigned long long)off,
                  (unsigned long long)size, (unsigned long long)vaddr,
                  pt_errstr(pt_errcode(isid)));
     return isid;
+}
+
+static int add_file(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr, char *err,
+                    size_t errlen)
+{
+    return add_file_of(c, false, off, size, vaddr, err, errlen);
 }
 
 /* A blob is a snapshot of a whole code-heap area, including space that
@@ -316,10 +330,13 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
     }
     for (size_t i = 0; i < m->npatches; i++) {
         const dm_patch *p = &m->patches[i];
-        if ((c->patch_isid[i] = add_file(c, p->code_offset, p->size, p->vaddr, err, errlen)) < 0) {
+        if ((c->patch_isid[i] = add_file_of(c, p->own_bytes, p->code_offset, p->size, p->vaddr, err,
+                                            errlen)) < 0) {
             g_array_free(ch, TRUE);
             goto fail;
         }
+        if (p->made_up)
+            continue;            /* never applies by time (rebuild) */
         change a = { p->start_tsc, EV_PATCH, (uint32_t)i };
         g_array_append_val(ch, a);
     }
@@ -339,8 +356,8 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
     c->by_granule = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, free_granule);
     for (size_t i = 0; i < m->npatches; i++) {
         const dm_patch *p = &m->patches[i];
-        if (!p->size || p->size > ((uint64_t)1 << 20))
-            continue;
+        if (!p->size || p->size > ((uint64_t)1 << 20) || p->made_up)
+            continue;            /* (no later version of anything) */
         for (uint64_t g = p->vaddr >> GRANULE_BITS; g <= (p->vaddr + p->size - 1) >> GRANULE_BITS;
              g++) {
             GArray *v = g_hash_table_lookup(c->by_granule, &g);
@@ -425,7 +442,8 @@ static int own_isid(di_image *im, int isid)
         return -pte_internal;
     if (!st->mine[isid]) {
         const extent *e = &g_array_index(c->ext, extent, isid);
-        int mine = pt_iscache_add_file(st->isc, c->m->code_path, e->off, e->size, e->vaddr);
+        int mine = pt_iscache_add_file(st->isc, extent_path(c->m, e->own_bytes), e->off, e->size,
+                                       e->vaddr);
         if (mine < 0)
             return mine;
         st->mine[isid] = mine;
@@ -534,8 +552,10 @@ static int read_shown(di_image *im, uint32_t t, uint8_t *buf, size_t size, uint6
     }
     if (limit > size)
         limit = size;
-    if (c->code && te->off <= c->code_size && c->code_size - te->off >= te->size) {
-        memcpy(buf, c->code + te->off + (ip - te->vaddr), limit);
+    const uint8_t *from = te->own_bytes ? c->m->made_up_bytes : c->code;
+    uint64_t from_size = te->own_bytes ? c->m->made_up_size : c->code_size;
+    if (from && te->off <= from_size && from_size - te->off >= te->size) {
+        memcpy(buf, from + te->off + (ip - te->vaddr), limit);
         return (int)limit;
     }
     int own = own_isid(im, (int)top);
@@ -653,11 +673,21 @@ static int rebuild(di_image *im, uint64_t tsc)
         if (rc < 0)
             return rc;
     }
-    /* Resolutions this decoder applied ahead of their record time stay. */
+    /* Resolutions this decoder applied ahead of their record time stay;
+     * made-up states too, until the resolution they precede applies. */
     for (size_t i = end; i < c->nchanges; i++) {
         const change *ch = &c->changes[i];
         if (ch->type == EV_PATCH && im->early[ch->idx] && patch_applies(im, ch->idx)) {
             int rc = put(im, c->patch_isid[ch->idx]);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    for (guint i = 0; i < im->early_log->len; i++) {
+        uint32_t idx = g_array_index(im->early_log, uint32_t, i);
+        const dm_patch *p = &m->patches[idx];
+        if (p->made_up && p->start_tsc > tsc && !im->early[p->state_of] && patch_applies(im, idx)) {
+            int rc = put(im, c->patch_isid[idx]);
             if (rc < 0)
                 return rc;
         }
@@ -700,11 +730,14 @@ di_image *di_image_new_in(di_cache *c, di_store *store, uint64_t tsc, const uint
     im->done = g_new0(uint8_t, c->ntiles + 1);
     im->early = g_new0(uint8_t, c->m->npatches + 1);
     im->early_log = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    im->states = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     for (size_t i = 0; i < nearly; i++)
         if (early[i] < c->m->npatches && c->m->patches[early[i]].start_tsc > tsc &&
             !im->early[early[i]]) {
             im->early[early[i]] = 1;
             g_array_append_val(im->early_log, early[i]);
+            if (c->m->patches[early[i]].made_up)
+                g_array_append_val(im->states, early[i]);
         }
     int rc = rebuild(im, tsc);
     if (rc < 0) {
@@ -731,6 +764,7 @@ void di_image_free(di_image *im)
     g_free(im->done);
     g_free(im->early);
     g_array_free(im->early_log, TRUE);
+    g_array_free(im->states, TRUE);
     g_free(im);
 }
 
@@ -780,6 +814,8 @@ static int apply_early(di_image *im, uint32_t idx)
         return -1;
     im->early[idx] = 1;
     g_array_append_val(im->early_log, idx);
+    if (im->c->m->patches[idx].made_up)
+        g_array_append_val(im->states, idx);
     im->st.patches_applied++;
     im->st.patches_resolved++;
     return 0;
@@ -803,7 +839,12 @@ const uint32_t *di_image_early_log(const di_image *im, size_t *n)
 bool di_image_has_patch(const di_image *im, uint32_t idx)
 {
     const dm_model *m = im->c->m;
-    return idx < m->npatches && (im->early[idx] || m->patches[idx].start_tsc <= im->tsc);
+    if (idx >= m->npatches)
+        return false;
+    const dm_patch *p = &m->patches[idx];
+    if (p->made_up)              /* until the resolution it precedes applies */
+        return im->early[idx] && p->start_tsc > im->tsc && !im->early[p->state_of];
+    return im->early[idx] || p->start_tsc <= im->tsc;
 }
 
 size_t di_cache_patches_in(const di_cache *c, uint64_t lo, uint64_t hi, uint64_t after,
@@ -863,7 +904,9 @@ bool di_cache_call_site(const di_cache *c, uint64_t ip)
     return k < c->nsites && c->sites[k].site == ip;
 }
 
-int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target)
+/* The earliest resolution of site not yet in the image, if it replaced a
+ * call to target and applies now; else UINT32_MAX. */
+static uint32_t pending_resolution(const di_image *im, uint64_t site, uint64_t target)
 {
     const di_cache *c = im->c;
     const dm_model *m = c->m;
@@ -873,28 +916,70 @@ int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target)
         /* In the image already (its time has come, or resolved earlier)? */
         if (im->early[idx] || p->start_tsc <= im->tsc)
             continue;
-        if (p->old_target != target || !patch_applies(im, idx))
-            return 0;
-        if (apply_early(im, idx) < 0)
-            return -1;
-        /* A call resolved to a stub of its own method (HotSpot's static call
-         * stub: load the callee, jump to its c2i entry) had that stub filled
-         * by the same resolution, before the call was pointed at it; until
-         * then it holds a jump to itself. The stub's earliest change not yet
-         * in the image is that fill. */
-        uint64_t t = p->new_target;
-        for (size_t q = 0; q < m->npatches; q++) {
-            const dm_patch *f = &m->patches[q];
-            if (f->owner != p->owner || im->early[q] || f->start_tsc <= im->tsc ||
-                f->vaddr >= t + STUB_SPAN || t >= f->vaddr + f->size)
-                continue;
-            if (apply_early(im, (uint32_t)q) < 0)
-                return -1;
-            break;
-        }
-        return 1;
+        return p->old_target == target && patch_applies(im, idx) ? idx : UINT32_MAX;
     }
-    return 0;
+    return UINT32_MAX;
+}
+
+/* Applies patch idx, a call site's new state, ahead of its time, with the
+ * static call stub it now calls, if any (a stub of its own method: load the
+ * callee, jump to its c2i entry), which HotSpot filled before pointing the
+ * call at it; until then the stub holds a jump to itself. The stub's
+ * earliest change not yet in the image is that fill. */
+static int apply_site_state(di_image *im, uint32_t idx)
+{
+    const dm_model *m = im->c->m;
+    const dm_patch *p = &m->patches[idx];
+    if (apply_early(im, idx) < 0)
+        return -1;
+    uint64_t t = p->new_target;
+    for (size_t q = 0; q < m->npatches; q++) {
+        const dm_patch *f = &m->patches[q];
+        if (f->owner != p->owner || f->made_up || im->early[q] || f->start_tsc <= im->tsc ||
+            f->vaddr >= t + STUB_SPAN || t >= f->vaddr + f->size)
+            continue;
+        if (apply_early(im, (uint32_t)q) < 0)
+            return -1;
+        break;
+    }
+    return 1;
+}
+
+int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target)
+{
+    uint32_t idx = pending_resolution(im, site, target);
+    if (idx == UINT32_MAX)
+        return 0;
+    if (im->c->m->patches[idx].nstates)
+        return 2;                /* which state: di_image_resolve_to */
+    return apply_site_state(im, idx);
+}
+
+int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t dest)
+{
+    uint32_t idx = pending_resolution(im, site, target);
+    if (idx == UINT32_MAX)
+        return 0;
+    const dm_patch *p = &im->c->m->patches[idx];
+    if (dest != p->new_target)
+        for (uint32_t k = p->first_state; k < p->first_state + p->nstates; k++)
+            if (im->c->m->patches[k].stub_to == dest) {
+                im->st.states_made_up++;
+                return apply_site_state(im, k);
+            }
+    return apply_site_state(im, idx);
+}
+
+#define STUB_JMP 10          /* mov rbx, imm64; then the jmp */
+uint32_t di_image_stub_exit(const di_image *im, uint64_t ip)
+{
+    const dm_model *m = im->c->m;
+    for (guint i = 0; i < im->states->len; i++) {
+        uint32_t s = g_array_index(im->states, uint32_t, i);
+        if (m->patches[s].new_target + STUB_JMP == ip && di_image_has_patch(im, s))
+            return s;
+    }
+    return UINT32_MAX;
 }
 
 uint32_t *di_image_early(const di_image *im, size_t *n)

@@ -99,10 +99,25 @@ uint64_t di_image_next_change(const di_image *im);
  * through the call at site to target. If the earliest resolution of that
  * site not yet in the image replaced a call to target, it is applied now,
  * in place (the pt_image object stays). Returns 1 if applied, 0 if not, -1
- * on a libipt error. The call at site is the block's last instruction and
+ * on a libipt error (2: below). The call at site is the block's last instruction and
  * the thread is in the stub, so nothing decoded so far is affected. */
 bool di_cache_call_site(const di_cache *c, uint64_t ip);
 int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target);
+/* A resolution with made-up states (model.h) cannot be applied on entry to
+ * the resolver: di_image_resolve_call returns 2 for it instead, and this is
+ * to be called with where the resolver went on to (dest), when the thread
+ * gets there. If dest is where a made-up state's static call stub goes
+ * (the callee's c2i adapter), the site is given that state (and the stub
+ * its fill) until the resolution's record time, when the site's recorded
+ * state replaces it; else the recorded state applies now. Returns as
+ * di_image_resolve_call. */
+int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t dest);
+/* The made-up state the image holds whose static call stub's jump (to its
+ * c2i adapter, dm_patch.stub_to) is at ip; else UINT32_MAX. A thread that
+ * goes through that stub and leaves the adapter for the VM has the adapter
+ * re-point the site at the callee's compiled code: the site's recorded
+ * state (dm_patch.state_of) applies then (di_image_apply_early). */
+uint32_t di_image_stub_exit(const di_image *im, uint64_t ip);
 
 /* Patches applied ahead of their time, in the order applied (the early
  * list the image was made with first): an image made at an earlier time of
@@ -125,6 +140,7 @@ typedef struct di_stats {
     uint64_t sections_added, rebuilds, patches_applied;
     uint64_t patches_resolved;   /* of those, applied ahead of their time (resolutions,
                                     the static stub fills they pull in, retries) */
+    uint64_t states_made_up;     /* call sites given a made-up state (di_image_resolve_to) */
 } di_stats;
 const di_stats *di_image_stats(const di_image *im);
 

@@ -1,5 +1,6 @@
 #include "decoder/model.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -509,6 +510,7 @@ static const uint8_t *base_bytes(const dm_model *m, const dm_patch *p, const uin
 }
 
 static void find_call_sites(dm_model *m, const uint8_t *code);
+static void make_up_stub_states(dm_model *m, const uint8_t *code);
 
 static bool is_cond_branch_opcode(int op)
 {
@@ -620,6 +622,7 @@ static void classify_patches(dm_model *m)
     }
     sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
     find_call_sites(m, code);
+    make_up_stub_states(m, code);
     find_branch_exits(m, code);
     munmap(map, m->code_size);
 }
@@ -643,6 +646,15 @@ static bool is_resolve_stub_at(const dm_model *m, uint64_t addr, uint64_t tsc)
         if (strstr(c->name, names[i]))
             return true;
     return false;
+}
+
+/* The same for the resolvers of calls that have a static call stub (static
+ * and opt-virtual calls; a virtual call's site holds an inline cache). */
+static bool is_stub_call_resolver_at(const dm_model *m, uint64_t addr, uint64_t tsc)
+{
+    const dm_code *c = dm_code_at(m, addr, tsc);
+    return c && c->kind == DM_CODE_STUB && c->name &&
+           (strstr(c->name, "resolve_static_call") || strstr(c->name, "resolve_opt_virtual_call"));
 }
 
 /* See model.h: patches that resolve call sites. The bytes a patch replaced
@@ -880,6 +892,230 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
             m->call_site_patches++;
 }
 
+/* ---- call sites through their static call stub (model.h) ------------------- */
+
+#define STUB_LEN 15              /* mov rbx, imm64; jmp rel32 */
+#define MAX_STUB_EXITS 8         /* made-up states of one resolution (one per stub exit) */
+#define SCAN_SPREAD 5000000ull   /* TSC ticks: the records of one watcher scan lie closer */
+
+typedef struct stub_fill {
+    int64_t owner;
+    uint64_t at, to, tsc;        /* the stub, where its jump goes, the fill's record time */
+} stub_fill;
+
+static int cmp_stub_fill(const void *a, const void *b)
+{
+    const stub_fill *x = a, *y = b;
+    if (x->owner != y->owner)
+        return x->owner < y->owner ? -1 : 1;
+    return x->tsc < y->tsc ? -1 : x->tsc > y->tsc;
+}
+
+/* Whether patch p lies within its owner, small enough to be searched. */
+static bool searchable(const dm_model *m, const dm_patch *p)
+{
+    const dm_code *c = p->owner >= 0 ? &m->codes[p->owner] : NULL;
+    return c && p->vaddr >= c->vaddr && p->vaddr + p->size <= c->vaddr + c->size &&
+           p->size <= MAX_SITE_PATCH;
+}
+
+/* Appends to out the static call stubs patch i fills: `mov rbx, imm64; jmp
+ * rel32` in its owner after it, overlapping it, whose jump it re-points out
+ * of the owner (HotSpot emits the stub jumping to itself). */
+static void find_stub_fills(const dm_model *m, const owner_order *o, const uint8_t *code, size_t i,
+                            GArray *out)
+{
+    const dm_patch *p = &m->patches[i];
+    const dm_code *c = &m->codes[p->owner];
+    uint64_t cend = c->vaddr + c->size, pend = p->vaddr + p->size;
+    uint64_t lo = p->vaddr - c->vaddr >= STUB_LEN ? p->vaddr - (STUB_LEN - 1) : c->vaddr;
+    uint64_t hi = cend - pend >= STUB_LEN ? pend + (STUB_LEN - 1) : cend;
+    uint64_t n = hi - lo;
+    if (n < STUB_LEN)
+        return;
+    uint8_t *old = g_malloc(2 * n), *now = old + n;
+    bytes_before(m, o, code, i, lo, n, old);
+    memcpy(now, old, n);
+    memcpy(now + (p->vaddr - lo), code + p->code_offset, p->size);
+    for (uint64_t a = lo; a + STUB_LEN <= hi; a++) {
+        const uint8_t *s = now + (a - lo);
+        if (s[0] != 0x48 || s[1] != 0xbb || s[10] != 0xe9 || a + STUB_LEN <= p->vaddr ||
+            a >= pend)
+            continue;
+        int32_t rel_old, rel_new;
+        memcpy(&rel_old, old + (a - lo) + 11, 4);
+        memcpy(&rel_new, s + 11, 4);
+        uint64_t to = a + STUB_LEN + (uint64_t)(int64_t)rel_new;
+        if (rel_old == rel_new || (to >= c->vaddr && to < cend))
+            continue;
+        stub_fill f = { p->owner, a, to, p->tsc };
+        g_array_append_val(out, f);
+        a += STUB_LEN - 1;
+    }
+    g_free(old);
+}
+
+/* Appends to out the static call stubs code version c was recorded with
+ * already filled (HotSpot resolved a call through one before the version's
+ * load record was written). */
+static void find_filled_stubs(const dm_model *m, const uint8_t *code, const dm_code *c, GArray *out)
+{
+    if (c->code_offset > m->code_size || m->code_size - c->code_offset < c->size)
+        return;
+    const uint8_t *b = code + c->code_offset;
+    uint64_t cend = c->vaddr + c->size;
+    for (uint64_t at = 0; at + STUB_LEN <= c->size; at++) {
+        if (b[at] != 0x48 || b[at + 1] != 0xbb || b[at + 10] != 0xe9)
+            continue;
+        int32_t rel;
+        memcpy(&rel, b + at + 11, 4);
+        uint64_t a = c->vaddr + at, to = a + STUB_LEN + (uint64_t)(int64_t)rel;
+        if (to >= c->vaddr && to < cend)
+            continue;
+        stub_fill f = { c->index, a, to, 0 };
+        g_array_append_val(out, f);
+        at += STUB_LEN - 1;
+    }
+}
+
+/* The made-up states resolution p may have gone through: the fills of its
+ * owner's static call stubs recorded up to p's watcher scan (a fill comes
+ * before the site is pointed at its stub), one per place they go on to
+ * other than p's own target, into out[0..MAX_STUB_EXITS). */
+static size_t stub_states(const dm_model *m, const dm_patch *p, const stub_fill *fills,
+                          size_t nfills, const stub_fill **out)
+{
+    if (!p->site || p->vaddr < p->site + 1 || p->vaddr + p->size > p->site + 5 || !searchable(m, p) ||
+        !is_stub_call_resolver_at(m, p->old_target, p->tsc))
+        return 0;
+    const dm_code *c = &m->codes[p->owner];
+    if (p->new_target >= c->vaddr && p->new_target < c->vaddr + c->size)
+        return 0;                /* to a stub of its own: that state is the record */
+    size_t lo = 0, hi = nfills;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fills[mid].owner < p->owner)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t n = 0;
+    for (size_t f = lo; f < nfills && fills[f].owner == p->owner &&
+                        fills[f].tsc <= p->tsc + SCAN_SPREAD &&
+                        n < MAX_STUB_EXITS; f++) {
+        bool dup = fills[f].to == p->new_target;
+        for (size_t j = 0; j < n && !dup; j++)
+            dup = out[j]->to == fills[f].to;
+        if (!dup)
+            out[n++] = &fills[f];
+    }
+    return n;
+}
+
+
+/* The made-up bytes into a memory file of the model's own: libipt reads
+ * code from files. false if it cannot be made. */
+static bool write_made_up(dm_model *m, const GByteArray *bytes)
+{
+    int fd = memfd_create("jpt-made-up-code", MFD_CLOEXEC);
+    if (fd < 0)
+        return false;
+    size_t done = 0;
+    while (done < bytes->len) {
+        ssize_t n = write(fd, bytes->data + done, bytes->len - done);
+        if (n <= 0) {
+            close(fd);
+            return false;
+        }
+        done += (size_t)n;
+    }
+    m->made_up_fd = fd;
+    m->made_up_path = g_strdup_printf("/proc/self/fd/%d", fd);
+    m->made_up_size = bytes->len;
+    m->made_up_bytes = g_memdup2(bytes->data, bytes->len);
+    return true;
+}
+
+/* See model.h: the made-up states of call sites resolved to compiled code,
+ * appended to the patches. */
+static void make_up_stub_states(dm_model *m, const uint8_t *code)
+{
+    owner_order ord = order_by_owner(m);
+    GArray *fills = g_array_new(FALSE, FALSE, sizeof(stub_fill));
+    uint8_t *seen = g_new0(uint8_t, m->ncodes + 1);
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (!p->site && searchable(m, p))
+            find_stub_fills(m, &ord, code, i, fills);
+        if (p->site && searchable(m, p) && !seen[p->owner]) {
+            seen[p->owner] = 1;
+            find_filled_stubs(m, code, &m->codes[p->owner], fills);
+        }
+    }
+    g_free(seen);
+    g_free(ord.seq);
+    g_free(ord.first);
+    g_free(ord.pos);
+    if (!fills->len) {
+        g_array_free(fills, TRUE);
+        return;
+    }
+    sort_n(fills->data, fills->len, sizeof(stub_fill), cmp_stub_fill);
+    const stub_fill *all = (const stub_fill *)(void *)fills->data;
+    const stub_fill *st[MAX_STUB_EXITS];
+    GArray *made = g_array_new(FALSE, FALSE, sizeof(dm_patch));
+    GByteArray *bytes = g_byte_array_new();
+    dm_patch *before = g_memdup2(m->patches, m->npatches * sizeof(dm_patch));
+    for (size_t i = 0; i < m->npatches; i++) {
+        dm_patch *p = &m->patches[i];
+        size_t n = stub_states(m, p, all, fills->len, st);
+        for (size_t j = 0; j < n; j++) {
+            int32_t rel = (int32_t)(int64_t)(st[j]->at - (p->site + 5));
+            dm_patch q = *p;
+            q.vaddr = p->site + 1;   /* the whole rel32 (a record holds the bytes that changed) */
+            q.size = 4;
+            q.code_offset = bytes->len;
+            q.own_bytes = true;
+            g_byte_array_append(bytes, (const guint8 *)&rel, 4);
+            q.new_target = st[j]->at;
+            q.call_to = 0;
+            q.made_up = true;
+            q.stub_to = st[j]->to;
+            q.site = 0;          /* not a resolution of its own (image.c's site table) */
+            q.first_state = q.nstates = 0;
+            q.state_of = (uint32_t)i;
+            if (!p->nstates)
+                p->first_state = (uint32_t)(m->npatches + made->len);
+            p->nstates++;
+            g_array_append_val(made, q);
+        }
+        if (n && (p->vaddr != p->site + 1 || p->size != 4)) {
+            /* over a made-up state, the recorded one must set all of the rel32 */
+            int32_t rel = (int32_t)(int64_t)(p->new_target - (p->site + 5));
+            p->vaddr = p->site + 1;
+            p->size = 4;
+            p->code_offset = bytes->len;
+            p->own_bytes = true;
+            g_byte_array_append(bytes, (const guint8 *)&rel, 4);
+        }
+    }
+    if (made->len && !write_made_up(m, bytes)) {
+        memcpy(m->patches, before, m->npatches * sizeof(dm_patch));
+        g_array_set_size(made, 0);
+        warn(m, "cannot make a memory file for made-up call-site states: %s", g_strerror(errno));
+    }
+    g_free(before);
+    g_byte_array_free(bytes, TRUE);
+    g_array_free(fills, TRUE);
+    if (made->len) {
+        m->patches = g_renew(dm_patch, m->patches, m->npatches + made->len);
+        memcpy(m->patches + m->npatches, made->data, made->len * sizeof(dm_patch));
+        m->npatches += made->len;
+        m->states_made_up = made->len;
+    }
+    g_array_free(made, TRUE);
+}
+
 static int cmp_method(const void *a, const void *b)
 {
     const dm_method *x = a, *y = b;
@@ -1073,6 +1309,10 @@ void dm_free(dm_model *m)
     g_free(m->methods);
     g_free(m->threads);
     g_free(m->code_path);
+    if (m->made_up_path)
+        close(m->made_up_fd);
+    g_free(m->made_up_bytes);
+    g_free(m->made_up_path);
     g_free(m);
 }
 

@@ -38,6 +38,15 @@
  *   scan, so one record may resolve several sites, or a site and change
  *   other bytes: it is cut into one patch per resolved site and patches
  *   for the other runs of changed bytes (which apply at the record time).
+ * - A static or opt-virtual site resolved to compiled code in another
+ *   version may have gone through its static call stub first (HotSpot
+ *   resolves to the interpreter when the callee has no compiled code yet,
+ *   and its c2i adapter re-points the site once it has): for each place
+ *   the method's filled static call stubs jump to, a made-up patch holds
+ *   the site calling such a stub (dm_patch.made_up). Its four bytes are the
+ *   model's own, in a memory file (libipt reads sections from files); the
+ *   resolution's record is widened there to the whole rel32, so that it
+ *   overwrites them.
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the
@@ -150,6 +159,23 @@ typedef struct dm_patch {
      * moment; a decoder that applies this patch ahead of its time wants the
      * stub's fill of the same scan too (decode.c). */
     uint64_t call_to;
+    /* A state of a call site that no record holds, made up at load: the
+     * site calling a static call stub of its method (new_target), whose
+     * recorded fill jumps on to stub_to (a c2i adapter). HotSpot resolves a
+     * call to an interpreted callee that way and re-points the site at the
+     * callee's compiled code once it has some; when both happened between
+     * two watcher scans, only the second state was recorded: the resolution
+     * patch whose alternatives these are (first_state, nstates below;
+     * state_of). A made-up state never applies by its time, only when the
+     * decoded thread's resolver went on to stub_to (image.h), and only
+     * until the resolution it precedes applies. */
+    bool made_up;
+    bool own_bytes;              /* code_offset is into made_up_bytes, not the code file */
+    uint64_t stub_to;
+    uint32_t state_of;           /* made up: the resolution it precedes */
+    /* A call-site resolution's made-up states: patches[first_state ..
+     * first_state + nstates). */
+    uint32_t first_state, nstates;
 } dm_patch;
 
 typedef struct dm_method {
@@ -184,8 +210,17 @@ typedef struct dm_model {
 
     dm_blob *blobs;              /* sorted by tsc */
     size_t nblobs;
-    dm_patch *patches;           /* sorted by start_tsc */
+    dm_patch *patches;           /* sorted by start_tsc, made-up states last */
     size_t npatches;
+    size_t states_made_up;       /* of those, made up (dm_patch.made_up) */
+    /* The bytes of patches with own_bytes (made-up states, and the whole
+     * rel32 of the resolutions they precede: a record holds only the bytes
+     * that changed), in a memory file of the model's own at made_up_path
+     * for libipt. */
+    uint8_t *made_up_bytes;
+    size_t made_up_size;
+    char *made_up_path;
+    int made_up_fd;
     size_t call_site_patches;    /* patches with a site (call-site resolutions) */
     size_t patches_cut;          /* recorded patches cut into sites and the rest
                                     (the counts above are of pieces) */

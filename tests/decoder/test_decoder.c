@@ -1327,6 +1327,133 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
     expect_sites_resolved_on_first_pass(false);
 }
 
+/* A site resolved to the interpreter and re-pointed at compiled code within
+ * one watcher scan: M1's site A (NMR) calls resolve_static_call; the only
+ * record of the site (t 9000) has it calling the compiled callee, and the
+ * same scan's record fills the static stub (NMR+0x20) to jump to the c2i
+ * adapter (C2I: `jmp *%rax` into the VM to fix the caller, then `ret`).
+ * NMR+5 is `jmp *%rax` back to NMR. */
+#define C2I 0x85000ull
+
+static char *make_interpreted_first_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, RS_STATIC, "resolve_static_call", "\xff\xe0", 2);
+    stub(w, &b, C2I, "I2C/C2I adapters", "\xff\xe0\xc3", 3);
+    stub(w, &b, CALLEE, "callee", "\xc3", 1);
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\0\0\0\0\0\0\0\0\xe9\xfb\xff\xff\xff", 15);
+    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    /* the site's last two bytes changed: the record holds only those */
+    rel = (int32_t)(CALLEE - (NMR + 5));
+    patch(w, &b, 9000, NMR + 3, (const uint8_t *)&rel + 2, 2);
+    uint8_t filled[13] = { 0x34, 0x12 };
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    filled[8] = 0xe9;
+    memcpy(filled + 9, &rel, 4);
+    patch(w, &b, 9002, NMR + 0x22, filled, sizeof filled);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    return dir;
+}
+
+Test(model, a_site_resolved_to_compiled_code_gets_its_static_stub_state)
+{
+    char *dir = make_interpreted_first_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_assert_eq(m->states_made_up, 1);
+    const dm_patch *res = NULL, *st = NULL;
+    for (size_t i = 0; i < m->npatches; i++) {
+        if (m->patches[i].site == NMR)
+            res = &m->patches[i];
+        if (m->patches[i].made_up)
+            st = &m->patches[i];
+    }
+    cr_assert_not_null(res);
+    cr_assert_not_null(st);
+    cr_expect_eq(res->new_target, CALLEE);
+    cr_expect_eq(res->nstates, 1);
+    cr_expect(res->vaddr == NMR + 1 && res->size == 4 && res->own_bytes,
+              "the record, applied over the made-up state, sets the whole rel32");
+    cr_expect_eq(&m->patches[res->first_state], st);
+    cr_expect_eq(&m->patches[st->state_of], res);
+    cr_expect_eq(st->vaddr, NMR + 1, "the whole rel32, though the record holds two bytes");
+    cr_expect_eq(st->size, 4);
+    cr_expect_eq(st->new_target, NMR + 0x20);
+    cr_expect_eq(st->stub_to, C2I);
+    cr_expect_eq(st->start_tsc, res->start_tsc);
+    int32_t rel;
+    cr_assert_leq(st->code_offset + 4, m->made_up_size);
+    memcpy(&rel, m->made_up_bytes + st->code_offset, 4);
+    cr_expect_eq(NMR + 5 + (uint64_t)(int64_t)rel, NMR + 0x20);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Pass 1 resolves A to the interpreter (the resolver goes on to C2I); pass
+ * 2 runs A through the static stub and C2I; in pass 3 C2I leaves for the VM
+ * (it fixes the caller: the callee has compiled code now); pass 4 runs A
+ * straight into the callee. No packet tells passes 2 and 4 apart from a
+ * call of the callee: only the site's state does. */
+Test(decode, a_site_resolved_to_the_interpreter_runs_its_static_stub_until_fixed)
+{
+    char *dir = make_interpreted_first_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, C2I);              /* 1: the resolver goes on to the c2i adapter */
+    tip(&e, ppt_tip, C2I + 2);          /*    jmp *%rax (no fixup) */
+    tip(&e, ppt_tip, NMR + 5);          /*    ret */
+    tip(&e, ppt_tip, NMR);
+    tip(&e, ppt_tip, C2I + 2);          /* 2: A, stub, C2I */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tip(&e, ppt_tip_pgd, 0x100000);     /* 3: A, stub, C2I into the VM: the fixup */
+    tip(&e, ppt_tip_pge, C2I + 2);
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tip(&e, ppt_tip, NMR + 5);          /* 4: A calls the callee, which returns */
+    tip(&e, ppt_tip, NMR);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    size_t first_callee = log.n, last_c2i = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        if (log.ev[i].kind != DC_STUB)
+            continue;
+        if (!strcmp(log.ev[i].desc, "callee") && first_callee == log.n)
+            first_callee = i;
+        if (!strcmp(log.ev[i].desc, "I2C/C2I adapters"))
+            last_c2i = i;
+    }
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 1);
+    cr_expect_gt(count_stub(&log, "callee"), 0, "pass 4 calls the callee");
+    cr_expect_gt(first_callee, last_c2i, "no call of the callee before the fixup");
+    cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* ---- code re-pointed long before its patch is recorded --------------------- */
 
 #define NMC 0xb0000ull
