@@ -1352,9 +1352,7 @@ static char *make_interpreted_first_trace(void)
     memcpy(nm + 1, &rel, 4);
     memcpy(nm + 5, "\xff\xe0", 2);
     memcpy(nm + 0x20, "\x48\xbb\0\0\0\0\0\0\0\0\xe9\xfb\xff\xff\xff", 15);
-    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M1); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    load_at_nmr(w, &b, nm, sizeof nm);
     /* the site's last two bytes changed: the record holds only those */
     rel = (int32_t)(CALLEE - (NMR + 5));
     patch(w, &b, 9000, NMR + 3, (const uint8_t *)&rel + 2, 2);
