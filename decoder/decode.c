@@ -554,6 +554,13 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
     }
     if (r->call) {
         int got = di_image_resolve_call(im, r->call, blk->ip);
+        if (got != 0 && r->site && r->site != r->call) {
+            /* a resolution whose resolver's jump went unseen: its record */
+            if (di_image_resolve_to(im, r->site, r->resolver, 0) < 0)
+                got = -1;
+            r->site = r->resolver = 0;
+            r->in_resolver = false;
+        }
         if (got == 2)
             *r = (resolution){ .site = r->call, .resolver = blk->ip, .in_resolver = true };
         rc = got < 0 ? got : rc;
