@@ -1012,7 +1012,6 @@ static size_t stub_states(const dm_model *m, const dm_patch *p, const stub_fill 
     return n;
 }
 
-
 /* The made-up bytes into a memory file of the model's own: libipt reads
  * code from files. false if it cannot be made. */
 static bool write_made_up(dm_model *m, const GByteArray *bytes)
@@ -1024,7 +1023,9 @@ static bool write_made_up(dm_model *m, const GByteArray *bytes)
     while (done < bytes->len) {
         ssize_t n = write(fd, bytes->data + done, bytes->len - done);
         if (n <= 0) {
+            int e = n < 0 ? errno : ENOSPC;
             close(fd);
+            errno = e;
             return false;
         }
         done += (size_t)n;
