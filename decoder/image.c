@@ -971,13 +971,20 @@ int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t d
 }
 
 #define STUB_JMP 10          /* mov rbx, imm64; then the jmp */
-uint32_t di_image_stub_exit(const di_image *im, uint64_t ip)
+uint32_t di_image_stub_exit(di_image *im, uint64_t ip)
 {
+    /* Called per block: states superseded for good (their resolution
+     * applied, or its time came) are dropped as they are met. */
     const dm_model *m = im->c->m;
-    for (guint i = 0; i < im->states->len; i++) {
+    for (guint i = 0; i < im->states->len;) {
         uint32_t s = g_array_index(im->states, uint32_t, i);
-        if (m->patches[s].new_target + STUB_JMP == ip && di_image_has_patch(im, s))
+        if (!di_image_has_patch(im, s)) {
+            g_array_remove_index_fast(im->states, i);
+            continue;
+        }
+        if (m->patches[s].new_target + STUB_JMP == ip)
             return s;
+        i++;
     }
     return UINT32_MAX;
 }

@@ -117,7 +117,7 @@ int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t d
  * goes through that stub and leaves the adapter for the VM has the adapter
  * re-point the site at the callee's compiled code: the site's recorded
  * state (dm_patch.state_of) applies then (di_image_apply_early). */
-uint32_t di_image_stub_exit(const di_image *im, uint64_t ip);
+uint32_t di_image_stub_exit(di_image *im, uint64_t ip);
 
 /* Patches applied ahead of their time, in the order applied (the early
  * list the image was made with first): an image made at an earlier time of

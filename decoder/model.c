@@ -919,6 +919,18 @@ static bool searchable(const dm_model *m, const dm_patch *p)
            p->size <= MAX_SITE_PATCH;
 }
 
+/* Whether the STUB_LEN bytes s, at address a, are a static call stub, and
+ * where its jump goes (*to). */
+static bool static_stub_at(const uint8_t *s, uint64_t a, uint64_t *to)
+{
+    if (s[0] != 0x48 || s[1] != 0xbb || s[10] != 0xe9)
+        return false;
+    int32_t rel;
+    memcpy(&rel, s + 11, 4);
+    *to = a + STUB_LEN + (uint64_t)(int64_t)rel;
+    return true;
+}
+
 /* Appends to out the static call stubs patch i fills: `mov rbx, imm64; jmp
  * rel32` in its owner after it, overlapping it, whose jump it re-points out
  * of the owner (HotSpot emits the stub jumping to itself). */
@@ -938,15 +950,10 @@ static void find_stub_fills(const dm_model *m, const owner_order *o, const uint8
     memcpy(now, old, n);
     memcpy(now + (p->vaddr - lo), code + p->code_offset, p->size);
     for (uint64_t a = lo; a + STUB_LEN <= hi; a++) {
-        const uint8_t *s = now + (a - lo);
-        if (s[0] != 0x48 || s[1] != 0xbb || s[10] != 0xe9 || a + STUB_LEN <= p->vaddr ||
-            a >= pend)
-            continue;
-        int32_t rel_old, rel_new;
-        memcpy(&rel_old, old + (a - lo) + 11, 4);
-        memcpy(&rel_new, s + 11, 4);
-        uint64_t to = a + STUB_LEN + (uint64_t)(int64_t)rel_new;
-        if (rel_old == rel_new || (to >= c->vaddr && to < cend))
+        uint64_t to;
+        if (a + STUB_LEN <= p->vaddr || a >= pend || !static_stub_at(now + (a - lo), a, &to) ||
+            !memcmp(old + (a - lo) + 11, now + (a - lo) + 11, 4) ||
+            (to >= c->vaddr && to < cend))
             continue;
         stub_fill f = { p->owner, a, to, p->tsc };
         g_array_append_val(out, f);
@@ -965,12 +972,8 @@ static void find_filled_stubs(const dm_model *m, const uint8_t *code, const dm_c
     const uint8_t *b = code + c->code_offset;
     uint64_t cend = c->vaddr + c->size;
     for (uint64_t at = 0; at + STUB_LEN <= c->size; at++) {
-        if (b[at] != 0x48 || b[at + 1] != 0xbb || b[at + 10] != 0xe9)
-            continue;
-        int32_t rel;
-        memcpy(&rel, b + at + 11, 4);
-        uint64_t a = c->vaddr + at, to = a + STUB_LEN + (uint64_t)(int64_t)rel;
-        if (to >= c->vaddr && to < cend)
+        uint64_t a = c->vaddr + at, to;
+        if (!static_stub_at(b + at, a, &to) || (to >= c->vaddr && to < cend))
             continue;
         stub_fill f = { c->index, a, to, 0 };
         g_array_append_val(out, f);
