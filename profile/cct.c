@@ -569,12 +569,19 @@ pf_cct *pf_seq_finish(pf_seq *s)
  * the feeding's cost). */
 typedef struct par_event {
     uint64_t tsc;
-    uint64_t value;          /* FL_CALL: method_id; FL_BYTECODE: count */
-    int32_t bci;
+    /* FL_CALL: method_id; FL_BYTECODE: count; FL_SEGMENT: where its
+     * starting stack begins in the chunk's segment_stacks */
+    uint64_t value;
+    int32_t bci;             /* FL_SEGMENT: the starting stack's depth */
     uint8_t kind, origin;
     uint8_t flags;           /* FL_F_CONTEXT or 0 */
 } par_event;
 
+/* A run of one thread's events, started from the stack the thread was at.
+ * Segments that begin inside it stay in it (an FL_SEGMENT event whose
+ * stack is kept in segment_stacks): a chunk goes to the pool only when
+ * full or at the end, since real flows have segments of a few hundred
+ * events and handing each to the pool would cost more than building it. */
 typedef struct par_chunk {
     uint32_t tid;
     uint64_t tsc;
@@ -583,6 +590,8 @@ typedef struct par_chunk {
     int64_t *sites;
     par_event *events;
     uint32_t n, cap;
+    uint64_t *segment_stacks;
+    size_t stacks_len, stacks_cap;
 } par_chunk;
 
 typedef struct par_thread {
@@ -619,6 +628,7 @@ static void chunk_free(par_chunk *c)
     g_free(c->methods);
     g_free(c->sites);
     g_free(c->events);
+    g_free(c->segment_stacks);
     g_free(c);
 }
 
@@ -640,6 +650,12 @@ static void par_work(gpointer data, gpointer user)
         fl_event ev = { .tid = ch->tid };
         for (uint32_t i = 0; i < ch->n && ok; i++) {
             const par_event *e = &ch->events[i];
+            if (e->kind == FL_SEGMENT) {
+                c = pf_cct_begin(t, ch->tid, e->tsc, ch->segment_stacks + e->value, NULL,
+                                 (uint32_t)e->bci);
+                ok = c.node >= 0;
+                continue;
+            }
             ev.kind = e->kind;
             ev.origin = e->origin;
             ev.tsc = e->tsc;
@@ -753,15 +769,19 @@ int pf_par_sink(const fl_event *ev, void *ctx)
     p->last = th;
     p->last_tid = ev->tid;
     if (ev->kind == FL_SEGMENT) {
-        dispatch(p, th);
+        if (ev->depth > INT32_MAX) {
+            g_atomic_int_set(&p->failed, 1);
+            return 1;
+        }
         th->depth = 0;
         for (uint32_t i = 0; i < ev->depth; i++)
             shadow_push(th, ev->stack[i], -1);
         th->last_tsc = ev->tsc;
-        start_chunk(p, th, ev->tid, ev->tsc);
-        return 0;
-    }
-    if (!th->chunk) {
+        if (!th->chunk) {
+            start_chunk(p, th, ev->tid, ev->tsc);   /* starts from the segment's stack */
+            return 0;
+        }
+    } else if (!th->chunk) {
         if (th->depth == 0 && th->last_tsc == 0)
             th->last_tsc = ev->tsc;     /* first event of a thread without a segment */
         start_chunk(p, th, ev->tid, th->last_tsc);
@@ -772,6 +792,21 @@ int pf_par_sink(const fl_event *ev, void *ctx)
         if (ch->cap > p->chunk_events)
             ch->cap = p->chunk_events;
         ch->events = g_renew(par_event, ch->events, ch->cap);
+    }
+    if (ev->kind == FL_SEGMENT) {
+        if (ch->stacks_len + ev->depth > ch->stacks_cap) {
+            ch->stacks_cap = MAX(ch->stacks_cap * 2, ch->stacks_len + ev->depth);
+            ch->segment_stacks = g_renew(uint64_t, ch->segment_stacks, ch->stacks_cap);
+        }
+        if (ev->depth)
+            memcpy(ch->segment_stacks + ch->stacks_len, ev->stack,
+                   ev->depth * sizeof *ch->segment_stacks);
+        ch->events[ch->n++] = (par_event){ .tsc = ev->tsc, .value = ch->stacks_len,
+                                           .bci = (int32_t)ev->depth, .kind = FL_SEGMENT };
+        ch->stacks_len += ev->depth;
+        if (ch->n >= p->chunk_events)
+            dispatch(p, th);
+        return 0;
     }
     ch->events[ch->n++] = (par_event){
         .tsc = ev->tsc, .value = ev->kind == FL_BYTECODE ? ev->count : ev->method_id,

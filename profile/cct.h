@@ -112,9 +112,10 @@ int pf_seq_sink(const fl_event *ev, void *seq);   /* fl_sink */
  * memory ran out. */
 pf_cct *pf_seq_finish(pf_seq *s);
 
-/* Parallel builder (ParCCT): the sink buffers each thread's current segment
- * (cut into chunks of at most chunk_events events, each started from the
- * stack the previous one ended with) and hands full ones to a pool of
+/* Parallel builder (ParCCT): the sink buffers each thread's events in
+ * chunks of at most chunk_events events (each started from the stack the
+ * previous one ended with; the segments that begin inside a chunk carry
+ * their own starting stacks) and hands full ones to a pool of
  * nthreads workers; each worker builds into its own partial tree. At the
  * end the partial trees are finalized in parallel and merged in pairs
  * (pf_cct_merge_finalized), so pf_par_finish returns a finalized tree.
