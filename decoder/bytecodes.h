@@ -15,6 +15,8 @@
 
 #define BC_NUM_JAVA 202      /* standard opcodes 0..201 (0xca breakpoint is 202) */
 #define BC_BREAKPOINT 202
+#define BC_WIDE 196          /* its template jumps to the wide entry of the next
+                              * bytecode's template: one instruction, two codelets */
 
 /* Standard opcode's mnemonic ("iload_0"), or NULL outside 0..201. */
 const char *bc_name(int opcode);

@@ -18,6 +18,7 @@
 
 #include "common/auxidx.h"
 #include "common/jerr.h"
+#include "decoder/bytecodes.h"
 #include "decoder/jitpath.h"
 #include "decoder/x86.h"
 
@@ -1434,6 +1435,16 @@ static void codelet_event(ctx *x, const dm_codelet *c, uint64_t ip, uint32_t fla
     dc_event ev = { .ip = ip, .flags = flags, .raw = c->bytecode, .opcode = -1, .bci = -1,
                     .desc = c->desc };
     if (c->kind == DM_CL_BYTECODE) {
+        /* Entered by the wide template's dispatch: the wide entry of the
+         * modified bytecode's template runs the rest of the same
+         * instruction, so its exit is the instruction's (no event of its
+         * own: the class file has one instruction there). */
+        const dm_codelet *p = x->pending_in;
+        if (p && p->nops == 1 && p->ops[0] == BC_WIDE && x->npending == 1 &&
+            x->pending[0].kind == DC_BYTECODE && !x->hold && x->prev_xfer == X_JMP_INDIRECT) {
+            x->pending_in = c;
+            return;
+        }
         flush_pending(x);
         ev.kind = DC_BYTECODE;
         ev.tsc = x->tsc;

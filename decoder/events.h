@@ -96,7 +96,8 @@ typedef struct dc_event {
      * conditional branch templates dispatch from one place when the branch
      * is taken and from another when it is not, so this tells the outcomes
      * apart. When a gap follows, it is the last instruction decoded before
-     * the gap. */
+     * the gap. For wide, the template of the bytecode it modifies (the wide
+     * template jumps into that one's wide entry: one instruction, one event). */
     uint64_t exit_ip;
     /* DC_BYTECODE of invokeinterface: 1 + the position, in the receiver
      * class's itable, of the interface the call names, as the template's

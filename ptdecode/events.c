@@ -66,6 +66,8 @@ static void print_event(printer *p, const dc_event *ev)
         fprintf(p->out, "%s", n ? n : "?");
         if (ev->exit_ip >= ev->ip)
             fprintf(p->out, "  exit +0x%" PRIx64, ev->exit_ip - ev->ip);
+        else if (ev->exit_ip)       /* wide: the modified bytecode's template */
+            fprintf(p->out, "  exit 0x%012" PRIx64, ev->exit_ip);
         if (ev->flags & (DC_F_TAKEN | DC_F_NOT_TAKEN))
             fprintf(p->out, "  %s", (ev->flags & DC_F_TAKEN) ? "taken" : "not taken");
         if (ev->itable_pos)

@@ -190,7 +190,8 @@ static jm_writer *open_trace_dir(char **dir)
 
 /* Interpreter: iload_0 [0x00,0x20), fast_iaccess_0 [0x20,0x40), method entry
  * [0x40,0x60), imul [0x60,0x80) which calls the stub and returns, ifeq
- * [0x80,0xa0), invokeinterface [0xc0,0xe0) (nothing at 0xa0). Each ends
+ * [0x80,0xa0), invokeinterface [0xc0,0xe0), wide [0xe0,0x100) (nothing at
+ * 0xa0). Each ends
  * in HotSpot's dispatch, an indirect jmp *%rax (ff e0). The stub is a ret.
  * Compiled method M1 at NM (t 100..5000): 4 nops, jmp *%rax at NM+4, with
  * inline records {NM+2: M1@0} {NM+6: M2@5 in M1@9}; patched at t 3000 so
@@ -219,6 +220,7 @@ static char *make_trace(void)
     /* invokeinterface: the itable scan, peeled once (je to the dispatch),
      * then a loop (head +0xc2, jne back to it) */
     memcpy(interp + 0xc0, "\x74\x06\x90\x90\x75\xfc\x90\x90\xff\xe0", 10);
+    memcpy(interp + 0xe0, "\x90\xff\xe0", 3);
 
     jm_put_u64(&b, INTERP); jm_put_u64(&b, sizeof interp); jm_put_u64(&b, 0);
     jm_put_u32(&b, JM_BLOB_INTERPRETER); jm_put_str(&b, "Interpreter");
@@ -229,6 +231,7 @@ static char *make_trace(void)
     codelet(w, &b, INTERP + 0x60, INTERP + 0x80, 104, "imul");
     codelet(w, &b, INTERP + 0x80, INTERP + 0xa0, 153, "ifeq");
     codelet(w, &b, INTERP + 0xc0, INTERP + 0xe0, 185, "invokeinterface");
+    codelet(w, &b, INTERP + 0xe0, INTERP + 0x100, 196, "wide");
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
     method(w, &b, M3, "three");
@@ -341,7 +344,7 @@ Test(model, timeline_versions_and_inline_tables)
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
-    cr_expect_eq(m->ncodelets, 6);
+    cr_expect_eq(m->ncodelets, 7);
     cr_expect_eq(m->ncodes, 6, "four nmethod versions and two stubs (the liar is dropped)");
     cr_expect_eq(m->nwarnings, 2, "bad code offset and unknown unload reported");
     bool beyond = false, unknown = false;
@@ -429,7 +432,7 @@ Test(model, truncated_metadata_keeps_what_came_before)
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m);
     cr_expect(m->truncated);
-    cr_expect_eq(m->ncodelets, 6);
+    cr_expect_eq(m->ncodelets, 7);
     bool named = false;
     for (size_t i = 0; i < m->nwarnings; i++)
         named |= strstr(m->warnings[i], "meta.jpt") != NULL;
@@ -700,6 +703,37 @@ Test(decode, conditional_branches_say_which_way_they_went)
         cr_expect_eq(log.ev[0].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), DC_F_TAKEN);
         cr_expect_eq(log.ev[1].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), DC_F_NOT_TAKEN);
         cr_expect_eq(log.ev[2].flags & (DC_F_TAKEN | DC_F_NOT_TAKEN), 0);
+    }
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, a_wide_instruction_is_one_event)
+{
+    /* HotSpot's wide template jumps to the wide entry of the modified
+     * bytecode's template (here iload_0's codelet stands for iload's):
+     * the rest of the same instruction, whose exit is there */
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0xe0);    /* wide */
+    tip(&e, ppt_tip, INTERP);           /* its wide iload */
+    tip(&e, ppt_tip, INTERP);           /* the next instruction, an iload_0 */
+    tip(&e, ppt_tip, INTERP + 0xe0);    /* wide again */
+    tip(&e, ppt_tip, INTERP + 0x20);    /* ... into another template (made up) */
+    tip(&e, ppt_tip, INTERP);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "wide", "iload_0", "wide", "iload_0" };
+    expect_kinds(&log, want, 4);
+    if (log.n == 4) {
+        cr_expect_eq(log.ev[0].exit_ip, INTERP + 0x02, "the wide'd template's dispatch");
+        cr_expect_eq(log.ev[1].exit_ip, INTERP + 0x02);
+        cr_expect_eq(log.ev[2].exit_ip, INTERP + 0x21);
     }
     remove_tree(dir);
     g_free(dir);
