@@ -1033,10 +1033,13 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
     for (uint32_t k = g->first[i]; k < g->first[i + 1]; k++) {
         if (g->edge[k].kind == RC_EDGE_EXCEPTION || !edge_fits(g->edge[k].kind, how))
             continue;
-        /* switch targets may repeat */
+        /* switch targets may repeat, and a branch may jump to the next
+         * instruction (`if_icmpne` over an empty block): a target is
+         * entered once, through the first edge of the outcome seen */
         bool dup = false;
         for (uint32_t j = g->first[i]; j < k; j++)
-            if (g->edge[j].kind != RC_EDGE_EXCEPTION && g->edge[j].to == g->edge[k].to)
+            if (g->edge[j].kind != RC_EDGE_EXCEPTION && edge_fits(g->edge[j].kind, how) &&
+                g->edge[j].to == g->edge[k].to)
                 dup = true;
         if (dup)
             continue;

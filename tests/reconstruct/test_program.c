@@ -231,7 +231,7 @@ Test(classfile, hostile_headers)
 static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Square", "Ring",
                                        "Cha", "Sample", "Link", "Counter", "Marker", "Sized",
                                        "Tag", "Other", "Count0", "Count1", "Tagged", "Count2",
-                                       "Count2b", "Counting", "Made", "Copier", "Returns" };
+                                       "Count2b", "Counting", "Made", "Copier", "Returns", "Skip" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
@@ -689,7 +689,8 @@ enum {
     OP_ILOAD_0 = 0x1a, OP_ILOAD_1 = 0x1b, OP_ILOAD_2 = 0x1c, OP_ISTORE_1 = 0x3c,
     OP_ISTORE_2 = 0x3d, OP_IADD = 0x60, OP_ISUB = 0x64, OP_IMUL = 0x68, OP_IXOR = 0x82,
     OP_IINC = 0x84, OP_IF_ICMPGE = 0xa2, OP_GOTO = 0xa7, OP_IRETURN = 0xac, OP_RETURN = 0xb1,
-    OP_INVOKESTATIC = 0xb8, OP_MONITORENTER = 0xc2,
+    OP_INVOKESTATIC = 0xb8, OP_MONITORENTER = 0xc2, OP_ICONST_M1 = 0x02, OP_IF_ICMPNE = 0xa0,
+    OP_PUTSTATIC = 0xb3,
     /* not opcodes: the interpreter's method entry and return into a caller,
      * code the model does not name (where the projector's lookahead stops) */
     EV_ENTRY = 0x1000, EV_BACK, EV_OTHER, EV_TAKEN, EV_NOT_TAKEN,
@@ -893,6 +894,32 @@ Test(program, segments_link_to_the_stack_an_unresolved_one_ended_with)
      * are its callers, announced as frames found running */
     expect_segments(cut_then_back_in_outer, "Link.outer Link.mid Link.leaf",
                     "Link.outer* Link.mid* Link.leaf* Link.mid Link.leaf");
+}
+
+/* Skip.check, its branch (to the next instruction) taken, then not */
+static void skip_both_ways(rp_projector *r)
+{
+    static const int taken[] = { EV_ENTRY, OP_ILOAD_0, OP_ICONST_M1, OP_IF_ICMPNE, EV_TAKEN,
+                                 OP_ILOAD_0, OP_PUTSTATIC, OP_RETURN };
+    static const int not_taken[] = { EV_ENTRY, OP_ILOAD_0, OP_ICONST_M1, OP_IF_ICMPNE,
+                                     EV_NOT_TAKEN, OP_ILOAD_0, OP_PUTSTATIC, OP_RETURN };
+    FEED(r, taken);
+    FEED(r, not_taken);
+}
+
+Test(program, a_branch_to_the_next_instruction_goes_there_either_way)
+{
+    /* both outcomes reach bci 5: the taken one must not be dropped as the
+     * same target as the fall-through edge the outcome rules out */
+    rp_stats st;
+    GArray *flow = project_link(skip_both_ways, &st);
+    cr_expect_eq(st.segments_unresolved, 0);
+    cr_expect_eq(st.segments, 1);
+    cr_expect_eq(st.placed, 12);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, "Skip.check Skip.check", "%s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
 }
 
 Test(program, a_wrong_link_dies_at_its_first_return)

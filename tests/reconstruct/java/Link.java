@@ -49,3 +49,15 @@ class Returns {
     static void r64() {} static void r65() {} static void r66() {} static void r67() {}
     static void r68() {} static void r69() {} static void r70() {} static void r71() {}
 }
+
+// A branch to the next instruction: javac keeps `if (i == -1) {}` as an
+// if_icmpne over nothing (program/a_branch_to_the_next_instruction_...).
+class Skip {
+    static int seen;
+
+    static void check(int i) {
+        if (i == -1) {
+        }
+        seen = i;
+    }
+}
