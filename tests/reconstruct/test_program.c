@@ -922,6 +922,25 @@ Test(program, a_branch_to_the_next_instruction_goes_there_either_way)
     g_array_free(flow, TRUE);
 }
 
+static void enter_main(rp_projector *r)
+{
+    static const int main_run[] = { EV_ENTRY, OP_ICONST_1, OP_PUTSTATIC, OP_RETURN };
+    FEED(r, main_run);
+}
+
+Test(program, the_launcher_s_main_goes_first_among_methods_the_trace_cannot_tell_apart)
+{
+    /* Skip.early has main's bytecodes and comes first in the class; the
+     * choice among them at the end keeps the first */
+    rp_stats st;
+    GArray *flow = project_link(enter_main, &st);
+    cr_expect_eq(st.segments, 1);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, "Skip.main", "%s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
+}
+
 Test(program, a_wrong_link_dies_at_its_first_return)
 {
     /* linked, leaf would return into mid, which goes on with iconst_3 */

@@ -52,8 +52,18 @@ class Returns {
 
 // A branch to the next instruction: javac keeps `if (i == -1) {}` as an
 // if_icmpne over nothing (program/a_branch_to_the_next_instruction_...).
+// The launcher's main, and a method with the same bytecodes before it
+// (program/the_launcher_s_main_goes_first_...).
 class Skip {
     static int seen;
+
+    static void early(String[] a) {
+        seen = 1;
+    }
+
+    public static void main(String[] a) {
+        seen = 1;
+    }
 
     static void check(int i) {
         if (i == -1) {
