@@ -548,6 +548,14 @@ static void decode(const char *dir, evlog *log, dc_stats *st)
     dm_free(m);
 }
 
+/* Ends the packets in e, writes them as the thread's stream and decodes it. */
+static void decode_encoded(const char *dir, penc *e, evlog *log, dc_stats *st)
+{
+    size_t n = penc_end(e);
+    write_stream(dir, e->buf, n);
+    decode(dir, log, st);
+}
+
 static const char *opname(const dc_event *e)
 {
     return e->kind == DC_BYTECODE ? bc_name(e->opcode) : dc_kind_name(e->kind);
@@ -692,11 +700,9 @@ Test(decode, conditional_branches_say_which_way_they_went)
     tip(&e, ppt_tip, INTERP + 0x80);    /* ifeq again: this time not */
     pkt(&e, (struct pt_packet){ .type = ppt_tnt_8, .payload.tnt = { .bit_size = 1, .payload = 1 } });
     tip(&e, ppt_tip, INTERP);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_encoded(dir, &e, &log, &st);
     static const char *const want[] = { "ifeq", "ifeq", "iload_0" };
     expect_kinds(&log, want, 3);
     if (log.n == 3) {
@@ -723,11 +729,9 @@ Test(decode, a_wide_instruction_is_one_event)
     tip(&e, ppt_tip, INTERP + 0xe0);    /* wide again */
     tip(&e, ppt_tip, INTERP + 0x20);    /* ... into another template (made up) */
     tip(&e, ppt_tip, INTERP);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_encoded(dir, &e, &log, &st);
     static const char *const want[] = { "wide", "iload_0", "wide", "iload_0" };
     expect_kinds(&log, want, 4);
     if (log.n == 4) {
@@ -761,11 +765,9 @@ Test(decode, interface_calls_say_where_the_itable_scan_found_the_interface)
     tip(&e, ppt_tip, INTERP + 0xc0);    /* at the first: je taken */
     pkt(&e, (struct pt_packet){ .type = ppt_tnt_8, .payload.tnt = { .bit_size = 1, .payload = 1 } });
     tip(&e, ppt_tip, INTERP);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_encoded(dir, &e, &log, &st);
     static const char *const want[] = { "invokeinterface", "invokeinterface", "iload_0" };
     expect_kinds(&log, want, 3);
     if (log.n == 3) {
@@ -786,11 +788,9 @@ Test(decode, code_filled_into_zeros_is_known_before_its_record)
     tip(&e, ppt_tip, HANDLERS + 0x10);  /* runs at t 1000, recorded at t 5000 */
     tip(&e, ppt_tip, INTERP);
     tip(&e, ppt_tip, HANDLERS + 0x20);  /* never filled: no code */
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_encoded(dir, &e, &log, &st);
     static const char *const want[] = { "stub", "iload_0", "gap" };
     expect_kinds(&log, want, 3);
     if (log.n == 3) {
@@ -822,11 +822,9 @@ Test(decode, inline_frames_inside_a_block)
     tip(&e, ppt_tip, NM3);
     tnt(&e, 1, 1);                      /* taken: +0 +1 +5 +6 */
     tip(&e, ppt_tip, INTERP);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_encoded(dir, &e, &log, &st);
     static const char *const want[] = {
         "jit-enter", "jit", "inline-call", "jit", "inline-return", "jit", "inline-call", "jit",
         /* a jump within the method is no entry: M3's frame is left */
@@ -864,11 +862,9 @@ Test(decode, return_continues_the_inline_stack_the_call_left)
     tip(&e, ppt_tip, NM4);              /* jump into NM4, which calls the stub */
     tip(&e, ppt_tip, NM4 + 6);          /* the stub returns */
     tip(&e, ppt_tip, INTERP);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_encoded(dir, &e, &log, &st);
     static const char *const want[] = {
         "jit-enter", "jit", "inline-call", "jit", "stub",
         "jit-enter", "inline-return", "inline-call", "jit", "iload_0",
