@@ -1439,8 +1439,8 @@ static void codelet_event(ctx *x, const dm_codelet *c, uint64_t ip, uint32_t fla
          * modified bytecode's template runs the rest of the same
          * instruction, so its exit is the instruction's (no event of its
          * own: the class file has one instruction there). */
-        const dm_codelet *p = x->pending_in;
-        if (p && p->nops == 1 && p->ops[0] == BC_WIDE && x->npending == 1 &&
+        const dm_codelet *held = x->pending_in;
+        if (held && held->nops == 1 && held->ops[0] == BC_WIDE && x->npending == 1 &&
             x->pending[0].kind == DC_BYTECODE && !x->hold && x->prev_xfer == X_JMP_INDIRECT) {
             x->pending_in = c;
             return;

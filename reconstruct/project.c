@@ -1492,8 +1492,9 @@ static void enter(rp_projector *r, const frame *caller, const hist *h, const rc_
 /* public static void main(String[]) */
 static bool is_launcher_main(const rc_method *m)
 {
-    return m && (m->access & (CF_ACC_PUBLIC | CF_ACC_STATIC)) == (CF_ACC_PUBLIC | CF_ACC_STATIC) &&
-           !strcmp(m->name, "main") && !strcmp(m->sig, "([Ljava/lang/String;)V");
+    const uint16_t public_static = CF_ACC_PUBLIC | CF_ACC_STATIC;
+    return m && (m->access & public_static) == public_static && !strcmp(m->name, "main") &&
+           !strcmp(m->sig, "([Ljava/lang/String;)V");
 }
 
 /* A callee that nothing names: every method that fits the entry kind and
