@@ -651,8 +651,8 @@ static void par_work(gpointer data, gpointer user)
         for (uint32_t i = 0; i < ch->n && ok; i++) {
             const par_event *e = &ch->events[i];
             if (e->kind == FL_SEGMENT) {
-                c = pf_cct_begin(t, ch->tid, e->tsc, ch->segment_stacks + e->value, NULL,
-                                 (uint32_t)e->bci);
+                const uint64_t *stack = e->bci ? ch->segment_stacks + e->value : NULL;
+                c = pf_cct_begin(t, ch->tid, e->tsc, stack, NULL, (uint32_t)e->bci);
                 ok = c.node >= 0;
                 continue;
             }

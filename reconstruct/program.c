@@ -1010,7 +1010,7 @@ static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, con
         g_mutex_lock((GMutex *)&p->lock);
         site *have = g_hash_table_lookup(p->cha, key);
         if (have) {
-            g_free(st);
+            cha_site_free(st);      /* another thread analysed it first */
             st = have;
         } else {
             g_hash_table_insert(p->cha, key, st);
