@@ -39,6 +39,7 @@ struct rc_class {
     cf_class cf;               /* whole class file, or a bare pool (or nothing) */
     bool from_file;            /* false: bare (hidden, or no class file captured) */
     bool hidden;               /* CLASS_PREPARE flag 1 */
+    bool prepared;             /* a CLASS_PREPARE record names it */
     uint16_t access;
     rc_class *super;
     rc_class **ifaces;
@@ -94,6 +95,7 @@ struct rc_program {
     GPtrArray *warnings;       /* char * */
     GStringChunk *strs;
     uint32_t ndamaged, nbare, nbare_plain;
+    uint32_t nprepared;        /* classes a CLASS_PREPARE record names */
     rc_class *object;          /* java/lang/Object, if captured */
     GHashTable *names;         /* interned method names and descriptors */
     GPtrArray *bare_virtual;   /* rc_mx * of bare classes that may be interface targets */
@@ -240,6 +242,26 @@ static rc_class *class_new(rc_program *p, uint64_t cid, const char *name)
     return c;
 }
 
+/* Whether code of class c may have run: the JVM links (prepares) a class
+ * before any of its methods runs or any object of it exists, and the agent
+ * records every preparation (those before it started too). A class whose
+ * file the load hook captured but that no CLASS_PREPARE names was loaded
+ * (for verification, or by a resolution that failed) and never used:
+ * xalan loads the classes of every XPath function and operator it may
+ * compile, and those it never compiles have the same first bytecodes as
+ * those it runs. Metadata without any preparation record says nothing. */
+static bool class_may_have_run(const rc_program *p, const rc_class *c)
+{
+    return c->prepared || !c->from_file || !p->nprepared;
+}
+
+bool rc_method_may_have_run(const rc_program *p, const rc_method *m)
+{
+    if (!m || m->index >= p->nmethods || &p->mx[m->index].m != m)
+        return true;
+    return class_may_have_run(p, p->mx[m->index].cls);
+}
+
 static rc_class *class_find(const rc_program *p, const char *name)
 {
     return name ? g_hash_table_lookup(p->by_name, name) : NULL;
@@ -372,9 +394,13 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         if (c) {
             if (m->u.class_prepare.flags & JM_CLASS_HIDDEN)
                 c->hidden = true;
+            p->nprepared += !c->prepared;
+            c->prepared = true;
             continue;
         }
         c = class_new(p, cid, sig_to_name(p, m->u.class_prepare.class_sig));
+        c->prepared = true;
+        p->nprepared++;
         c->hidden = (m->u.class_prepare.flags & JM_CLASS_HIDDEN) != 0;
         p->nbare++;
         if (!c->hidden)
@@ -890,7 +916,7 @@ static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, boo
         } else {
             chain = is_interface(d) ? NULL : select_chain(p, d, r);
         }
-        if (!is_interface(d) && !(d->access & CF_ACC_ABSTRACT)) {
+        if (!is_interface(d) && !(d->access & CF_ACC_ABSTRACT) && class_may_have_run(p, d)) {
             rc_mx *x = chain ? chain : iface_lookup(p, d, r->m.name, r->m.sig);
             if (x && !(x->m.access & CF_ACC_ABSTRACT)) {
                 tset_add(out, x);

@@ -82,6 +82,10 @@ const rc_method *rc_method_at(const rc_program *p, uint32_t index);
 const rc_method *rc_method_by_id(const rc_program *p, uint64_t id);
 const rc_method *rc_method_find(const rc_program *p, const char *klass, const char *name,
                                 const char *sig);
+/* False when m belongs to a class the trace shows loaded but never
+ * prepared (linked): none of its code ran. */
+bool rc_method_may_have_run(const rc_program *p, const rc_method *m);
+
 /* Problems met while loading (damaged class files, methods without code),
  * one line each; valid until rc_program_free. */
 size_t rc_program_warnings(const rc_program *p, const char *const **lines);

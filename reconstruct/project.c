@@ -105,6 +105,8 @@ typedef struct frame {
 
 typedef struct hist {
     const struct hist *prev;
+    uint32_t len;          /* records in the chain up to this one, since the
+                            * last it was emitted to */
     uint8_t kind;          /* fl_kind */
     uint32_t flags;
     int32_t bci, opcode;
@@ -385,7 +387,7 @@ static pos_index *index_build(rc_program *p)
     size_t n = rc_program_nmethods(p);
     for (uint32_t mi = 0; mi < n; mi++) {
         const rc_method *m = rc_method_at(p, mi);
-        if (!m || !m->code)
+        if (!m || !m->code || !rc_method_may_have_run(p, m))
             continue;
         const rc_cfg *g = rc_cfg_get(p, m);
         if (!g)
@@ -740,8 +742,9 @@ static const hist *record(rp_projector *r, const hist *prev, fl_kind kind, uint6
                           int32_t bci, int32_t opcode, uint32_t flags)
 {
     hist *h = arena_alloc(r->a, sizeof *h);
-    *h = (hist){ .prev = prev, .kind = (uint8_t)kind, .flags = flags, .bci = bci,
-                 .opcode = opcode, .method_id = method_id, .tsc = r->ev->tsc };
+    *h = (hist){ .prev = prev, .len = prev ? prev->len + 1 : 1, .kind = (uint8_t)kind,
+                 .flags = flags, .bci = bci, .opcode = opcode, .method_id = method_id,
+                 .tsc = r->ev->tsc };
     return h;
 }
 
@@ -2121,8 +2124,18 @@ static void segment_begin(rp_projector *r, uint64_t tsc)
     g_array_append_val(r->cur, x);
 }
 
-/* Emits the history of the least doubtful hypothesis (the first among
- * equals); the set becomes that one. */
+/* The least doubtful hypothesis (the first among equals). */
+static guint least_doubtful(const rp_projector *r)
+{
+    guint best = 0;
+    for (guint i = 1; i < r->cur->len; i++)
+        if (g_array_index(r->cur, hyp, i).doubt < g_array_index(r->cur, hyp, best).doubt)
+            best = i;
+    return best;
+}
+
+/* Emits the history of the least doubtful hypothesis; the set becomes that
+ * one. */
 static void choose(rp_projector *r)
 {
     if (!r->cur->len)
@@ -2130,11 +2143,7 @@ static void choose(rp_projector *r)
     if (r->cur->len > 1) {
         r->st.choices++;
         r->seg_chosen = true;
-        guint best_i = 0;
-        for (guint i = 1; i < r->cur->len; i++)
-            if (g_array_index(r->cur, hyp, i).doubt < g_array_index(r->cur, hyp, best_i).doubt)
-                best_i = i;
-        g_array_index(r->cur, hyp, 0) = g_array_index(r->cur, hyp, best_i);
+        g_array_index(r->cur, hyp, 0) = g_array_index(r->cur, hyp, least_doubtful(r));
         g_array_set_size(r->cur, 1);
     }
     hyp *x = &g_array_index(r->cur, hyp, 0);
@@ -2162,30 +2171,129 @@ static void segment_end(rp_projector *r, bool unresolved, bool keep)
     r->seg_open = false;
 }
 
-/* Copies the single live stack into a fresh arena. */
-static void compact(rp_projector *r)
+/* Copies of the chain from f (callers) or h (earlier records), made once
+ * each (done maps an original to its copy); a history keeps its records
+ * after the first `cut`, renumbered from 1. Iterative: chains are long. */
+static const frame *copy_frames(rp_projector *r, const frame *f, GHashTable *done,
+                                GPtrArray *scratch)
 {
-    if (r->cur->len != 1 || r->a->total < ARENA_COMPACT)
-        return;
-    hyp *x = &g_array_index(r->cur, hyp, 0);
-    if (x->h)
-        return;
+    g_ptr_array_set_size(scratch, 0);
+    const frame *below = NULL;
+    for (; f && !(below = g_hash_table_lookup(done, f)); f = f->caller)
+        g_ptr_array_add(scratch, (gpointer)f);
+    for (guint k = scratch->len; k-- > 0;) {
+        frame *n = frame_copy(r, g_ptr_array_index(scratch, k));
+        n->caller = below;
+        g_hash_table_insert(done, g_ptr_array_index(scratch, k), n);
+        below = n;
+    }
+    return below;
+}
+
+static const hist *copy_history(rp_projector *r, const hist *h, uint32_t cut, GHashTable *done,
+                                GPtrArray *scratch)
+{
+    g_ptr_array_set_size(scratch, 0);
+    const hist *before = NULL;
+    for (; h && h->len > cut && !(before = g_hash_table_lookup(done, h)); h = h->prev)
+        g_ptr_array_add(scratch, (gpointer)h);
+    for (guint k = scratch->len; k-- > 0;) {
+        const hist *o = g_ptr_array_index(scratch, k);
+        hist *n = arena_alloc(r->a, sizeof *n);
+        *n = *o;
+        n->prev = before;
+        n->len = o->len - cut;
+        g_hash_table_insert(done, (gpointer)o, n);
+        before = n;
+    }
+    return before;
+}
+
+/* Copies what the live hypotheses still need (their stacks, and their
+ * history after its first `cut` records, which were emitted) into a fresh
+ * arena. Shared frames and records stay shared. */
+static void rebuild_arena(rp_projector *r, uint32_t cut)
+{
     arena *old = r->a;
     r->a = arena_new();
     g_hash_table_remove_all(r->rebound);
     g_ptr_array_set_size(r->before_chain, 0);
-    GPtrArray *chain = g_ptr_array_new();
-    for (const frame *f = x->top; f; f = f->caller)
-        g_ptr_array_add(chain, (gpointer)f);
-    const frame *below = NULL;
-    for (guint k = chain->len; k-- > 0;) {
-        frame *n = frame_copy(r, g_ptr_array_index(chain, k));
-        n->caller = below;
-        below = n;
+    GHashTable *frames = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GHashTable *records = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GPtrArray *scratch = g_ptr_array_new();
+    for (guint i = 0; i < r->cur->len; i++) {
+        hyp *x = &g_array_index(r->cur, hyp, i);
+        x->top = copy_frames(r, x->top, frames, scratch);
+        x->h = copy_history(r, x->h, cut, records, scratch);
     }
-    x->top = below;
-    g_ptr_array_free(chain, TRUE);
+    g_ptr_array_free(scratch, TRUE);
+    g_hash_table_destroy(frames);
+    g_hash_table_destroy(records);
     arena_recycle(r->a, old);
+}
+
+/* Copies the single live stack into a fresh arena. */
+static void compact(rp_projector *r)
+{
+    if (r->cur->len != 1 || r->a->total < ARENA_COMPACT || g_array_index(r->cur, hyp, 0).h)
+        return;
+    rebuild_arena(r, 0);
+}
+
+/* A long ambiguity (in xalan, a frame near the bottom of the stack that
+ * only returns at the end) has outgrown its bounds (MAX_PENDING,
+ * ARENA_CHOOSE): the least doubtful path is chosen. The paths that parted
+ * from it in the later half of the events held are kept with it: they are
+ * ambiguities on top of the same choice that the trace is likely to settle
+ * soon (XNodeSet.str and xstr run the same bytecodes up to a call, and
+ * differ once it returns). The records all kept paths share are emitted.
+ * When what is left would still take half the bound, the chosen path
+ * alone is kept. */
+static void choose_forced(rp_projector *r)
+{
+    guint best_i = least_doubtful(r), best_out = 0;
+    const hist *b = g_array_index(r->cur, hyp, best_i).h;
+    uint32_t now = b ? b->len : 0, horizon = now / 2;
+    if (now < 2) {
+        choose(r);
+        return;
+    }
+    /* the chosen path's records after the horizon, by position */
+    const hist **at = g_new(const hist *, now - horizon);
+    for (const hist *x = b; x && x->len > horizon; x = x->prev)
+        at[x->len - horizon - 1] = x;
+    uint32_t common = now;     /* the records every kept path shares */
+    guint out = 0;
+    for (guint i = 0; i < r->cur->len; i++) {
+        hyp x = g_array_index(r->cur, hyp, i);
+        uint32_t met = 0;
+        for (const hist *y = x.h; y && y->len > horizon && !met; y = y->prev)
+            if (y->len <= now && at[y->len - horizon - 1] == y)
+                met = y->len;
+        if (i != best_i && !met)
+            continue;
+        if (i == best_i)
+            best_out = out;
+        else if (met < common)
+            common = met;
+        g_array_index(r->cur, hyp, out++) = x;
+    }
+    g_free((gpointer)at);
+    r->st.choices++;
+    r->seg_chosen = true;
+    if (out == 1 || (now - common) * out * sizeof(hist) > ARENA_CHOOSE / 2) {
+        g_array_index(r->cur, hyp, 0) = g_array_index(r->cur, hyp, best_out);
+        g_array_set_size(r->cur, 1);
+        choose(r);
+        return;
+    }
+    g_array_set_size(r->cur, out);
+    const hist *shared = b;
+    while (shared->len > common)
+        shared = shared->prev;
+    emit_history(r, shared);
+    r->pending = now - common;
+    rebuild_arena(r, common);
 }
 
 static bool same_state(const frame *a, const frame *b)
@@ -2355,8 +2463,10 @@ static void process(rp_projector *r, const dc_event *e)
     if (r->cur->len > r->st.max_hypotheses)
         r->st.max_hypotheses = r->cur->len;
     r->pending++;
-    if (r->cur->len == 1 || r->pending > MAX_PENDING || r->a->total > ARENA_CHOOSE)
+    if (r->cur->len == 1)
         choose(r);
+    else if (r->pending > MAX_PENDING || r->a->total > ARENA_CHOOSE)
+        choose_forced(r);
     compact(r);
 }
 

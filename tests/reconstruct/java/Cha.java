@@ -29,6 +29,12 @@ class Ring extends Circle {
     double sum(Circle o) { return o.area() + area(); }
 }
 
+// Loaded but never prepared (as the JVM loads a class to verify a caller
+// that then never runs the code using it): no object of it exists.
+class Oval extends Base {
+    public double area() { return 1; }
+}
+
 // Constructor calls on this (rc_this_call): the superclass's after another
 // object's in the body, and this(...) with an object made for its argument.
 class Made extends Circle {

@@ -71,3 +71,39 @@ class Skip {
         seen = i;
     }
 }
+
+// A long ambiguity with a short one on top (program/a_forced_choice_keeps_
+// the_paths_that_parted_lately): run and runAgain have the same bytecodes
+// and only their return tells them apart; each iteration calls a virtual
+// apply whose two overrides differ only after spin returns.
+abstract class Op {
+    abstract int apply(int x);
+
+    static int spin(int x) {
+        for (int k = 0; k < 300; k++)
+            x ^= k;
+        return x;
+    }
+
+    static int run(Op op, int n) {
+        int s = 0;
+        for (int i = 0; i < n; i++)
+            s += op.apply(i);
+        return s;
+    }
+
+    static int runAgain(Op op, int n) {
+        int s = 0;
+        for (int i = 0; i < n; i++)
+            s += op.apply(i);
+        return s;
+    }
+}
+
+class Twice extends Op {
+    int apply(int x) { return spin(x) * 2; }
+}
+
+class Less extends Op {
+    int apply(int x) { return spin(x) - 2; }
+}
