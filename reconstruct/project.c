@@ -13,8 +13,13 @@
  * kept and the cut is counted. */
 #define MAX_HYP 16384
 /* Events kept for a hypothesis set that does not narrow down to one before a
- * deterministic choice is made. */
-#define MAX_PENDING 200000
+ * deterministic choice is made (choose_forced). A `new` or an invoke that
+ * has the VM load and link a class can run hundreds of thousands of JDK
+ * bytecodes with -Xint before the code after it tells two callers apart:
+ * on lusearch, Lucene3x's and Lucene41's PostingsFormat.fieldsProducer,
+ * whose `new ...; invokespecial <init>` differ only in the class. Memory
+ * stays bounded by ARENA_CHOOSE. */
+#define MAX_PENDING 2000000
 /* Decoder events looked ahead (the opcodes that follow filter candidates). */
 #define LOOKAHEAD 64
 #define RETURN_FANOUT 64   /* see expand */

@@ -969,9 +969,10 @@ Test(program, the_launcher_s_main_goes_first_among_methods_the_trace_cannot_tell
     g_array_free(flow, TRUE);
 }
 
-/* Op.run (or Op.runAgain: the same bytecodes) from an unknown caller: 100
- * calls of an apply (each spins 300 times: ~3,000 events) that ends with
- * apply_op (isub: Less's; imul: Twice's), then its return. */
+/* Op.run (or Op.runAgain: the same bytecodes) from an unknown caller:
+ * APPLY_CALLS calls of an apply (each spins 300 times: ~3,000 events) that
+ * ends with apply_op (isub: Less's; imul: Twice's), then its return. */
+#define APPLY_CALLS 800
 static int apply_op;
 
 static void run_apply(rp_projector *r)
@@ -990,7 +991,7 @@ static void run_apply(rp_projector *r)
     GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
 #define PUT(seq) g_array_append_vals(v, seq, sizeof seq / sizeof seq[0])
     PUT(head);
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < APPLY_CALLS; i++) {
         PUT(call);
         for (int k = 0; k < 300; k++)
             PUT(spin);
@@ -1005,7 +1006,7 @@ static void run_apply(rp_projector *r)
 Test(program, a_forced_choice_keeps_the_paths_that_parted_lately)
 {
     /* run and runAgain stay apart for the whole run, so the paths outgrow
-     * MAX_PENDING (200,000 events) and one is chosen inside some apply:
+     * MAX_PENDING (2,000,000 events) and one is chosen inside some apply:
      * keeping only the first path there, whichever override it is in, would
      * have the other override's calls end their segment */
     static const struct { int op; const char *method; } truth[] = {
@@ -1022,7 +1023,7 @@ Test(program, a_forced_choice_keeps_the_paths_that_parted_lately)
             if (ev->kind == FL_CALL && strstr(flow_method(ev), ".apply"))
                 (strcmp(flow_method(ev), truth[t].method) ? &wrong : &right)[0]++;
         }
-        cr_expect_eq(right, 100, "%s: %u", truth[t].method, right);
+        cr_expect_eq(right, APPLY_CALLS, "%s: %u", truth[t].method, right);
         cr_expect_eq(wrong, 0, "%s: %u others", truth[t].method, wrong);
         g_array_free(flow, TRUE);
     }
