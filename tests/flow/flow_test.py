@@ -54,15 +54,17 @@ WORKLOAD_JAVA_OPTS = ['-Dtests.seed=6a7074']
 MIN_SEQ_AGREEMENT_WORKLOAD = 0.97
 # The calls of a workload's own calling contexts (step 4), sum of absolute
 # differences over the reference's calls, measured as above: luindex 0.34% (JDK 17)
-# and 0.35% (JDK 25), lusearch 1.59% and 1.60%. luindex's was 2.69% before the
-# itable scan told apart its 4,231 interface calls of PackedTokenAttributeImpl.setType
-# from TypeAttributeImpl.setType (the same bytecodes; reconstruct/README.md,
-# itables); lusearch's is spread thin, the largest part from the virtual calls of
-# TermScorer.nextDoc and ConstantScoreQuery$ConstantScorer.nextDoc. The bound catches
-# a segment that loses its calling context, which moves every context under it:
-# luindex measured 125% before the projector linked a segment to the stack the
-# unresolved one before it ended with (reconstruct/README.md, linked segments).
-MAX_CONTEXT_DIFF_WORKLOAD = 0.025
+# and 0.35% (JDK 25), lusearch 0.86% and 1.09% (2026-11-27; 1.59% and 1.60% while
+# the projector made its forced choice after 200,000 events, reconstruct/README.md).
+# luindex's was 2.69% before the itable scan told apart its 4,231 interface calls of
+# PackedTokenAttributeImpl.setType from TypeAttributeImpl.setType (the same bytecodes;
+# reconstruct/README.md, itables); lusearch's is spread thin, the largest part from
+# the virtual calls of TermScorer.nextDoc and ConstantScoreQuery$ConstantScorer.nextDoc.
+# The bound catches a segment that loses its calling context, which moves every
+# context under it: luindex measured 125% before the projector linked a segment to
+# the stack the unresolved one before it ended with (reconstruct/README.md, linked
+# segments), and lusearch the 1.6% above.
+MAX_CONTEXT_DIFF_WORKLOAD = 0.015
 # the JDK's packages, as flowcmp.c's jdk_prefixes names them
 JDK_PACKAGES = ('java.', 'javax.', 'jdk.', 'sun.', 'com.sun.', 'org.w3c.', 'org.xml.',
                 'org.ietf.', 'org.jcp.')
@@ -183,7 +185,7 @@ def compare_contexts(ptdecode, trace, ref, work, name):
               (want.get(p, 0), got.get(p, 0),
                ' > '.join('.'.join(x.split('(')[0].split('.')[-2:]) for x in p[-4:])))
     if diff > MAX_CONTEXT_DIFF_WORKLOAD:
-        print('FAIL: the calls of the workload\'s contexts differ by more than %.0f%%' %
+        print('FAIL: the calls of the workload\'s contexts differ by more than %.1f%%' %
               (100 * MAX_CONTEXT_DIFF_WORKLOAD))
         return False
     return True
