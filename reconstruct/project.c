@@ -1508,7 +1508,7 @@ static bool is_launcher_main(const rc_method *m)
 /* A callee that nothing names: every method that fits the entry kind and
  * the bytecodes that follow. */
 static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry_kind_t k,
-                      int32_t call_bci)
+                      int32_t call_bci, const rc_method *const *ruled_out, size_t nruled_out)
 {
     if (k != EK_JAVA && k != EK_SYNC) {
         enter(r, caller, h, NULL, 0, k, call_bci);
@@ -1585,7 +1585,11 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
             break;
         }
         const rc_method *m = rc_method_at(r->p, g_array_index(fit, uint32_t, j));
-        enter(r, caller, h, m, m->id, k, call_bci);
+        bool out = false;
+        for (size_t i = 0; i < nruled_out && !out; i++)
+            out = ruled_out[i] == m;
+        if (!out)
+            enter(r, caller, h, m, m->id, k, call_bci);
     }
 }
 
@@ -1660,6 +1664,30 @@ static const frame *rebind(rp_projector *r, const frame *f, const rc_class *recv
 
 #define TARGETS_LOCAL 64
 
+/* Whether a receiver within bound still selects frame f's own method, where
+ * f was entered by a virtual call (its caller's invoke is in progress): a
+ * frame of NodeTest.execute(XPathContext) has no StepPattern receiver,
+ * since StepPattern overrides that method. xalan's XPath.getMatchScore
+ * calls execute(XPathContext) on a StepPattern; NodeTest's and
+ * StepPattern's have the same bytecodes, a call of execute(XPathContext,
+ * int) on this, which only StepPattern's class tells. True where the way
+ * in is not known. */
+static bool still_selected(rp_projector *r, const frame *f, const rc_class *bound)
+{
+    const frame *c = f->caller;
+    if (!bound || !c || c->kind != FR_INTERP || !c->calling || c->last == NONE)
+        return true;
+    const rc_method *cm = rc_method_at(r->p, c->method);
+    const rc_cfg *g = cm ? rc_cfg_get(r->p, cm) : NULL;
+    if (!g || c->last >= g->ninsn)
+        return true;
+    int op = g->op[c->last];
+    if (op != OP_INVOKEVIRTUAL && op != OP_INVOKEINTERFACE)
+        return true;
+    const rc_class *narrowed;
+    return rc_receiver_may_run(r->p, bound, op, rc_method_at(r->p, f->method), &narrowed);
+}
+
 /* Enters the call targets that best explain what follows; with open
  * targets, and none that explains it fully, any method may be the callee.
  * A call on the caller's own receiver enters only targets its class can
@@ -1683,6 +1711,8 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     typedef struct fit {
         bool itable;               /* the itable scan allows it */
         bool may;                  /* the receiver's class can select it */
+        bool ruled_out;            /* the caller's own method would not have
+                                    * been selected (still_selected) */
         const rc_class *bound;     /* the receiver's bound once it ran */
     } fit;
     fit local[TARGETS_LOCAL];
@@ -1702,10 +1732,17 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
             rf[j].itable = true;
     else if (by_itable && in_itable < nt)
         r->st.itable_filtered++;
-    size_t may = 0;
+    size_t may = 0, nruled_out = 0;
     for (size_t j = 0; j < nt; j++) {
         rf[j].may = on_this && rf[j].itable &&
                     rc_receiver_may_run(r->p, f->recv, op, t[j], &rf[j].bound);
+        rf[j].ruled_out = rf[j].may && rf[j].bound != f->recv &&
+                          !still_selected(r, f, rf[j].bound);
+        if (rf[j].ruled_out) {
+            rf[j].may = false;
+            rf[j].itable = false;
+            nruled_out++;
+        }
         may += rf[j].may;
     }
     /* no receiver information (or none that any target fits: trust the
@@ -1733,6 +1770,15 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
             const frame *caller = rf[j].bound != f->recv ? rebind(r, f, rf[j].bound, 64) : f;
             enter_on(r, caller, h, t[j], t[j]->id, k, bci, rf[j].bound, true);
         }
+    /* an open site may call methods the analysis does not know, not those
+     * it ruled out */
+    const rc_method *ruled_out_local[TARGETS_LOCAL];
+    const rc_method **ruled_out = nruled_out <= TARGETS_LOCAL
+                                      ? ruled_out_local
+                                      : g_new(const rc_method *, nruled_out);
+    for (size_t j = 0, n = 0; j < nt; j++)
+        if (rf[j].ruled_out)
+            ruled_out[n++] = t[j];
     if (rf != local)
         g_free(rf);
     if (open && top < W_YES) {
@@ -1740,10 +1786,12 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
             g_array_append_val(r->deferred, r->stepping);
         } else {
             r->doubt += open_doubt;
-            enter_any(r, f, h, k, bci);
+            enter_any(r, f, h, k, bci, ruled_out, nruled_out);
             r->doubt -= open_doubt;
         }
     }
+    if (ruled_out != ruled_out_local)
+        g_free(ruled_out);
 }
 
 static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
@@ -1792,7 +1840,7 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
             return;
         }
     }
-    enter_any(r, f, h, k, -1);
+    enter_any(r, f, h, k, -1, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -232,7 +232,7 @@ static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Squar
                                        "Cha", "Sample", "Link", "Counter", "Marker", "Sized",
                                        "Tag", "Other", "Count0", "Count1", "Tagged", "Count2",
                                        "Count2b", "Counting", "Made", "Copier", "Returns", "Skip",
-                                       "Op", "Twice", "Less" };
+                                       "Op", "Twice", "Less", "Pattern0", "Pattern1" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
@@ -246,7 +246,7 @@ static uint64_t id_of(uint64_t cid, uint32_t k)
     return cid << 16 | (k + 1);
 }
 
-/* class ids 1..27 in the order above; Square again as 50; Oval, loaded but
+/* class ids 1..29 in the order above; Square again as 50; Oval, loaded but
  * never prepared, 51; a hidden class 30; a damaged class 40. Method ids:
  * class id << 16 | method number + 1. */
 static char *make_trace(void)
@@ -1027,6 +1027,30 @@ Test(program, a_forced_choice_keeps_the_paths_that_parted_lately)
         cr_expect_eq(wrong, 0, "%s: %u others", truth[t].method, wrong);
         g_array_free(flow, TRUE);
     }
+}
+
+/* Pattern0.match from an unknown caller: p.score(y) on a Pattern1, whose
+ * test(x) runs x * 3 */
+static void match_pattern1(rp_projector *r)
+{
+    static const int run[] = { EV_ENTRY, OP_ILOAD_1, OP_BIPUSH, OP_IMUL, OP_ISTORE_2, OP_ALOAD_0,
+                               OP_ILOAD_2, OP_INVOKEVIRTUAL, EV_ENTRY, OP_ALOAD_0, OP_ILOAD_1,
+                               OP_INVOKEVIRTUAL, EV_ENTRY, OP_ILOAD_1, OP_ICONST_3, OP_IMUL,
+                               OP_IRETURN, EV_BACK, OP_IRETURN, EV_BACK, OP_IRETURN };
+    FEED(r, run);
+}
+
+Test(program, a_receiver_s_class_picks_the_override_that_called_on_it)
+{
+    /* Pattern0.score, first, has Pattern1.score's bytecodes; its call of
+     * test on this may reach Pattern1.test (a subclass), but a Pattern1
+     * receiver would not have run Pattern0.score */
+    rp_stats st;
+    GArray *flow = project_link(match_pattern1, &st);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, "Pattern0.match Pattern1.score Pattern1.test", "%s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
 }
 
 Test(program, a_wrong_link_dies_at_its_first_return)

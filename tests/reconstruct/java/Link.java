@@ -107,3 +107,21 @@ class Twice extends Op {
 class Less extends Op {
     int apply(int x) { return spin(x) - 2; }
 }
+
+// Receivers: score has the same bytecodes in both classes and calls test on
+// this; only the test that runs tells the receiver's class, and with it
+// which score runs (program/a_receiver_s_class_picks_the_override_...).
+class Pattern0 {
+    int score(int x) { return test(x); }
+    int test(int x) { return x + 1; }
+
+    static int match(Pattern0 p, int x) {
+        int y = x * 7;
+        return p.score(y);
+    }
+}
+
+class Pattern1 extends Pattern0 {
+    int score(int x) { return test(x); }
+    int test(int x) { return x * 3; }
+}
