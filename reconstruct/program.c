@@ -95,7 +95,7 @@ struct rc_program {
     GPtrArray *warnings;       /* char * */
     GStringChunk *strs;
     uint32_t ndamaged, nbare, nbare_plain;
-    uint32_t nprepared;        /* classes a CLASS_PREPARE record names */
+    bool any_prepared;         /* the metadata has CLASS_PREPARE records */
     rc_class *object;          /* java/lang/Object, if captured */
     GHashTable *names;         /* interned method names and descriptors */
     GPtrArray *bare_virtual;   /* rc_mx * of bare classes that may be interface targets */
@@ -252,7 +252,7 @@ static rc_class *class_new(rc_program *p, uint64_t cid, const char *name)
  * those it runs. Metadata without any preparation record says nothing. */
 static bool class_may_have_run(const rc_program *p, const rc_class *c)
 {
-    return c->prepared || !c->from_file || !p->nprepared;
+    return c->prepared || !c->from_file || !p->any_prepared;
 }
 
 bool rc_method_may_have_run(const rc_program *p, const rc_method *m)
@@ -387,6 +387,7 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     }
     /* 3. Bare classes: prepared without a class file (hidden ones with their
      * constant pool). */
+    p->any_prepared = prepares->len > 0;
     for (guint i = 0; i < prepares->len; i++) {
         jm_rec *m = &g_array_index(prepares, jm_rec, i);
         uint64_t cid = m->u.class_prepare.class_id;
@@ -394,13 +395,11 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         if (c) {
             if (m->u.class_prepare.flags & JM_CLASS_HIDDEN)
                 c->hidden = true;
-            p->nprepared += !c->prepared;
             c->prepared = true;
             continue;
         }
         c = class_new(p, cid, sig_to_name(p, m->u.class_prepare.class_sig));
         c->prepared = true;
-        p->nprepared++;
         c->hidden = (m->u.class_prepare.flags & JM_CLASS_HIDDEN) != 0;
         p->nbare++;
         if (!c->hidden)
