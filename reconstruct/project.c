@@ -35,8 +35,17 @@
 #define ARENA_BLOCK (1u << 20)
 #define ARENA_COMPACT (32u << 20)
 /* Memory a long ambiguity may take before the first hypothesis is chosen:
- * memory stays bounded whatever the trace. */
+ * memory stays bounded whatever the trace. Most of a full arena can be
+ * frames no path holds any more (a fresh one per bytecode). With FEW_PATHS
+ * or fewer, those are dropped, and the choice waits until what the paths
+ * hold takes half the bound. On lusearch with JDK 25, BooleanQuery.
+ * createWeight's `new` has the VM load a class for 437,000 events: four
+ * paths filled the arena, and the choice kept Query.createWeight's, which
+ * the next bytecode ruled out. Many paths hold far more and seldom settle
+ * later (choose_forced keeps the ones that parted lately): on xalan,
+ * copying them too took 8-12% more time and changed no calling context. */
 #define ARENA_CHOOSE ((size_t)256 << 20)
+#define FEW_PATHS 16
 
 /* Frames kept of the stack earlier segments ended with (before_save). */
 #define BEFORE_MAX 4096
@@ -2225,38 +2234,54 @@ static void segment_end(rp_projector *r, bool unresolved, bool keep)
 }
 
 /* Copies of the chain from f (callers) or h (earlier records), made once
- * each (done maps an original to its copy); a history keeps its records
- * after the first `cut`, renumbered from 1. Iterative: chains are long. */
-static const frame *copy_frames(rp_projector *r, const frame *f, GHashTable *done,
-                                GPtrArray *scratch)
+ * each: a copied original, in the arena about to be dropped, is overwritten
+ * with the address of its copy (depth or len MOVED, caller or prev the
+ * copy), so that shared frames and records stay shared without a table. A
+ * history keeps its records after the first `cut`, renumbered from 1.
+ * Iterative: chains are long. */
+#define MOVED UINT32_MAX
+
+static const frame *copy_frames(rp_projector *r, const frame *f, GPtrArray *scratch)
 {
     g_ptr_array_set_size(scratch, 0);
     const frame *below = NULL;
-    for (; f && !(below = g_hash_table_lookup(done, f)); f = f->caller)
+    for (; f; f = f->caller) {
+        if (f->depth == MOVED) {
+            below = f->caller;
+            break;
+        }
         g_ptr_array_add(scratch, (gpointer)f);
+    }
     for (guint k = scratch->len; k-- > 0;) {
-        frame *n = frame_copy(r, g_ptr_array_index(scratch, k));
+        frame *o = g_ptr_array_index(scratch, k), *n = frame_copy(r, o);
         n->caller = below;
-        g_hash_table_insert(done, g_ptr_array_index(scratch, k), n);
+        o->depth = MOVED;
+        o->caller = n;
         below = n;
     }
     return below;
 }
 
-static const hist *copy_history(rp_projector *r, const hist *h, uint32_t cut, GHashTable *done,
-                                GPtrArray *scratch)
+static const hist *copy_history(rp_projector *r, const hist *h, uint32_t cut, GPtrArray *scratch)
 {
     g_ptr_array_set_size(scratch, 0);
     const hist *before = NULL;
-    for (; h && h->len > cut && !(before = g_hash_table_lookup(done, h)); h = h->prev)
+    for (; h; h = h->prev) {
+        if (h->len == MOVED) {
+            before = h->prev;
+            break;
+        }
+        if (h->len <= cut)
+            break;
         g_ptr_array_add(scratch, (gpointer)h);
+    }
     for (guint k = scratch->len; k-- > 0;) {
-        const hist *o = g_ptr_array_index(scratch, k);
-        hist *n = arena_alloc(r->a, sizeof *n);
+        hist *o = g_ptr_array_index(scratch, k), *n = arena_alloc(r->a, sizeof *n);
         *n = *o;
         n->prev = before;
         n->len = o->len - cut;
-        g_hash_table_insert(done, (gpointer)o, n);
+        o->len = MOVED;
+        o->prev = n;
         before = n;
     }
     return before;
@@ -2271,17 +2296,13 @@ static void rebuild_arena(rp_projector *r, uint32_t cut)
     r->a = arena_new();
     g_hash_table_remove_all(r->rebound);
     g_ptr_array_set_size(r->before_chain, 0);
-    GHashTable *frames = g_hash_table_new(g_direct_hash, g_direct_equal);
-    GHashTable *records = g_hash_table_new(g_direct_hash, g_direct_equal);
     GPtrArray *scratch = g_ptr_array_new();
     for (guint i = 0; i < r->cur->len; i++) {
         hyp *x = &g_array_index(r->cur, hyp, i);
-        x->top = copy_frames(r, x->top, frames, scratch);
-        x->h = copy_history(r, x->h, cut, records, scratch);
+        x->top = copy_frames(r, x->top, scratch);
+        x->h = copy_history(r, x->h, cut, scratch);
     }
     g_ptr_array_free(scratch, TRUE);
-    g_hash_table_destroy(frames);
-    g_hash_table_destroy(records);
     arena_recycle(r->a, old);
 }
 
@@ -2518,8 +2539,14 @@ static void process(rp_projector *r, const dc_event *e)
     r->pending++;
     if (r->cur->len == 1)
         choose(r);
-    else if (r->pending > MAX_PENDING || r->a->total > ARENA_CHOOSE)
+    else if (r->pending > MAX_PENDING)
         choose_forced(r);
+    else if (r->a->total > ARENA_CHOOSE) {
+        if (r->cur->len <= FEW_PATHS)
+            rebuild_arena(r, 0);
+        if (r->a->total > ARENA_CHOOSE / 2)
+            choose_forced(r);
+    }
     compact(r);
 }
 

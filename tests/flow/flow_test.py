@@ -54,8 +54,9 @@ WORKLOAD_JAVA_OPTS = ['-Dtests.seed=6a7074']
 MIN_SEQ_AGREEMENT_WORKLOAD = 0.97
 # The calls of a workload's own calling contexts (step 4), sum of absolute
 # differences over the reference's calls, measured as above: luindex 0.34% (JDK 17)
-# and 0.35% (JDK 25), lusearch 0.86% and 1.09% (2026-11-27; 1.59% and 1.60% while
-# the projector made its forced choice after 200,000 events, reconstruct/README.md).
+# and 0.35% (JDK 25), lusearch 0.86% and 0.87% (2026-11-27; on JDK 25 1.09% while a
+# forced choice came when frames no path held any more filled the projector's memory,
+# and 1.59% and 1.60% while it came after 200,000 events, reconstruct/README.md).
 # luindex's was 2.69% before the itable scan told apart its 4,231 interface calls of
 # PackedTokenAttributeImpl.setType from TypeAttributeImpl.setType (the same bytecodes;
 # reconstruct/README.md, itables); lusearch's is spread thin, the largest part from
@@ -63,8 +64,9 @@ MIN_SEQ_AGREEMENT_WORKLOAD = 0.97
 # The bound catches a segment that loses its calling context, which moves every
 # context under it: luindex measured 125% before the projector linked a segment to
 # the stack the unresolved one before it ended with (reconstruct/README.md, linked
-# segments), and lusearch the 1.6% above.
-MAX_CONTEXT_DIFF_WORKLOAD = 0.015
+# segments), and lusearch the 1.09% and 1.6% above. It is the 1% the profiles aim at
+# (docs/PROFILES.md).
+MAX_CONTEXT_DIFF_WORKLOAD = 0.01
 # the JDK's packages, as flowcmp.c's jdk_prefixes names them
 JDK_PACKAGES = ('java.', 'javax.', 'jdk.', 'sun.', 'com.sun.', 'org.w3c.', 'org.xml.',
                 'org.ietf.', 'org.jcp.')

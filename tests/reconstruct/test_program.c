@@ -1029,6 +1029,64 @@ Test(program, a_forced_choice_keeps_the_paths_that_parted_lately)
     }
 }
 
+/* Op.total (or Op.totalLess) from an unknown caller: TOTAL_CALLS calls of
+ * spin (~2,700 events each), then its last bytecodes, with total_op (iadd:
+ * total's; isub: totalLess's). */
+#define TOTAL_CALLS 440
+static int total_op;
+
+static void run_total(rp_projector *r)
+{
+    static const int head[] = { EV_ENTRY, OP_BIPUSH, OP_ISTORE_1, OP_ICONST_0, OP_ISTORE_2 };
+    static const int call[] = { OP_ILOAD_2, OP_ILOAD_0, OP_IF_ICMPGE, EV_NOT_TAKEN, OP_ILOAD_1,
+                                OP_ILOAD_2, OP_INVOKESTATIC, EV_ENTRY, OP_ICONST_0, OP_ISTORE_1 };
+    static const int spin[] = { OP_ILOAD_1, OP_SIPUSH, OP_IF_ICMPGE, EV_NOT_TAKEN, OP_ILOAD_0,
+                                OP_ILOAD_1, OP_IXOR, OP_ISTORE_0, OP_IINC, OP_GOTO };
+    static const int back[] = { OP_ILOAD_1, OP_SIPUSH, OP_IF_ICMPGE, EV_TAKEN, OP_ILOAD_0,
+                                OP_IRETURN, EV_BACK, OP_IXOR, OP_ISTORE_1, OP_IINC, OP_GOTO };
+    const int done[] = { OP_ILOAD_2, OP_ILOAD_0, OP_IF_ICMPGE, EV_TAKEN, OP_ILOAD_1,
+                         OP_ICONST_3, total_op, OP_IRETURN };
+    GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
+#define PUT(seq) g_array_append_vals(v, seq, sizeof seq / sizeof seq[0])
+    PUT(head);
+    for (int i = 0; i < TOTAL_CALLS; i++) {
+        PUT(call);
+        for (int k = 0; k < 300; k++)
+            PUT(spin);
+        PUT(back);
+    }
+    PUT(done);
+#undef PUT
+    feed(r, (const int *)(const void *)v->data, v->len);
+    g_array_free(v, TRUE);
+}
+
+Test(program, a_long_ambiguity_is_bounded_by_the_memory_its_paths_still_hold)
+{
+    /* about 1.2 million events for two paths: their stack frames, a fresh
+     * one per bytecode, outgrow the projector's memory bound long before the
+     * end, while the records the paths still hold take under half of it;
+     * choosing then would keep total whatever ran */
+    static const struct { int op; const char *method; } truth[] = {
+        { OP_ISUB, "Op.totalLess" }, { OP_IADD, "Op.total" } };
+    for (size_t t = 0; t < 2; t++) {
+        total_op = truth[t].op;
+        rp_stats st;
+        GArray *flow = project_link(run_total, &st);
+        cr_expect_eq(st.segments, 1, "%s", truth[t].method);
+        cr_expect_eq(st.segments_unresolved, 0, "%s", truth[t].method);
+        const char *first = NULL;
+        for (guint i = 0; i < flow->len && !first; i++) {
+            const fl_event *ev = &g_array_index(flow, fl_event, i);
+            if (ev->kind == FL_CALL)
+                first = flow_method(ev);
+        }
+        cr_expect(first && !strcmp(first, truth[t].method), "%s: %s", truth[t].method,
+                  first ? first : "no call");
+        g_array_free(flow, TRUE);
+    }
+}
+
 /* Pattern0.match from an unknown caller: p.score(y) on a Pattern1, whose
  * test(x) runs x * 3 */
 static void match_pattern1(rp_projector *r)

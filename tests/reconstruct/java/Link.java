@@ -98,6 +98,23 @@ abstract class Op {
             s += op.apply(i);
         return s;
     }
+
+    // A long ambiguity that only the last bytecodes settle (program/a_long_
+    // ambiguity_is_bounded_by_the_memory_its_paths_still_hold): total and
+    // totalLess differ in their last arithmetic alone.
+    static int total(int n) {
+        int s = 7;
+        for (int i = 0; i < n; i++)
+            s ^= spin(i);
+        return s + 3;
+    }
+
+    static int totalLess(int n) {
+        int s = 7;
+        for (int i = 0; i < n; i++)
+            s ^= spin(i);
+        return s - 3;
+    }
 }
 
 class Twice extends Op {
