@@ -36,6 +36,7 @@ static const char *const type_names[JM_TYPE_LIMIT] = {
     [JM_WARNING] = "WARNING",
     [JM_STATS] = "STATS",
     [JM_END] = "END",
+    [JM_CLASSES_INITIALIZED] = "CLASSES_INITIALIZED",
 };
 
 const char *jm_type_name(uint16_t type)

@@ -65,6 +65,9 @@ enum jm_type {
     JM_WARNING = 19,        /* str text: something the agent could not record */
     JM_STATS = 20,          /* u32 n | n x {str name | u64 value}: agent counters at shutdown */
     JM_END = 21,            /* clean shutdown; no payload */
+    JM_CLASSES_INITIALIZED = 22, /* u32 n | n x u64 class_id: classes initialized by the
+                               record's time (those the agent found at its start): their
+                               static initializers do not run after it */
     JM_TYPE_LIMIT
 };
 

@@ -131,6 +131,12 @@ int jm_parse(const jm_record *rec, jm_rec *out, char *err, size_t errlen)
     case JM_WARNING:
         out->u.warning.text = jm_get_bytes(&c);
         break;
+    case JM_CLASSES_INITIALIZED:
+        out->u.classes_initialized.n = jm_get_u32(&c);
+        if (!count_fits(&c, out->u.classes_initialized.n, 8))
+            bad_count = "class count exceeds the payload";
+        out->u.classes_initialized.ids = c;
+        break;
     case JM_STATS:
         out->u.stats.n = jm_get_u32(&c);
         if (!count_fits(&c, out->u.stats.n, 12))

@@ -37,6 +37,7 @@ typedef struct jm_rec {
         struct { uint64_t method_id, class_id; jm_slice class_sig, name, sig; uint32_t modifiers; } method;
         struct { uint64_t class_id; jm_slice class_sig; uint32_t origin; jm_slice bytes; } class_file;
         struct { uint64_t class_id; jm_slice class_sig; uint32_t flags, nmethods; jm_cur methods; } class_prepare;
+        struct { uint32_t n; jm_cur ids; } classes_initialized;
         struct { uint64_t method_id; int32_t max_stack, max_locals; jm_slice bytecode; } method_bytecode;
         struct { uint64_t class_id; uint32_t cp_count; jm_slice bytes; } constant_pool;
         struct { jm_code code; uint64_t method_id; int32_t level; uint32_t npcs; jm_pcs pcs; } nmethod_load;

@@ -1000,6 +1000,12 @@ static void record_loaded_classes(JNIEnv *jni)
     bool can_rt = recover && ag.caps.can_retransform_classes;
     jimage *image = recover ? boot_image() : NULL;
     uint64_t from_image = 0;
+    /* The classes already initialized: their static initializers ran before
+     * this point and never run again (the projector must not explain a later
+     * call by one of them). */
+    jm_buf inited;
+    jm_buf_init(&inited);
+    uint32_t ninited = 0;
     for (jint i = 0; i < n; i++) {
         jint status = 0;
         if ((*ag.jvmti)->GetClassStatus(ag.jvmti, cs[i], &status) != JVMTI_ERROR_NONE ||
@@ -1016,6 +1022,10 @@ static void record_loaded_classes(JNIEnv *jni)
             cs[i] = NULL;
             continue;
         }
+        if (status & JVMTI_CLASS_STATUS_INITIALIZED) {
+            jm_put_u64(&inited, e.id);
+            ninited++;
+        }
         jboolean mod = JNI_FALSE;
         if (recover && !(e.flags & CE_FILE) && !looks_hidden(sig) &&
             (*ag.jvmti)->IsModifiableClass(ag.jvmti, cs[i], &mod) == JVMTI_ERROR_NONE && mod) {
@@ -1027,6 +1037,16 @@ static void record_loaded_classes(JNIEnv *jni)
         dealloc(sig);
     }
     ji_close(image);
+    if (ninited && !inited.failed) {
+        /* stamped after every status was read: each was initialized by then */
+        jm_buf b;
+        jm_buf_init(&b);
+        jm_put_u32(&b, ninited);
+        jm_put_raw(&b, inited.data, inited.len);
+        jq_emit_buf(JM_CLASSES_INITIALIZED, jq_rdtsc(), &b, NULL, 0);
+        jm_buf_free(&b);
+    }
+    jm_buf_free(&inited);
     if (from_image)
         jq_note("read %llu class files loaded before the hook from the runtime image",
                 (unsigned long long)from_image);

@@ -862,6 +862,9 @@ static void dump_record(GHashTable *names, const jm_record *rec, const jm_rec *m
         }
         break;
     }
+    case JM_CLASSES_INITIALIZED:
+        printf(" classes=%u", m->u.classes_initialized.n);
+        break;
     case JM_END:
         break;
     default:

@@ -27,6 +27,8 @@ typedef struct rc_mx {
                                 * for an invoke on this (rc_receiver_is_this) */
     struct site **sites;       /* atomic, made on first use: call targets by
                                 * instruction index (each slot atomic) */
+    uint64_t initialized_by;   /* a class initializer: the time by which the agent
+                                * found its class initialized (0: not known) */
     const rc_method *this_call; /* atomic, made on first use (rc_this_call);
                                  * &no_this_call: none */
     gint this_call_insn;       /* atomic: its instruction */
@@ -56,6 +58,13 @@ struct rc_class {
 };
 
 enum { TRANS_NOT_YET = 0, TRANS_BUSY, TRANS_KNOWN, TRANS_UNKNOWN };
+
+static rc_mx *declared(const rc_program *p, const rc_class *c, const char *name,
+                       const char *sig);
+
+typedef struct class_time {
+    uint64_t class_id, tsc;
+} class_time;
 
 typedef struct meth_rec {
     uint64_t id, class_id;
@@ -255,6 +264,14 @@ static bool class_may_have_run(const rc_program *p, const rc_class *c)
     return c->prepared || !c->from_file || !p->any_prepared;
 }
 
+bool rc_initializer_may_run(const rc_program *p, const rc_method *m, uint64_t tsc)
+{
+    if (!m || m->index >= p->nmethods || &p->mx[m->index].m != m)
+        return true;
+    uint64_t by = p->mx[m->index].initialized_by;
+    return !by || tsc < by;
+}
+
 bool rc_method_may_have_run(const rc_program *p, const rc_method *m)
 {
     if (!m || m->index >= p->nmethods || &p->mx[m->index].m != m)
@@ -318,6 +335,7 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     GArray *files = g_array_new(FALSE, FALSE, sizeof(jm_rec));
     GArray *prepares = g_array_new(FALSE, FALSE, sizeof(jm_rec));
     GArray *meths = g_array_new(FALSE, FALSE, sizeof(meth_rec));
+    GArray *inited = g_array_new(FALSE, FALSE, sizeof(class_time));
     GHashTable *codes = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
     GHashTable *pools = g_hash_table_new(hash64, g_direct_equal); /* cid -> jm_rec* in pool_recs */
     GArray *pool_recs = g_array_new(FALSE, FALSE, sizeof(jm_rec));
@@ -326,7 +344,8 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     int rc;
     while ((rc = jm_reader_next(r, &rec)) == 1) {
         jm_rec m;
-        if (rec.type < JM_METHOD || rec.type > JM_CONSTANT_POOL)
+        if ((rec.type < JM_METHOD || rec.type > JM_CONSTANT_POOL) &&
+            rec.type != JM_CLASSES_INITIALIZED)
             continue;
         if (jm_parse(&rec, &m, e, sizeof e) < 0) {
             warn(p, "%s record: %s", jm_type_name(rec.type), e);
@@ -356,6 +375,14 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         case JM_CONSTANT_POOL:
             g_array_append_val(pool_recs, m);
             break;
+        case JM_CLASSES_INITIALIZED: {
+            jm_cur c = m.u.classes_initialized.ids;
+            for (uint32_t k = 0; k < m.u.classes_initialized.n; k++) {
+                class_time x = { jm_get_u64(&c), rec.tsc };
+                g_array_append_val(inited, x);
+            }
+            break;
+        }
         default:
             break;
         }
@@ -549,11 +576,21 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         }
     }
     p->object = class_find(p, "java/lang/Object");
+    /* 8. Class initializers that cannot run any more. */
+    const char *clinit = interned(p, "<clinit>"), *v = interned(p, "()V");
+    for (guint i = 0; i < inited->len && clinit && v; i++) {
+        const class_time *x = &g_array_index(inited, class_time, i);
+        rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(x->class_id));
+        rc_mx *m = c ? declared(p, c, clinit, v) : NULL;
+        if (m && (!m->initialized_by || x->tsc < m->initialized_by))
+            m->initialized_by = x->tsc;
+    }
     g_hash_table_destroy(seen);
     g_array_free(extra, TRUE);
     g_array_free(files, TRUE);
     g_array_free(prepares, TRUE);
     g_array_free(meths, TRUE);
+    g_array_free(inited, TRUE);
     g_array_free(pool_recs, TRUE);
     g_hash_table_destroy(codes);
     g_hash_table_destroy(pools);

@@ -85,6 +85,10 @@ const rc_method *rc_method_find(const rc_program *p, const char *klass, const ch
 /* False when m belongs to a class the trace shows loaded but never
  * prepared (linked): none of its code ran. */
 bool rc_method_may_have_run(const rc_program *p, const rc_method *m);
+/* False when m is the static initializer of a class that the agent found
+ * initialized before time tsc (CLASSES_INITIALIZED): a class is initialized
+ * once, so a call at tsc is another method's. */
+bool rc_initializer_may_run(const rc_program *p, const rc_method *m, uint64_t tsc);
 
 /* Problems met while loading (damaged class files, methods without code),
  * one line each; valid until rc_program_free. */

@@ -1552,7 +1552,7 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         for (guint j = 0; j < c->len; j++) {
             pos ps = g_array_index(c, pos, j);
             const rc_method *m = rc_method_at(r->p, ps.method);
-            if (!entry_fits(k, m))
+            if (!entry_fits(k, m) || !rc_initializer_may_run(r->p, m, r->ev->tsc))
                 continue;
             int score = accepts(r, ps.method, 0, ops, br, jm, n);
             if (score < top)
@@ -1606,7 +1606,7 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
  * event and method: every hypothesis at this call asks the same). */
 static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
 {
-    if (!entry_fits(k, t))
+    if (!entry_fits(k, t) || !rc_initializer_may_run(r->p, t, r->ev->tsc))
         return W_NO;
     if (k != EK_JAVA && k != EK_SYNC)
         return W_YES;

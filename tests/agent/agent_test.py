@@ -252,6 +252,11 @@ def case_classes(ctx):
     hidden = [f for f in prep if f["hidden"] == "1"]
     bc = {f["method"] for t, f in ctx.dump(d, "METHOD_BYTECODE") if t == "METHOD_BYTECODE"}
     check(not hidden or bc, f"{len(hidden)} hidden classes with {len(bc)} method bytecodes")
+    # The classes the VM initialized before the agent's start (java/lang/String
+    # among them), whose initializers cannot run later.
+    inited = [f for t, f in ctx.dump(d, "CLASSES_INITIALIZED") if t == "CLASSES_INITIALIZED"]
+    check(len(inited) == 1 and int(inited[0]["classes"]) > 100,
+          "one CLASSES_INITIALIZED record, of more than 100 classes: " + repr(inited))
     stream_end(ctx, d)
 
 

@@ -55,6 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 ;
             break;
         }
+        case JM_CLASSES_INITIALIZED: {
+            jm_cur c = m.u.classes_initialized.ids;
+            for (uint32_t k = 0; k < m.u.classes_initialized.n && jm_cur_ok(&c); k++)
+                (void)jm_get_u64(&c);
+            break;
+        }
         case JM_STATS: {
             jm_slice n;
             uint64_t v;

@@ -126,6 +126,8 @@ int main(int argc, char **argv)
 
     jm_put_u32(&b, 1); jm_put_str(&b, "dropped_records"); jm_put_u64(&b, 0);
     emit(w, JM_STATS, 1020, &b, NULL, 0);
+    jm_put_u32(&b, 1); jm_put_u64(&b, 1);
+    emit(w, JM_CLASSES_INITIALIZED, 1020, &b, NULL, 0);
     emit(w, JM_END, 1021, &b, NULL, 0);
 
     jm_buf_free(&b);

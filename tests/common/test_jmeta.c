@@ -230,6 +230,32 @@ Test(jmeta, parse_rejects_counts_past_payload)
     jm_buf_free(&b);
 }
 
+Test(jmeta, classes_initialized)
+{
+    jm_buf b;
+    jm_buf_init(&b);
+    jm_put_u32(&b, 2);
+    jm_put_u64(&b, 41);
+    jm_put_u64(&b, 42);
+    jm_record rec = { .type = JM_CLASSES_INITIALIZED, .size = (uint32_t)b.len,
+                      .payload = b.data, .offset = 200 };
+    jm_rec m;
+    char err[256];
+    cr_assert_eq(jm_parse(&rec, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(m.u.classes_initialized.n, 2);
+    jm_cur c = m.u.classes_initialized.ids;
+    cr_assert_eq(jm_get_u64(&c), 41);
+    cr_assert_eq(jm_get_u64(&c), 42);
+    cr_assert(jm_cur_ok(&c));
+
+    /* a count the payload cannot hold */
+    b.data[0] = 3;
+    cr_assert_eq(jm_parse(&rec, &m, err, sizeof err), -1);
+    cr_assert(strstr(err, "offset 220: CLASSES_INITIALIZED record: class count"), "%s", err);
+    cr_assert_str_eq(jm_type_name(JM_CLASSES_INITIALIZED), "CLASSES_INITIALIZED");
+    jm_buf_free(&b);
+}
+
 Test(jmeta, open_mem_and_cursor)
 {
     uint8_t hdr[32] = "JPTMETA";

@@ -246,9 +246,13 @@ static uint64_t id_of(uint64_t cid, uint32_t k)
     return cid << 16 | (k + 1);
 }
 
-/* class ids 1..29 in the order above; Square again as 50; Oval, loaded but
+/* class ids 1..29 in the order above; Square again as 50; Init0 and Init1
+ * as 60 and 61 (Init0 initialized when the agent started); Oval, loaded but
  * never prepared, 51; a hidden class 30; a damaged class 40. Method ids:
  * class id << 16 | method number + 1. */
+static const struct { const char *name; uint64_t cid; } late_classes[] = {
+    { "Square", 50 }, { "Init0", 60 }, { "Init1", 61 } };
+#define NLATE (sizeof late_classes / sizeof late_classes[0])
 static char *make_trace(void)
 {
     char *dir = g_dir_make_tmp("recon-XXXXXX", NULL);
@@ -260,9 +264,9 @@ static char *make_trace(void)
     cr_assert(w, "%s", err);
     jm_buf b;
     jm_buf_init(&b);
-    for (uint32_t i = 0; i <= NCLASSES; i++) {
-        const char *name = i < NCLASSES ? classes[i] : "Square";
-        uint64_t cid = i < NCLASSES ? i + 1 : 50;
+    for (uint32_t i = 0; i < NCLASSES + NLATE; i++) {
+        const char *name = i < NCLASSES ? classes[i] : late_classes[i - NCLASSES].name;
+        uint64_t cid = i < NCLASSES ? i + 1 : late_classes[i - NCLASSES].cid;
         size_t len;
         uint8_t *data = slurp(name, &len);
         char sig[256];
@@ -293,6 +297,10 @@ static char *make_trace(void)
         cf_free(&c);
         g_free(data);
     }
+    /* Found initialized when the agent started */
+    jm_put_u32(&b, 1);
+    jm_put_u64(&b, 60);
+    put(w, JM_CLASSES_INITIALIZED, &b);
     /* Loaded, never prepared: a class file and nothing else */
     {
         size_t len;
@@ -1085,6 +1093,29 @@ Test(program, a_long_ambiguity_is_bounded_by_the_memory_its_paths_still_hold)
                   first ? first : "no call");
         g_array_free(flow, TRUE);
     }
+}
+
+/* The VM runs a class initializer: sipush, putstatic, return. */
+static void run_initializer(rp_projector *r)
+{
+    static const int run[] = { EV_ENTRY, OP_SIPUSH, OP_PUTSTATIC, OP_RETURN };
+    FEED(r, run);
+}
+
+Test(program, an_initialized_class_s_initializer_does_not_run_again)
+{
+    const rc_method *i0 = rc_method_find(prog, "Init0", "<clinit>", "()V"),
+                    *i1 = rc_method_find(prog, "Init1", "<clinit>", "()V");
+    cr_assert(i0 && i1);
+    cr_expect_not(rc_initializer_may_run(prog, i0, 1));
+    cr_expect(rc_initializer_may_run(prog, i0, 0));     /* before the record */
+    cr_expect(rc_initializer_may_run(prog, i1, 1));
+    rp_stats st;
+    GArray *flow = project_link(run_initializer, &st);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, "Init1.<clinit>", "%s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
 }
 
 /* Pattern0.match from an unknown caller: p.score(y) on a Pattern1, whose

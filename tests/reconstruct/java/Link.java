@@ -142,3 +142,14 @@ class Pattern1 extends Pattern0 {
     int score(int x) { return test(x); }
     int test(int x) { return x * 3; }
 }
+
+// Two class initializers with the same bytecodes, run by the VM (program/
+// an_initialized_class_s_initializer_does_not_run_again): the agent found
+// Init0 initialized, so a later run is Init1's.
+class Init0 {
+    static int mark = 300;
+}
+
+class Init1 {
+    static int mark = 301;
+}
