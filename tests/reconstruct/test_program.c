@@ -977,6 +977,29 @@ Test(program, the_launcher_s_main_goes_first_among_methods_the_trace_cannot_tell
     g_array_free(flow, TRUE);
 }
 
+typedef struct seq {
+    const int *v;
+    size_t n;
+} seq;
+#define SEQ(a) ((seq){ a, sizeof a / sizeof a[0] })
+
+/* Feeds head, then `calls` times: call, 300 spins of a loop, back; then done. */
+static void feed_spins(rp_projector *r, seq head, seq call, seq spin, seq back, seq done,
+                       int calls)
+{
+    GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
+    g_array_append_vals(v, head.v, head.n);
+    for (int i = 0; i < calls; i++) {
+        g_array_append_vals(v, call.v, call.n);
+        for (int k = 0; k < 300; k++)
+            g_array_append_vals(v, spin.v, spin.n);
+        g_array_append_vals(v, back.v, back.n);
+    }
+    g_array_append_vals(v, done.v, done.n);
+    feed(r, (const int *)(const void *)v->data, v->len);
+    g_array_free(v, TRUE);
+}
+
 /* Op.run (or Op.runAgain: the same bytecodes) from an unknown caller:
  * APPLY_CALLS calls of an apply (each spins 300 times: ~3,000 events) that
  * ends with apply_op (isub: Less's; imul: Twice's), then its return. */
@@ -996,19 +1019,7 @@ static void run_apply(rp_projector *r)
                          OP_ISTORE_2, OP_IINC, OP_GOTO };
     static const int done[] = { OP_ILOAD_3, OP_ILOAD_1, OP_IF_ICMPGE, EV_TAKEN, OP_ILOAD_2,
                                 OP_IRETURN };
-    GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
-#define PUT(seq) g_array_append_vals(v, seq, sizeof seq / sizeof seq[0])
-    PUT(head);
-    for (int i = 0; i < APPLY_CALLS; i++) {
-        PUT(call);
-        for (int k = 0; k < 300; k++)
-            PUT(spin);
-        PUT(back);
-    }
-    PUT(done);
-#undef PUT
-    feed(r, (const int *)(const void *)v->data, v->len);
-    g_array_free(v, TRUE);
+    feed_spins(r, SEQ(head), SEQ(call), SEQ(spin), SEQ(back), SEQ(done), APPLY_CALLS);
 }
 
 Test(program, a_forced_choice_keeps_the_paths_that_parted_lately)
@@ -1054,19 +1065,7 @@ static void run_total(rp_projector *r)
                                 OP_IRETURN, EV_BACK, OP_IXOR, OP_ISTORE_1, OP_IINC, OP_GOTO };
     const int done[] = { OP_ILOAD_2, OP_ILOAD_0, OP_IF_ICMPGE, EV_TAKEN, OP_ILOAD_1,
                          OP_ICONST_3, total_op, OP_IRETURN };
-    GArray *v = g_array_new(FALSE, FALSE, sizeof(int));
-#define PUT(seq) g_array_append_vals(v, seq, sizeof seq / sizeof seq[0])
-    PUT(head);
-    for (int i = 0; i < TOTAL_CALLS; i++) {
-        PUT(call);
-        for (int k = 0; k < 300; k++)
-            PUT(spin);
-        PUT(back);
-    }
-    PUT(done);
-#undef PUT
-    feed(r, (const int *)(const void *)v->data, v->len);
-    g_array_free(v, TRUE);
+    feed_spins(r, SEQ(head), SEQ(call), SEQ(spin), SEQ(back), SEQ(done), TOTAL_CALLS);
 }
 
 Test(program, a_long_ambiguity_is_bounded_by_the_memory_its_paths_still_hold)
