@@ -1514,6 +1514,31 @@ static bool is_launcher_main(const rc_method *m)
            !strcmp(m->sig, "([Ljava/lang/String;)V");
 }
 
+/* The class of the nearest frame from f down that is in the middle of an
+ * invokedynamic (linking it, or running the call site's target); NULL when
+ * none is within INDY_DEPTH frames. */
+#define INDY_DEPTH 32
+static const char *indy_class_below(rp_projector *r, const frame *f)
+{
+    for (int d = 0; f && d < INDY_DEPTH; f = f->caller, d++) {
+        if (f->kind != FR_INTERP || !f->calling || f->last == NONE || f->method == NONE)
+            continue;
+        const rc_method *m = rc_method_at(r->p, f->method);
+        const rc_cfg *g = rc_cfg_get(r->p, m);
+        if (g && f->last < g->ninsn && g->op[f->last] == OP_INVOKEDYNAMIC)
+            return m->klass;
+    }
+    return NULL;
+}
+
+/* Whether klass is a lambda proxy of class c: a hidden class that
+ * LambdaMetafactory names c$$Lambda... */
+static bool lambda_proxy_of(const char *klass, const char *c)
+{
+    size_t n = strlen(c);
+    return !strncmp(klass, c, n) && !strncmp(klass + n, "$$Lambda", 8);
+}
+
 /* A callee that nothing names: every method that fits the entry kind and
  * the bytecodes that follow. */
 static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry_kind_t k,
@@ -1588,18 +1613,28 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         g_ptr_array_add(r->fit_memo, memo);
         fit = v;
     }
-    for (guint j = 0; j < fit->len; j++) {
-        if (r->next->len >= MAX_HYP) {
-            r->st.capped++;
-            break;
+    /* While a frame below links or runs an invokedynamic of class C, the
+     * VM or java.lang.invoke constructs C's lambda proxy (reflectively, or
+     * through DirectMethodHandle's newInvokeSpecial): C's proxies go first.
+     * Their constructors' bytecodes are those of any constructor storing the
+     * same fields: on Dispatch, JDK 17's regex Pattern's proxy had been taken
+     * for Dispatch$Rect.<init>(II)V, Dispatch's own for another ()V one. */
+    const char *indy = fit->len > 1 ? indy_class_below(r, caller) : NULL;
+    for (int pass = indy ? 0 : 1; pass < 2; pass++)
+        for (guint j = 0; j < fit->len; j++) {
+            if (r->next->len >= MAX_HYP) {
+                r->st.capped++;
+                return;
+            }
+            const rc_method *m = rc_method_at(r->p, g_array_index(fit, uint32_t, j));
+            if (indy && lambda_proxy_of(m->klass, indy) != (pass == 0))
+                continue;
+            bool out = false;
+            for (size_t i = 0; i < nruled_out && !out; i++)
+                out = ruled_out[i] == m;
+            if (!out)
+                enter(r, caller, h, m, m->id, k, call_bci);
         }
-        const rc_method *m = rc_method_at(r->p, g_array_index(fit, uint32_t, j));
-        bool out = false;
-        for (size_t i = 0; i < nruled_out && !out; i++)
-            out = ruled_out[i] == m;
-        if (!out)
-            enter(r, caller, h, m, m->id, k, call_bci);
-    }
 }
 
 /* How well callee t explains the bytecodes after this entry (once per

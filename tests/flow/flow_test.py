@@ -80,6 +80,8 @@ DISPATCH_ROUND = [
     'Dispatch$Shape.scaled(I)I', 'Dispatch$Base.area()I', 'Dispatch$Square.side()I',
     'Dispatch$Square.side()I',
     'Dispatch$Rect.scaled(I)I',
+    # the invokedynamic links: the VM or java.lang.invoke constructs the proxy
+    'Dispatch$$Lambda.<init>()V',
     'Dispatch$$Lambda.applyAsInt(I)I', 'Dispatch.lambda$round$0(I)I',
     'Dispatch.kind(LDispatch$Shape;)I', 'Dispatch$Base.area()I', 'Dispatch$Square.side()I',
     'Dispatch$Square.side()I',

@@ -312,7 +312,8 @@ static char *make_trace(void)
         put(w, JM_CLASS_FILE, &b);
         g_free(data);
     }
-    /* Hidden: Cha$$Lambda.0x1 { public Object get() { return Cha.make(); } } */
+    /* Hidden: Cha$$Lambda.0x1 { Cha$$Lambda.0x1() { super(); }
+     *                           public Object get() { return Cha.make(); } } */
     static const uint8_t pool[] = {
         7, 0, 2,                                         /* #1 Class #2 */
         1, 0, 3, 'C', 'h', 'a',                          /* #2 */
@@ -320,31 +321,43 @@ static char *make_trace(void)
         1, 0, 4, 'm', 'a', 'k', 'e',                     /* #4 */
         1, 0, 10, '(', ')', 'L', 'C', 'i', 'r', 'c', 'l', 'e', ';', /* #5 */
         10, 0, 1, 0, 3,                                  /* #6 Methodref #1.#3 */
+        7, 0, 8,                                         /* #7 Class #8 */
+        1, 0, 16, 'j', 'a', 'v', 'a', '/', 'l', 'a', 'n', 'g', '/', 'O', 'b', 'j', 'e', 'c',
+        't',                                             /* #8 */
+        12, 0, 10, 0, 11,                                /* #9 NameAndType #10 #11 */
+        1, 0, 6, '<', 'i', 'n', 'i', 't', '>',           /* #10 */
+        1, 0, 3, '(', ')', 'V',                          /* #11 */
+        10, 0, 7, 0, 9,                                  /* #12 Methodref #7.#9 */
     };
-    static const uint8_t code[] = { 0xb8, 0x00, 0x06, 0xb0 };
+    static const struct { uint64_t id; const char *name, *sig; uint8_t code[5]; uint32_t len; }
+        hidden[] = { { 0x776, "<init>", "()V", { 0x2a, 0xb7, 0x00, 0x0c, 0xb1 }, 5 },
+                     { 0x777, "get", "()Ljava/lang/Object;", { 0xb8, 0x00, 0x06, 0xb0 }, 4 } };
     const char *hsig = "LCha$$Lambda.0x0000000800c01000;";
     jm_put_u64(&b, 30);
     jm_put_str(&b, hsig);
     jm_put_u32(&b, JM_CLASS_HIDDEN);
-    jm_put_u32(&b, 1);
+    jm_put_u32(&b, 2);
+    jm_put_u64(&b, 0x776);
     jm_put_u64(&b, 0x777);
     put(w, JM_CLASS_PREPARE, &b);
-    jm_put_u64(&b, 0x777);
+    for (size_t i = 0; i < 2; i++) {
+        jm_put_u64(&b, hidden[i].id);
+        jm_put_u64(&b, 30);
+        jm_put_str(&b, hsig);
+        jm_put_str(&b, hidden[i].name);
+        jm_put_str(&b, hidden[i].sig);
+        jm_put_u32(&b, 1);
+        put(w, JM_METHOD, &b);
+        jm_put_u64(&b, hidden[i].id);
+        jm_put_i32(&b, -1);
+        jm_put_i32(&b, 1);
+        jm_put_bytes(&b, hidden[i].code, hidden[i].len);
+        put(w, JM_METHOD_BYTECODE, &b);
+    }
     jm_put_u64(&b, 30);
-    jm_put_str(&b, hsig);
-    jm_put_str(&b, "get");
-    jm_put_str(&b, "()Ljava/lang/Object;");
-    jm_put_u32(&b, 1);
-    put(w, JM_METHOD, &b);
-    jm_put_u64(&b, 30);
-    jm_put_u32(&b, 7);
+    jm_put_u32(&b, 13);
     jm_put_bytes(&b, pool, sizeof pool);
     put(w, JM_CONSTANT_POOL, &b);
-    jm_put_u64(&b, 0x777);
-    jm_put_i32(&b, -1);
-    jm_put_i32(&b, 1);
-    jm_put_bytes(&b, code, sizeof code);
-    put(w, JM_METHOD_BYTECODE, &b);
     /* A method the JVM added after the load hook (as JFR does to event
      * classes): named by a METHOD record, absent from the class file. */
     jm_put_u64(&b, 0x888);
@@ -727,6 +740,7 @@ enum {
     OP_INVOKESTATIC = 0xb8, OP_MONITORENTER = 0xc2, OP_ICONST_M1 = 0x02, OP_IF_ICMPNE = 0xa0,
     OP_PUTSTATIC = 0xb3, OP_ICONST_2 = 0x05, OP_SIPUSH = 0x11, OP_ILOAD_3 = 0x1d,
     OP_ALOAD_0 = 0x2a, OP_ISTORE_0 = 0x3b, OP_ISTORE_3 = 0x3e, OP_INVOKEVIRTUAL = 0xb6,
+    OP_INVOKESPECIAL = 0xb7, OP_INVOKEDYNAMIC = 0xba, OP_ARETURN = 0xb0,
     /* not opcodes: the interpreter's method entry and return into a caller,
      * code the model does not name (where the projector's lookahead stops) */
     EV_ENTRY = 0x1000, EV_BACK, EV_OTHER, EV_TAKEN, EV_NOT_TAKEN,
@@ -1113,6 +1127,30 @@ Test(program, an_initialized_class_s_initializer_does_not_run_again)
     GArray *flow = project_link(run_initializer, &st);
     char *got = segment_calls(flow, 0);
     cr_expect_str_eq(got, "Init1.<clinit>", "%s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
+}
+
+/* Cha.lambda(k) from an unknown caller: its invokedynamic has a ()V
+ * constructor run (aload_0, invokespecial Object.<init>, return), then
+ * returns the lambda. */
+static void make_lambda(rp_projector *r)
+{
+    static const int run[] = { EV_ENTRY, OP_ILOAD_0, OP_INVOKEDYNAMIC, EV_ENTRY, OP_ALOAD_0,
+                               OP_INVOKESPECIAL, EV_ENTRY, OP_RETURN, EV_BACK, OP_RETURN,
+                               EV_BACK, OP_ARETURN };
+    FEED(r, run);
+}
+
+Test(program, an_invokedynamic_constructs_a_lambda_proxy_of_its_own_class)
+{
+    /* every default constructor has those bytecodes; Cha's lambda proxy
+     * comes first */
+    rp_stats st;
+    GArray *flow = project_link(make_lambda, &st);
+    char *got = segment_calls(flow, 0);
+    cr_expect(g_str_has_prefix(got, "Cha.lambda Cha$$Lambda.0x0000000800c01000.<init> "), "%s",
+              got);
     g_free(got);
     g_array_free(flow, TRUE);
 }
