@@ -109,11 +109,13 @@ def readable(flow_name):
     return '%s(%s)' % (head.replace('/', '.'), ', '.join(params))
 
 
-def check_context_ids(ptdecode, trace):
-    """Returns a list of problems (empty: the ids agree with the flow)."""
-    flow = subprocess.Popen([ptdecode, 'flow', trace, '--context-ids', '--json', '--limit',
-                             str(FLOW_LIMIT)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+def check_context_ids(ptdecode, trace, limit=FLOW_LIMIT, sample_ids=SAMPLE_IDS):
+    """Returns a list of problems (empty: the ids agree with the flow). limit:
+    events per thread (None: all); sample_ids: how many ids to decode (None:
+    every one)."""
+    flow = subprocess.Popen([ptdecode, 'flow', trace, '--context-ids', '--json'] +
+                            (['--limit', str(limit)] if limit else []),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     stacks, by_id, by_stack, problems = {}, {}, {}, []
     events = 0
     for line in flow.stdout:
@@ -150,17 +152,22 @@ def check_context_ids(ptdecode, trace):
         return problems + ['no context ids in the flow']
     # the deepest ids and an even spread of the others
     ids = sorted(by_id, key=lambda i: (-len(by_id[i]), i))
-    sample = ids[:SAMPLE_IDS // 2] + ids[SAMPLE_IDS // 2::max(1, len(ids) // (SAMPLE_IDS // 2))]
-    ctx = run([ptdecode, 'context', trace] + [str(i) for i in sample])
-    if ctx.returncode != 0:
-        return problems + ['ptdecode context failed (%d): %s' % (ctx.returncode, ctx.stderr)]
+    if sample_ids is None:
+        sample = ids
+    else:
+        half = sample_ids // 2
+        sample = ids[:half] + ids[half::max(1, len(ids) // half)]
     decoded, cur = {}, None
-    for line in ctx.stdout.splitlines():
-        if line.startswith('# '):
-            cur = int(line[2:])
-            decoded[cur] = []
-        elif line != '(empty context)':
-            decoded[cur].append(line)
+    for k in range(0, len(sample), 5000):   # within the command line's limits
+        ctx = run([ptdecode, 'context', trace] + [str(i) for i in sample[k:k + 5000]])
+        if ctx.returncode != 0:
+            return problems + ['ptdecode context failed (%d): %s' % (ctx.returncode, ctx.stderr)]
+        for line in ctx.stdout.splitlines():
+            if line.startswith('# '):
+                cur = int(line[2:])
+                decoded[cur] = []
+            elif line != '(empty context)':
+                decoded[cur].append(line)
     for i in sample:
         want = [readable(m) for m in by_id[i]]
         if decoded.get(i) != want:
