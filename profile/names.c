@@ -143,6 +143,8 @@ const char *pf_names_readable(const pf_names *n, uint64_t method_id, char *buf, 
     const pf_method_name *m = pf_names_method(n, method_id);
     if (m)
         return m->readable;
+    if (!method_id)
+        return "?";     /* a frame whose method the trace could not name, as the flow prints it */
     snprintf(buf, len, "0x%" PRIx64, method_id);
     return buf;
 }

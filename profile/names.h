@@ -30,7 +30,8 @@ void pf_names_add_thread(pf_names *n, uint32_t tid, const char *name);
 
 /* NULL when the method is unknown. */
 const pf_method_name *pf_names_method(const pf_names *n, uint64_t method_id);
-/* Readable name, or "0x7f..." for an unknown id (buf holds it). */
+/* Readable name; "?" for id 0 (a frame the trace could not name), "0x7f..." for
+ * another unknown id (buf holds it). */
 const char *pf_names_readable(const pf_names *n, uint64_t method_id, char *buf, size_t len);
 /* NULL when the thread is unknown. */
 const char *pf_names_thread(const pf_names *n, uint32_t tid);

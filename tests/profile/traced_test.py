@@ -94,6 +94,8 @@ PRIMS = {'B': 'byte', 'C': 'char', 'D': 'double', 'F': 'float', 'I': 'int', 'J':
 def readable(flow_name):
     """'java/lang/String.indexOf(Ljava/lang/String;I)I' -> 'java.lang.String.indexOf(
     java.lang.String, int)': the flow's names in the form `ptdecode context` prints."""
+    if flow_name == '?':
+        return '?'     # a frame the trace could not name
     head, _, sig = flow_name.partition('(')
     params, i, desc = [], 0, sig.split(')')[0]
     while i < len(desc):
