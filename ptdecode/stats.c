@@ -27,7 +27,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-guess]\n"
-            "                      [--cut-disputed] [--no-eval]\n"
+            "                      [--cut-disputed] [--time-only] [--no-eval]\n"
             "\n"
             "How much of each thread's trace was lost, captured, decoded and recovered, and\n"
             "how accurate the result is when the recording kept a lossless copy of every\n"
@@ -74,6 +74,10 @@ static void usage(FILE *f)
             "  --cut-disputed  cut fills that never rejoin where the top candidates stop\n"
             "                 agreeing (less recovered; on xalan at 35%% loss no more\n"
             "                 accurate: recover/README.md)\n"
+            "  --time-only    size each hole by its time span alone, as on hardware,\n"
+            "                 where the collector cannot count the bytes it lost (the\n"
+            "                 emulated backend counts them, and recovery then sizes a\n"
+            "                 hole by its bytes: recover/README.md)\n"
             "  --no-eval      do not decode the lossless copies (no DA, PR, RA)\n"
             "\n"
             "example:\n"
@@ -495,7 +499,7 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static bool cut_disputed;
+static bool cut_disputed, time_only;
 
 static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool eval,
                       tstats *ts)
@@ -508,7 +512,8 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool 
     ts->eval = eval && access(lossless, R_OK) == 0;
     collector c = { .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
     rv_icfg ic = rv_program_icfg(rt_program(t));
-    rv_options ro = { .icfg = guess ? &ic : NULL, .cut_disputed = cut_disputed };
+    rv_options ro = { .icfg = guess ? &ic : NULL, .cut_disputed = cut_disputed,
+                      .no_lost_bytes = time_only };
     rv_filter *rv = recover ? rv_new(&ro, collect, &c) : NULL;
     uint64_t t0 = cpu_ns();
     int rc = rt_thread_flow(t, tid, recover ? rv_event : collect, recover ? (void *)rv
@@ -556,6 +561,7 @@ int cmd_stats(int argc, char **argv)
         { "no-eval", no_argument, NULL, 'E' },
         { "no-guess", no_argument, NULL, 'G' },
         { "cut-disputed", no_argument, NULL, 'C' },
+        { "time-only", no_argument, NULL, 'T' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -564,6 +570,7 @@ int cmd_stats(int argc, char **argv)
     int c;
     optind = 1;
     cut_disputed = false;
+    time_only = false;
     while ((c = getopt_long(argc, argv, "t:jh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -589,6 +596,9 @@ int cmd_stats(int argc, char **argv)
             break;
         case 'C':
             cut_disputed = true;
+            break;
+        case 'T':
+            time_only = true;
             break;
         case 'h':
             usage(stdout);

@@ -66,6 +66,11 @@ typedef enum fl_origin {
  * call of it was seen (an empty one, java/lang/Object's above all, is
  * inlined with no code and no scope of its own). */
 #define FL_F_INFERRED  0x40
+/* FL_SEGMENT after a gap: lost_bytes is what the collector counted as lost
+ * in it (the emulated backend's buffer model counts; a hardware TRUNCATED
+ * record does not, nor does an OVF), so the gap's size in trace bytes is
+ * known: lost_bytes plus the bytes the decoder skipped. */
+#define FL_F_LOST_COUNTED 0x80
 
 typedef struct fl_event {
     fl_kind kind;
@@ -81,6 +86,11 @@ typedef struct fl_event {
     uint64_t seq;
     uint32_t depth;
     const uint64_t *stack;
+    /* FL_SEGMENT after a gap (FL_F_AFTER_GAP; 0 in any other event): where
+     * in the thread's trace stream the gap began and where decoding resumed
+     * (the bytes between were skipped), and the bytes the collector lost
+     * there (FL_F_LOST_COUNTED). Recovery sizes the hole with them. */
+    uint64_t gap_offset, resume_offset, lost_bytes;
 } fl_event;
 
 /* Returns 0 to go on, nonzero to stop. */

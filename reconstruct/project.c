@@ -211,6 +211,11 @@ struct rp_projector {
     GPtrArray *fit_memo;       /* fit_entry */
     bool seg_open, seg_chosen;
     bool after_gap;            /* the next segment follows a gap in the trace */
+    /* the gap (or gaps in a row) before the next segment: stream offsets
+     * where it began and where decoding resumed, bytes the collector lost,
+     * and whether each of them counted its loss */
+    uint64_t gap_offset, resume_offset, lost_bytes;
+    bool lost_counted;
     uint64_t seg_seq;
     uint64_t pending;          /* events since the set last narrowed to one */
     int stop;
@@ -2211,6 +2216,13 @@ static void segment_begin(rp_projector *r, uint64_t tsc)
     fl_event ev = { .kind = FL_SEGMENT, .origin = FL_DECODED, .tid = r->tid, .tsc = tsc,
                     .seq = r->seg_seq++, .bci = -1, .opcode = -1,
                     .flags = r->after_gap ? FL_F_AFTER_GAP : 0 };
+    if (r->after_gap) {
+        ev.gap_offset = r->gap_offset;
+        ev.resume_offset = r->resume_offset;
+        ev.lost_bytes = r->lost_bytes;
+        if (r->lost_counted)
+            ev.flags |= FL_F_LOST_COUNTED;
+    }
     r->after_gap = false;
     emit(r, &ev);
     r->st.segments++;
@@ -2517,6 +2529,16 @@ static void process(rp_projector *r, const dc_event *e)
          * below them still run. Where trace was lost, anything may have
          * happened: recovery fills the hole (recover/). */
         segment_end(r, false, e->reason == DC_GAP_DECODE || e->reason == DC_GAP_NOCODE);
+        if (!r->after_gap) {
+            r->gap_offset = e->offset;
+            r->lost_bytes = 0;
+            r->lost_counted = true;
+        }
+        r->resume_offset = e->end_offset;
+        r->lost_bytes += e->lost_bytes;
+        /* an OVF, or a TRUNCATED record that says nothing of its size */
+        if (e->reason == DC_GAP_OVERFLOW || (e->reason == DC_GAP_LOST && !e->lost_bytes))
+            r->lost_counted = false;
         r->after_gap = true;
         return;
     }

@@ -78,13 +78,16 @@ typedef struct rv_ranked {
 typedef struct rv_options {
     unsigned k;               /* anchor length in symbols (0: 8) */
     size_t window;            /* history events kept (0: 1 << 20) */
-    size_t max_fill;          /* events filled into one gap at most (0: 1 << 18) */
+    size_t max_fill;          /* events filled into one gap at most (0: 1 << 20) */
     unsigned candidates;      /* N: candidates kept after ranking (0: 16; at most
                                * RV_MAX_CANDIDATES) */
     unsigned suffix_cap;      /* common suffix compared at most, events (0: 4096) */
     unsigned max_links;       /* candidates chained across one gap at most (0: 32) */
     unsigned max_nodes;       /* ICFG search states per gap at most (0: 20000) */
-    int no_time;              /* nonzero: do not bound a fill by the gap's time span */
+    int no_time;              /* nonzero: do not bound a fill by the gap's time span
+                               * (nor by its size in trace bytes) */
+    int no_lost_bytes;        /* nonzero: size a gap by its time span only, as where the
+                               * collector does not count the bytes it lost (hardware) */
     int no_prune;             /* nonzero: compute every tier of every candidate */
     int no_unjoined;          /* nonzero: drop a fill that does not rejoin (and has no
                                * ICFG path to the rejoin point) */

@@ -1229,6 +1229,49 @@ Test(program, lost_trace_forgets_the_stack)
     expect_segment_calls(lost_trace_then_back_in_outer, 0, want, 2);
 }
 
+/* Two gaps in a row where leaf runs: the trace lost 700 bytes at stream
+ * offset 1000 (counted when `counted`), then the decoder skipped to 1300. */
+static bool gaps_counted;
+
+static void two_gaps_then_back_in_outer(rp_projector *r)
+{
+    leaf_running(r);
+    dc_event lost = { .kind = DC_GAP, .tsc = ++feed_tick, .reason = DC_GAP_LOST,
+                      .offset = 1000, .end_offset = 1000, .lost_bytes = gaps_counted ? 700 : 0 };
+    dc_event skip = { .kind = DC_GAP, .tsc = ++feed_tick, .reason = DC_GAP_DECODE,
+                      .offset = 1100, .end_offset = 1300 };
+    cr_assert_eq(rp_event(&lost, r), 0);
+    cr_assert_eq(rp_event(&skip, r), 0);
+    FEED(r, back_in_outer);
+}
+
+Test(program, a_segment_after_gaps_says_where_they_were_and_what_they_lost)
+{
+    for (int counted = 0; counted < 2; counted++) {
+        gaps_counted = counted;
+        rp_stats st;
+        GArray *flow = project_link(two_gaps_then_back_in_outer, &st);
+        guint segs = 0;
+        for (guint i = 0; i < flow->len; i++) {
+            const fl_event *e = &g_array_index(flow, fl_event, i);
+            if (e->kind != FL_SEGMENT)
+                continue;
+            if (segs++ == 0) {
+                cr_expect_eq(e->flags & (FL_F_AFTER_GAP | FL_F_LOST_COUNTED), 0);
+                continue;
+            }
+            cr_expect(e->flags & FL_F_AFTER_GAP);
+            cr_expect_eq(e->gap_offset, 1000);
+            cr_expect_eq(e->resume_offset, 1300);
+            /* a TRUNCATED record without a size (hardware) leaves it unknown */
+            cr_expect_eq(!!(e->flags & FL_F_LOST_COUNTED), counted);
+            cr_expect_eq(e->lost_bytes, counted ? 700 : 0);
+        }
+        cr_expect_eq(segs, 2);
+        g_array_free(flow, TRUE);
+    }
+}
+
 /* A trace that starts with a return: in an unknown context it fits every
  * method with a return (Returns has 72 that only return), and returns in a
  * row would multiply the hypotheses by them. Past RETURN_FANOUT candidates

@@ -242,6 +242,51 @@ Test(recover, bounded_without_rejoin)
     }
 }
 
+/* A segment after a gap whose size in trace bytes the collector counted:
+ * the trace stream's offsets where the gap began and decoding resumed, and
+ * the bytes lost in it. */
+static void seg_counted(feeder *fd, uint64_t gap_offset, uint64_t resume_offset, uint64_t lost)
+{
+    fl_event e = { .kind = FL_SEGMENT, .tid = 1, .tsc = fd->tsc, .seq = fd->seq++,
+                   .flags = FL_F_AFTER_GAP | FL_F_LOST_COUNTED, .gap_offset = gap_offset,
+                   .resume_offset = resume_offset, .lost_bytes = lost };
+    rv_event(&e, fd->f);
+}
+
+/* Where the collector counted what it lost, a hole holds the bytecodes its
+ * bytes do at the thread's bytecodes per trace byte (here 24 in 240 bytes:
+ * 30 lost bytes and 2 skipped are 3); its time (10 ticks at one bytecode a
+ * tick) would say 10, and does when the bytes are not to be used. */
+Test(recover, a_counted_hole_is_sized_by_its_bytes)
+{
+    for (int time_only = 0; time_only < 2; time_only++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        op.no_time = 0;
+        op.no_lost_bytes = time_only;
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20);
+        seg_counted(&fd, 200, 200, 0);
+        BCS(&fd, 1, 2, 3, 4);
+        fd.tsc += 9;
+        seg_counted(&fd, 238, 240, 30);
+        BCS(&fd, 90, 91, 92, 93);
+        rv_finish(fd.f, NULL);
+        GArray *r = recovered(&o);
+        if (time_only) {
+            const int want[] = { 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 };
+            expect(r, want, 10);
+        } else {
+            const int want[] = { 5, 6, 7 };
+            expect(r, want, 3);
+        }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
 /* A segment break where nothing is missing: the best candidate rejoins at
  * once and nothing is filled. */
 Test(recover, nothing_missing)
