@@ -13,7 +13,8 @@ buffer drained at 2 bytes per 1000 TSC ticks: most of the trace is cut) and
     RA > 0; the shares of the flow recovered and guessed and the overall
     accuracy are percentages, and recovery's CPU time is part of the flow's;
   - the pruning of Theorem 5.5 saved work (candidates pruned on a bound);
-and that `ptdecode flow --recover --json` marks as many events recovered and
+that `--time-only` (holes sized by their time span) decodes the same, and
+that `ptdecode flow --recover --json` marks as many events recovered and
 guessed as stats counts, and that hostile arguments give one-line errors.
 """
 import json
@@ -110,6 +111,14 @@ def main():
           cut['da'] == tot['da'],
           '--cut-disputed: %d bytecodes recovered, at most the %d of whole fills, the same DA'
           % (cut['recovery']['bytecodes'], rv['bytecodes']))
+
+    # holes sized by their time alone, as on hardware: decoding is the same
+    p = run([ptdecode, 'stats', trace, '--json', '--time-only'])
+    tonly = json.loads(p.stdout)['total'] if p.returncode == 0 else None
+    check(tonly is not None and tonly['da'] == tot['da'] and tonly['pmd'] == tot['pmd'] and
+          tonly['recovery']['boundaries'] == rv['boundaries'],
+          '--time-only: the same PMD, DA and holes; %d bytecodes recovered (%d sized by bytes)'
+          % (tonly['recovery']['bytecodes'] if tonly else -1, rv['bytecodes']))
 
     p = run([ptdecode, 'flow', trace, '--recover', '--json'])
     check(p.returncode == 0, 'ptdecode flow --recover --json succeeded')
