@@ -71,12 +71,13 @@ typedef struct cand {
  * follow the code that runs (the interpreter writes a packet or two per
  * bytecode, compiled code a few bits), where time also counts what ran
  * untraced (the VM, a safepoint) and how fast the emulation went. The rate
- * is that of the newest decoded stretches (between gaps) that hold at least
- * BYTE_WINDOW trace bytes. On lusearch at 30% loss, the bytes gave the 40
+ * is that of the newest decoded stretches (between gaps) that hold about
+ * 1 MiB of trace: a ring of checkpoints every BYTE_STEP bytes, as for the
+ * rate per tick. On lusearch at 30% loss, the bytes gave the 40
  * holes a median 0.92 times the bytecodes they held (quartiles 0.80 and
- * 1.00), the time 1.88 (1.44 and 3.34): README.md. */
-#define BYTE_WINDOW (1u << 20)
-#define BYTE_SLOTS 64u
+ * 1.03), the time 1.88 (1.44 and 3.34): README.md. */
+#define BYTE_STEP (256u << 10)
+#define BYTE_SLOTS 4u
 
 struct rv_filter {
     rv_options o;
@@ -108,13 +109,13 @@ struct rv_filter {
     uint32_t rate_segno;
     int rate_started;
     uint64_t rate_ring[RATE_SLOTS][2];
-    /* Bytecodes per trace byte: all bytecodes so far, the decoded stretches'
-     * bytecodes and bytes (cumulative) at the end of each of the newest
-     * BYTE_SLOTS stretches, and where the open stretch began (stream offset,
-     * bytecode count). */
+    /* Bytecodes per trace byte: all bytecodes so far; the closed decoded
+     * stretches' bytecodes and bytes, with a ring of checkpoints (at the end
+     * of a stretch that crossed a multiple of BYTE_STEP bytes); where the
+     * open stretch began (stream offset, bytecodes so far there). */
     uint64_t bytecodes;
+    uint64_t byte_bc, byte_total, byte_from, byte_from_bc;
     uint64_t byte_ring[BYTE_SLOTS][2];
-    uint64_t byte_stretches, byte_bc, byte_total, byte_from, byte_from_bc;
     GArray *stk;              /* frame: the current segment's call stack as far as known */
     GArray *pending;          /* pev */
     unsigned pending_syms;
@@ -305,19 +306,23 @@ static void bytes_add(rv_filter *f, const fl_event *ev)
     if (!(ev->flags & FL_F_AFTER_GAP) || ev->resume_offset < ev->gap_offset)
         return;
     if (ev->gap_offset > f->byte_from) {
+        uint64_t before = f->byte_total / BYTE_STEP;
         f->byte_bc += f->bytecodes - f->byte_from_bc;
         f->byte_total += ev->gap_offset - f->byte_from;
-        uint64_t *slot = f->byte_ring[f->byte_stretches++ % BYTE_SLOTS];
-        slot[0] = f->byte_bc;
-        slot[1] = f->byte_total;
+        uint64_t now = f->byte_total / BYTE_STEP;
+        if (now != before) {
+            uint64_t *slot = f->byte_ring[now % BYTE_SLOTS];
+            slot[0] = f->byte_bc;
+            slot[1] = f->byte_total;
+        }
     }
     f->byte_from = ev->resume_offset;
     f->byte_from_bc = f->bytecodes;
 }
 
-/* Bytecodes and trace bytes of the newest decoded stretches, as far back
- * as BYTE_WINDOW bytes (or the ring) reaches, up to gap_offset where the
- * open stretch ends. */
+/* Bytecodes and trace bytes of the newest decoded stretches the ring covers
+ * (all of them while it is shorter), up to gap_offset where the open
+ * stretch ends. */
 static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *bytecodes,
                          uint64_t *bytes)
 {
@@ -328,15 +333,13 @@ static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *byte
     }
     *bytecodes = bc;
     *bytes = by;
-    uint64_t n = f->byte_stretches;
-    for (uint64_t i = 0; i < BYTE_SLOTS && i < n; i++) {
-        const uint64_t *slot = f->byte_ring[(n - 1 - i) % BYTE_SLOTS];
-        if (by - slot[1] >= BYTE_WINDOW) {
-            *bytecodes = bc - slot[0];
-            *bytes = by - slot[1];
-            return;
-        }
-    }
+    uint64_t n = f->byte_total / BYTE_STEP;
+    if (n < BYTE_SLOTS)
+        return;
+    /* the oldest checkpoint still in the ring */
+    const uint64_t *slot = f->byte_ring[(n + 1) % BYTE_SLOTS];
+    *bytecodes -= slot[0];
+    *bytes -= slot[1];
 }
 
 /* A segment starts (its FL_SEGMENT event ev). It continues the one before

@@ -157,7 +157,7 @@ def check_context_ids(ptdecode, trace, limit=FLOW_LIMIT, sample_ids=SAMPLE_IDS):
     if sample_ids is None:
         sample = ids
     else:
-        half = sample_ids // 2
+        half = max(1, sample_ids // 2)
         sample = ids[:half] + ids[half::max(1, len(ids) // half)]
     decoded, cur = {}, None
     for k in range(0, len(sample), 5000):   # within the command line's limits
