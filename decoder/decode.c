@@ -151,26 +151,10 @@ typedef struct resolution {
     uint32_t stub_exit, state;
 } resolution;
 
-static bool resolution_eq(const resolution *a, const resolution *b)
-{
-    return a->call == b->call && a->site == b->site && a->resolver == b->resolver &&
-           a->in_resolver == b->in_resolver && a->stub_exit == b->stub_exit &&
-           a->state == b->state;
-}
-
-/* Context a chunk starts with: what the image of the chunk before it had
- * applied ahead of time, and a call-site resolution under way. */
-typedef struct carry {
-    uint32_t *early;
-    size_t nearly;
-    resolution res;
-} carry;
-
 struct strm;
 
 typedef struct chunk {
     struct strm *strm;
-    struct chunk *pred;        /* the chunk before in the segment (NULL if first) */
     const segment *seg;
     const uint8_t *buf;        /* the stream */
     const atomic_bool *cancel; /* the stream's sink stopped */
@@ -179,9 +163,7 @@ typedef struct chunk {
     uint64_t begin;            /* where decoding starts (a PSB unless first) */
     uint64_t stop;             /* the next chunk's PSB (seg->end if last) */
     uint64_t end;              /* bytes given to libipt: the next chunk's PSB+ too */
-    carry in, out;
     bool pooled;               /* handed to the pool (else decoded by the replay) */
-    unsigned redone;           /* times decoded again with another carry */
     GArray *ops, *runs, *blocks;
     dc_stats st;               /* the first layer's counters */
     bool done;
@@ -444,8 +426,8 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
  * code that the stretch ran after its last trace-off applied at that
  * trace-off (then at the one before, then from the PSB). A retry is kept if
  * it decodes further than the first attempt; the patches it applied stay in
- * the image ahead of their record time, and go on to the next chunk like
- * call-site resolutions. */
+ * the image ahead of their record time until the chunk ends, like call-site
+ * resolutions. */
 
 #define RETRY_BUDGET 256      /* decoding attempts per chunk */
 #define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
@@ -1171,7 +1153,7 @@ static void decode_chunk(wctx *w, chunk *k)
     const uint8_t *buf = k->buf;
     w->cancel = k->cancel;
     w->tsc = 0;
-    w->res = k->in.res;
+    w->res = (resolution){ 0 };
     w->retries = w->retries_kept = 0;
     if (w->failed)
         g_hash_table_remove_all(w->failed);
@@ -1232,8 +1214,7 @@ static void decode_chunk(wctx *w, chunk *k)
         uint64_t now = cur_time(ps.dec, w->tsc);
         w->tsc = now;
         if (!ps.im) {
-            ps.im = di_image_new_in(w->cache, store, now, k->in.early, k->in.nearly, err,
-                                    sizeof err);
+            ps.im = di_image_new_in(w->cache, store, now, NULL, 0, err, sizeof err);
             if (!ps.im) {
                 problem(&k->st, "%s", err);
                 op_gap(w, k, DC_GAP_DECODE, -pte_nomem, s->begin);
@@ -1288,12 +1269,7 @@ static void decode_chunk(wctx *w, chunk *k)
         k->st.image_sections += ds->sections_added;
         k->st.patches_resolved += ds->patches_resolved;
         k->st.states_made_up += ds->states_made_up;
-        k->out.early = di_image_early(ps.im, &k->out.nearly);
-    } else if (k->in.nearly) {
-        k->out.early = g_memdup2(k->in.early, k->in.nearly * sizeof(uint32_t));
-        k->out.nearly = k->in.nearly;
     }
-    k->out.res = w->res;
     k->st.retries += w->retries;
     k->st.retries_kept += w->retries_kept;
     pass_free(&ps);
@@ -1915,7 +1891,6 @@ static void add_chunks(GPtrArray *chunks, const uint8_t *buf, const segment *s,
     for (guint i = first_index; i < chunks->len; i++) {
         chunk *k = g_ptr_array_index(chunks, i);
         k->end = i + 1 < chunks->len ? ((chunk *)g_ptr_array_index(chunks, i + 1))->end : s->end;
-        k->pred = i > first_index ? g_ptr_array_index(chunks, i - 1) : NULL;
     }
 }
 
@@ -1934,26 +1909,7 @@ static void bufs_free(gpointer p)
     g_free(b);
 }
 
-static bool carry_eq(const carry *a, const carry *b)
-{
-    return a->nearly == b->nearly && resolution_eq(&a->res, &b->res) &&
-           (!a->nearly || !memcmp(a->early, b->early, a->nearly * sizeof a->early[0]));
-}
-
-static carry carry_dup(const carry *a)
-{
-    carry c = *a;
-    c.early = a->nearly ? g_memdup2(a->early, a->nearly * sizeof a->early[0]) : NULL;
-    return c;
-}
-
-static void carry_free(carry *c)
-{
-    g_free(c->early);
-    *c = (carry){ 0 };
-}
-
-/* Gives the chunk's buffers back (for the next chunk); its carries stay. */
+/* Gives the chunk's buffers back (for the next chunk). */
 static void chunk_release(chunk *k, GAsyncQueue *spare)
 {
     if (k->ops) {
@@ -1971,33 +1927,11 @@ static void chunk_release(chunk *k, GAsyncQueue *spare)
     k->ops = k->runs = k->blocks = NULL;
 }
 
-/* Forgets the chunk's results before it is decoded again with carry c
- * (taken over). */
-static void chunk_reset(chunk *k, carry c)
-{
-    if (k->ops) {
-        g_array_set_size(k->ops, 0);
-        g_array_set_size(k->runs, 0);
-        if (k->blocks)
-            g_array_set_size(k->blocks, 0);
-    }
-    carry_free(&k->out);
-    carry_free(&k->in);
-    k->in = c;
-    memset(&k->st, 0, sizeof k->st);
-}
-
 static void chunk_clear(chunk *k, GAsyncQueue *spare)
 {
     chunk_release(k, spare);
-    carry_free(&k->in);
-    carry_free(&k->out);
     memset(&k->st, 0, sizeof k->st);
 }
-
-/* Chunks of a stream the pool decodes before the replay judges whether
- * decoding ahead pays for that stream. */
-#define SPECULATION_MIN 8
 
 typedef struct job {
     const dm_model *m;
@@ -2100,10 +2034,8 @@ static void decode_chunk_call(void *p)
 
 static void run_chunk(job *j, wctx *w, chunk *k)
 {
-    bufs *b = k->ops ? NULL : g_async_queue_try_pop(j->spare);
-    if (k->ops) {
-        /* decoded before: its own buffers, emptied by chunk_reset */
-    } else if (b) {
+    bufs *b = g_async_queue_try_pop(j->spare);
+    if (b) {
         k->ops = b->ops;
         k->runs = b->runs;
         k->blocks = b->blocks;
@@ -2130,22 +2062,7 @@ static void pool_func(gpointer data, gpointer user)
     if (!w)
         w = wctx_new(j);
     run_chunk(j, w, k);
-    /* If the chunk before is done and left state for this one (call-site
-     * resolutions ahead of their time), decode again with it now, here,
-     * rather than later on the replaying thread. The replay checks again. */
     g_mutex_lock(&j->lock);
-    for (;;) {
-        const chunk *p = k->pred;
-        if (!p || !p->done || carry_eq(&p->out, &k->in) ||
-            atomic_load_explicit(k->cancel, memory_order_relaxed))
-            break;
-        carry c = carry_dup(&p->out);
-        k->redone++;
-        g_mutex_unlock(&j->lock);
-        chunk_reset(k, c);
-        run_chunk(j, w, k);
-        g_mutex_lock(&j->lock);
-    }
     k->done = true;
     g_cond_broadcast(&j->cond);
     g_mutex_unlock(&j->lock);
@@ -2185,11 +2102,6 @@ typedef struct strm {
     ctx *x;
     atomic_bool cancel;
     bool open, started;
-    carry prev;
-    /* the stream's chunks the pool decoded, those of them decoded again,
-     * and whether the rest go to the pool no more (SPECULATION_MIN) */
-    size_t spec_runs, spec_redone;
-    bool serial;
 } strm;
 
 static int strm_open(strm *t, dc_stream *s, uint64_t chunk_bytes, GPtrArray *chunks)
@@ -2253,8 +2165,6 @@ static void strm_segments_to(strm *t, const segment *seg, bool inclusive)
         if (g == seg && !inclusive)
             break;
         t->next_seg++;
-        g_free(t->prev.early);
-        t->prev = (carry){ 0 };
         if (g->loss_before) {
             /* One gap per loss, as the collector recorded them: a gap
              * still open from the segment before ends here. */
@@ -2309,7 +2219,6 @@ static void strm_finish(strm *t)
 
 static void strm_close(strm *t)
 {
-    g_free(t->prev.early);
     if (t->segs)
         g_array_free(t->segs, TRUE);
     g_free(t->x);
@@ -2366,8 +2275,6 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         if (pool)
             while (submitted < chunks->len && submitted < ci + inflight) {
                 chunk *c = g_ptr_array_index(chunks, submitted++);
-                if (c->strm->serial)
-                    continue;
                 c->pooled = true;
                 g_thread_pool_push(pool, c, NULL);
             }
@@ -2380,41 +2287,11 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         }
         if (k->first)
             strm_segments_to(t, k->seg, true);
-        /* What the chunk before left for this one: a chunk decoded
-         * without it is decoded again, with it. */
-        if (!pooled || !carry_eq(&k->in, &t->prev)) {
+        if (!pooled) {
             if (!self)
                 self = wctx_new(&j);
-            if (pooled) {
-                g_mutex_lock(&j.lock);
-                k->done = false;       /* workers of later chunks read its carry */
-                k->redone++;
-                g_mutex_unlock(&j.lock);
-            }
-            chunk_reset(k, carry_dup(&t->prev));
             run_chunk(&j, self, k);
-            if (pooled) {
-                g_mutex_lock(&j.lock);
-                k->done = true;
-                g_mutex_unlock(&j.lock);
-            }
         }
-        /* Decoding a chunk before the one before it is done pays only if
-         * its carry rarely changes: on JIT-heavy traces nearly every chunk
-         * resolves call sites the next one runs, and every chunk would be
-         * decoded twice. Once SPECULATION_MIN of a stream's chunks came
-         * from the pool, if more than half of them had to be decoded again,
-         * the stream's other chunks are decoded in order here (the events
-         * are the same either way; other streams still use the pool). */
-        if (pooled && !t->serial) {
-            t->spec_runs++;
-            t->spec_redone += k->redone > 0;   /* (k is done: no worker touches it) */
-            t->serial = t->spec_runs >= SPECULATION_MIN && 2 * t->spec_redone > t->spec_runs;
-        }
-        if (k->in.nearly || k->in.res.call || k->in.res.site)
-            t->s->st->chunk_redos++;
-        carry_free(&t->prev);
-        t->prev = carry_dup(&k->out);
         merge_stats(t->s->st, &k->st);
         apply_chunk(x, k, &t->s->out);
         chunk_release(k, j.spare);

@@ -51,8 +51,6 @@ typedef struct dc_stats {
     uint64_t jit_blocks_ends_only;  /* compiled-code blocks whose inner path was not unique */
     uint64_t first_tsc, last_tsc;
     uint64_t chunks;            /* pieces decoded independently (see dc_options) */
-    uint64_t chunk_redos;       /* chunks that needed their predecessor's image state (and
-                                 * were decoded again when decoded without it) */
     uint64_t retries;           /* stretches decoded again with code recorded later */
     uint64_t retries_kept;      /* ... that got further, and replaced the first attempt */
     uint64_t resumes;           /* decoding resumed at a branch target after a failure,
@@ -87,17 +85,18 @@ typedef struct dc_output {
  * are replayed in stream order on the calling thread, which keeps the flow
  * state (shadow stack, pending bytecodes, inline position, gaps) across
  * chunks and makes the events there. A chunk's decoder reads on through the
- * next chunk's PSB+ and stops at its FUP address, so chunk boundaries do
- * not change the blocks; call-site resolutions a chunk applied ahead of
- * their record time are handed to the next chunk (decoded again with them
- * when it was decoded without). The events are the same for any thread
- * count: sink, block and progress callbacks all run on the calling
- * thread. */
+ * next chunk's PSB+ and stops at its FUP address. Each chunk starts from the
+ * code as recorded at its first PSB's time: what a chunk applied ahead of
+ * its record time (call-site resolutions the thread went through, retries)
+ * ends with it, and the next chunk finds it again where the trace needs it
+ * (decode.c, retry). So the chunk size can change the events next to a
+ * boundary, and the thread count cannot: sink, block and progress
+ * callbacks all run on the calling thread. */
 typedef struct dc_options {
     unsigned threads;          /* 0: the number of processors */
     uint64_t chunk_bytes;      /* 0: DC_CHUNK_BYTES */
 } dc_options;
-#define DC_CHUNK_BYTES (512ull << 10)
+#define DC_CHUNK_BYTES (1ull << 20)
 
 /* Decodes the stream at pt_path (its index at idx_path, NULL or missing:
  * no losses known), on the calling thread. Returns 0 when the stream was decoded to its end, 1 if

@@ -989,22 +989,6 @@ uint32_t di_image_stub_exit(di_image *im, uint64_t ip)
     return UINT32_MAX;
 }
 
-uint32_t *di_image_early(const di_image *im, size_t *n)
-{
-    const dm_model *m = im->c->m;
-    uint32_t *out = NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < m->npatches; i++) {
-        if (!im->early[i] || m->patches[i].start_tsc <= im->tsc)
-            continue;
-        if (!out)
-            out = g_new(uint32_t, m->npatches);
-        out[k++] = (uint32_t)i;
-    }
-    *n = k;
-    return out;
-}
-
 uint64_t di_image_next_change(const di_image *im)
 {
     return im->cursor < im->c->nchanges ? im->c->changes[im->cursor].tsc : UINT64_MAX;

@@ -77,9 +77,6 @@ di_image *di_image_new_in(di_cache *c, di_store *store, uint64_t tsc, const uint
 /* The section cache the image's sections (and the isids of its blocks)
  * belong to. */
 struct pt_image_section_cache *di_image_iscache(di_image *im);
-/* The resolutions applied ahead of their time that are still ahead of the
- * image's time: a g_malloc'd array of patch indices (NULL if none). */
-uint32_t *di_image_early(const di_image *im, size_t *n);
 void di_image_free(di_image *im);
 /* Moves the image forward to time tsc (never backward). Returns 1 if the
  * pt_image object was replaced (the caller must pt_blk_set_image it), 0 if

@@ -51,8 +51,10 @@ static void usage(FILE *f)
             "  --summary      print only each thread's counts\n"
             "  --jobs N       decode with N threads (default: the number of processors);\n"
             "                 the output is the same for any N\n"
-            "  --chunk KIB    cut streams into pieces of at least KIB KiB of PT for parallel\n"
-            "                 decoding (default 512; memory grows with it)\n");
+            "  --chunk KIB    cut streams into pieces of at least KIB KiB of PT, decoded\n"
+            "                 independently (default 1024; memory grows with it): each\n"
+            "                 starts from the code as recorded at its time, so the size\n"
+            "                 can change events next to a boundary, the thread count not\n");
 }
 
 static void print_event(printer *p, const dc_event *ev)
@@ -153,8 +155,8 @@ static void print_summary(FILE *f, const dc_stats *st)
             PRIu64 " sections added, %" PRIu64 " rebuilds\n", st->enables, st->disables,
             st->image_sections, st->image_rebuilds);
     if (st->chunks > 1)
-        fprintf(f, "# decoded in %" PRIu64 " chunks (%" PRIu64 " with call-site resolutions "
-                "handed on from the chunk before)\n", st->chunks, st->chunk_redos);
+        fprintf(f, "# decoded in %" PRIu64 " chunks, each from the code as recorded at its "
+                "start\n", st->chunks);
     if (st->patches_resolved)
         fprintf(f, "# %" PRIu64 " code patches applied ahead of their record time (call sites "
                 "as the thread resolved them, retries)\n", st->patches_resolved);

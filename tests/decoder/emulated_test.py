@@ -153,8 +153,7 @@ def workload(ptrec, plugin, agent, emucheck, jbin, work, script, variables):
 
 def same_events_in_parallel(ptdecode, trace):
     """`ptdecode events` with one thread and with three on small chunks (many
-    chunk boundaries, resolutions handed on): the same output but for the
-    chunk count line."""
+    chunk boundaries): the same output but for the chunk count line."""
     outs = []
     for args in (['--jobs', '1', '--chunk', '64'], ['--jobs', '3', '--chunk', '64']):
         r = subprocess.run([ptdecode, 'events', trace] + args, capture_output=True, text=True,
