@@ -529,7 +529,10 @@ static void write_stream(const char *dir, const uint8_t *data, size_t n)
     g_free(path);
 }
 
-static void decode(const char *dir, evlog *log, dc_stats *st)
+/* Decodes DIR's stream with options o (NULL: one thread, as
+ * dc_decode_stream) into sink. */
+static void decode_to(const char *dir, const dc_options *o, dc_sink sink, void *ctx,
+                      dc_stats *st)
 {
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
@@ -539,13 +542,18 @@ static void decode(const char *dir, evlog *log, dc_stats *st)
     char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
     char *idx = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
     dc_trace_info info = { 0 };
-    dc_output out = { .sink = collect, .ctx = log };
-    cr_assert_eq(dc_decode_stream(m, cache, &info, pt, idx, &out, st, err, sizeof err), 0, "%s",
-                 err);
+    dc_output out = { .sink = sink, .ctx = ctx };
+    cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, o, st, err, sizeof err),
+                 0, "%s", err);
     g_free(pt);
     g_free(idx);
     di_cache_free(cache);
     dm_free(m);
+}
+
+static void decode(const char *dir, evlog *log, dc_stats *st)
+{
+    decode_to(dir, NULL, collect, log, st);
 }
 
 /* Ends the packets in e, writes them as the thread's stream and decodes it. */
@@ -1804,26 +1812,6 @@ Test(decode, parallel_chunks_give_the_sequential_events)
     g_free(dir);
 }
 
-/* Decodes DIR's stream with options o into ev. */
-static void decode_into(const char *dir, const dc_options *o, evvec *ev, dc_stats *st)
-{
-    char err[512];
-    dm_model *m = dm_load(dir, err, sizeof err);
-    cr_assert_not_null(m, "%s", err);
-    di_cache *cache = di_cache_new(m, err, sizeof err);
-    cr_assert_not_null(cache, "%s", err);
-    char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
-    char *idx = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
-    dc_trace_info info = { 0 };
-    dc_output out = { .sink = collect_all, .ctx = ev };
-    cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, o, st, err, sizeof err),
-                 0, "%s", err);
-    g_free(pt);
-    g_free(idx);
-    di_cache_free(cache);
-    dm_free(m);
-}
-
 /* A chunk decodes as the stream would from its PSB on: what the chunk
  * before applied ahead of its record time (here a call-site resolution whose
  * patch is recorded much later) is not handed on, so no chunk waits for the
@@ -1859,13 +1847,13 @@ Test(decode, a_chunk_decodes_as_the_stream_would_from_its_psb)
     dc_stats st = decode_same(dir, opts, 3, &chunks);
     cr_expect_eq(st.chunks, 2);
     evvec cut = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
-    decode_into(dir, &opts[0], &cut, &st);
+    decode_to(dir, &opts[0], collect_all, &cut, &st);
 
     /* the second chunk's bytes alone */
     write_stream(dir, e.buf + boundary, n - boundary);
     evvec alone = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
     static const dc_options whole = { .threads = 1, .chunk_bytes = 1ull << 40 };
-    decode_into(dir, &whole, &alone, &st);
+    decode_to(dir, &whole, collect_all, &alone, &st);
     cr_assert_gt(alone.ev->len, 2);
     cr_assert_gt(cut.ev->len, alone.ev->len);
     size_t skip = cut.ev->len - alone.ev->len;
