@@ -425,13 +425,14 @@ static void print_json(FILE *f, const tstats *t, bool total)
                 t->ref_bytecodes, t->da_match);
     if (t->recover)
         fprintf(f, ",\"recovery\":{\"boundaries\":%" PRIu64 ",\"filled\":%" PRIu64
-                ",\"rejoined\":%" PRIu64 ",\"no_anchor\":%" PRIu64 ",\"no_candidate\":%" PRIu64
+                ",\"rejoined\":%" PRIu64 ",\"spliced\":%" PRIu64 ",\"no_anchor\":%" PRIu64
+                ",\"no_candidate\":%" PRIu64
                 ",\"events\":%" PRIu64 ",\"bytecodes\":%" PRIu64 ",\"guessed_gaps\":%" PRIu64
                 ",\"guessed_events\":%" PRIu64 ",\"guessed_bytecodes\":%" PRIu64
                 ",\"links\":%" PRIu64 ",\"candidates\":%" PRIu64 ",\"pruned_tier1\":%" PRIu64
                 ",\"pruned_tier2\":%" PRIu64 ",\"ranked_tier3\":%" PRIu64
                 ",\"inconsistent\":%" PRIu64 ",\"seconds\":%.3f%s",
-                t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.no_anchor,
+                t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.spliced, t->rv.no_anchor,
                 t->rv.no_candidate, t->rv.events, t->rv.bytecodes, t->rv.guessed_gaps,
                 t->rv.guessed_events, t->rv.guessed_bytecodes, t->rv.links, t->rv.candidates,
                 t->rv.pruned_t1, t->rv.pruned_t2, t->rv.ranked_t3, t->rv.inconsistent,
@@ -481,8 +482,8 @@ static void print_text(FILE *f, const tstats *t, const char *label)
         fprintf(f, "; reference %" PRIu64 " bytecodes", t->ref_bytecodes);
     if (t->recover)
         fprintf(f, "; recovery filled %" PRIu64 " of %" PRIu64 " boundaries (%" PRIu64
-                " rejoined) with %" PRIu64 " bytecodes", t->rv.filled, t->rv.boundaries,
-                t->rv.rejoined, t->rv.bytecodes);
+                " rejoined, %" PRIu64 " of them by a tail) with %" PRIu64 " bytecodes",
+                t->rv.filled, t->rv.boundaries, t->rv.rejoined, t->rv.spliced, t->rv.bytecodes);
     fputc('\n', f);
     if (t->recover)
         fprintf(f, "%14s of the flow's bytecodes %.2f%% recovered, %.2f%% guessed (ICFG paths in "

@@ -342,6 +342,14 @@ static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *byte
     *bytes -= slot[1];
 }
 
+/* segjoin's bits: the segment continues the one before it where no time
+ * passed (SEG_JOINED), or with little missing (SEG_CROSSABLE: also where a
+ * decode error skipped at most MINOR_SKIP bytes of trace and the collector
+ * lost none: the tail of a long hole reads back across those) */
+#define SEG_JOINED 1u
+#define SEG_CROSSABLE 2u
+#define MINOR_SKIP (16u << 10)
+
 /* A segment starts (its FL_SEGMENT event ev). It continues the one before
  * when nothing is missing between them (a new calling context only), or when
  * no time passed over the gap: the trace lost no timing packet, so what is
@@ -357,12 +365,19 @@ static void segment_start(rv_filter *f, const fl_event *ev)
     uint64_t first = ev_end(f);
     uint8_t joined = first > f->hbase &&
                      (!(ev->flags & FL_F_AFTER_GAP) || ev_at(f, first - 1)->tsc == ev->tsc);
+    /* a decode error's skip: the collector lost nothing there, and the
+     * decoder resumed a short way on */
+    uint8_t minor = first > f->hbase && (ev->flags & FL_F_AFTER_GAP) &&
+                    (ev->flags & FL_F_LOST_COUNTED) && !ev->lost_bytes &&
+                    ev->resume_offset >= ev->gap_offset &&
+                    ev->resume_offset - ev->gap_offset <= MINOR_SKIP;
+    joined = (uint8_t)(joined ? SEG_JOINED | SEG_CROSSABLE : minor ? SEG_CROSSABLE : 0);
     /* A segment without events keeps no entry: the next one takes its
      * number (no event tells them apart), so segfirst only grows with the
      * history, which compact() bounds. Its last entry is segment segno. */
     if (g_array_index(f->segfirst, uint64_t, f->segfirst->len - 1) == first) {
         uint8_t *j = &g_array_index(f->segjoin, uint8_t, f->segjoin->len - 1);
-        *j = *j && joined;
+        *j &= joined;
         return;
     }
     f->segno++;
@@ -374,7 +389,15 @@ static void segment_start(rv_filter *f, const fl_event *ev)
 static int seg_joined(const rv_filter *f, uint32_t s)
 {
     return s > f->segbase && s - f->segbase < f->segjoin->len &&
-           g_array_index(f->segjoin, uint8_t, s - f->segbase);
+           (g_array_index(f->segjoin, uint8_t, s - f->segbase) & SEG_JOINED);
+}
+
+/* Does segment s continue segment s - 1 with at most a decode error's skip
+ * between them? */
+static int seg_crossable(const rv_filter *f, uint32_t s)
+{
+    return s > f->segbase && s - f->segbase < f->segjoin->len &&
+           (g_array_index(f->segjoin, uint8_t, s - f->segbase) & SEG_CROSSABLE);
 }
 
 /* The first history event of segment s still in the window. */
@@ -1099,7 +1122,19 @@ typedef struct piece {
     uint64_t start, len;
     uint64_t ticks;           /* time offset of the piece's start within the gap */
     uint64_t agreed;          /* events from start the other candidates mostly agree on */
+    GArray *seam;             /* frame: a tail's frames, found running where it starts
+                               * (splice_tail); NULL: the piece goes on from the one before */
 } piece;
+
+static void pieces_free(GArray *pieces)
+{
+    for (guint k = 0; k < pieces->len; k++) {
+        GArray *sm = g_array_index(pieces, piece, k).seam;
+        if (sm)
+            g_array_free(sm, TRUE);
+    }
+    g_array_free(pieces, TRUE);
+}
 
 /* How far the other stack-consistent candidates' continuations (starts s[],
  * lengths l[]) agree with the picked one's, event by event: up to the first
@@ -1125,6 +1160,46 @@ static uint64_t agreement(rv_filter *f, const uint64_t *s, const uint64_t *l, un
     return i;
 }
 
+/* Where a tail joins the fill (splice_tail): the frames the fill runs in
+ * (sim) become those the tail runs in (stk, bottom first, method 0 where
+ * unknown), compared from the top: the fill's frames down to the deepest
+ * one that differs return, and the tail's frames there are found running
+ * (FL_F_CONTEXT calls: no call is counted). Frames of either below what the
+ * other knows are taken as the same. Nonzero when the sink stopped. */
+static int seam_stack(rv_filter *f, GArray *sim, const GArray *stk, uint64_t tsc)
+{
+    guint n = sim->len < stk->len ? sim->len : stk->len, d = 0;
+    for (guint i = 0; i < n; i++) {
+        uint64_t want = g_array_index(stk, frame, stk->len - 1 - i).method_id;
+        if (want && want != g_array_index(sim, frame, sim->len - 1 - i).method_id)
+            d = i + 1;
+    }
+    frame left[64];
+    if (d > G_N_ELEMENTS(left))
+        d = G_N_ELEMENTS(left);
+    for (guint i = 0; i < d; i++) {
+        left[i] = g_array_index(sim, frame, sim->len - 1);
+        g_array_set_size(sim, sim->len - 1);
+        fl_event ev = { .kind = FL_RETURN, .origin = FL_RECOVERED, .tid = f->tid, .tsc = tsc,
+                        .method_id = left[i].method_id, .bci = -1 };
+        f->st.events++;
+        if (deliver(f, &ev))
+            return 1;
+    }
+    for (guint i = d; i-- > 0;) {
+        frame fr = g_array_index(stk, frame, stk->len - 1 - i);
+        if (!fr.method_id)
+            fr.method_id = left[i].method_id;
+        g_array_append_val(sim, fr);
+        fl_event ev = { .kind = FL_CALL, .origin = FL_RECOVERED, .flags = FL_F_CONTEXT,
+                        .tid = f->tid, .tsc = tsc, .method_id = fr.method_id, .bci = -1 };
+        f->st.events++;
+        if (deliver(f, &ev))
+            return 1;
+    }
+    return 0;
+}
+
 static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uint64_t gap_end)
 {
     /* the stack the fill runs on, to leave out the frames the history
@@ -1136,6 +1211,8 @@ static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uin
         const piece *pc = &g_array_index(pieces, piece, k);
         if (!pc->len)
             continue;
+        if (pc->seam)
+            stop = seam_stack(f, sim, pc->seam, gap_start + pc->ticks);
         uint64_t ref = ev_at(f, pc->start - 1)->tsc;
         for (uint64_t e = pc->start; e < pc->start + pc->len && !stop; e++) {
             hev *x = ev_at(f, e);
@@ -1157,6 +1234,236 @@ static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uin
     }
     g_array_free(sim, TRUE);
     return stop;
+}
+
+/* ---- the tail of a long hole ------------------------------------------ */
+
+/* A continuation is surest near the place it was anchored: on luindex at
+ * ~25% loss, a fill's first tenth matched the hole at 84%, its last at 14%
+ * (README.md). The end of a hole is anchored too: the next segment starts
+ * with known symbols, and the history before an earlier run of the same
+ * symbols is a continuation backwards from there. A long fill that never
+ * rejoined is spliced: it keeps its first half and ends with the history
+ * that led up to the next segment's first symbols. The seam is where both
+ * run the same K symbols, the nearer to halfway the better (the same caller
+ * preferred); where they share none, at halfway. The tail's frames are
+ * taken there as found running (seam_stack). */
+#define SPLICE_MIN 4096u          /* bytecodes a hole must hold */
+#define SPLICE_TAILS 4u           /* earlier runs of the rejoin symbols tried */
+#define SPLICE_NEAR 8u            /* joints tried per place of a tail */
+
+/* A bytecode of the fill where a tail may join it. */
+typedef struct joint {
+    uint64_t key;             /* the K-gram ending there */
+    uint64_t nbc;             /* the fill's bytecodes up to and with it */
+    uint64_t caller;          /* the frame below its own on the stack, 0 unknown */
+} joint;
+
+static int by_key_nbc(const void *pa, const void *pb)
+{
+    const joint *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->nbc < b->nbc ? -1 : a->nbc > b->nbc;
+}
+
+/* The frame below the top one, 0 when unknown. */
+static uint64_t caller_of(const GArray *stk)
+{
+    return stk->len >= 2 ? g_array_index(stk, frame, stk->len - 2).method_id : 0;
+}
+
+/* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter). */
+static void keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
+{
+    if (!nbc) {
+        g_array_set_size(pieces, 0);
+        return;
+    }
+    uint64_t n = 0;
+    for (guint k = 0; k < pieces->len; k++) {
+        piece *pc = &g_array_index(pieces, piece, k);
+        for (uint64_t i = 0; i < pc->len; i++) {
+            if (ev_at(f, pc->start + i)->kind != FL_BYTECODE || ++n < nbc)
+                continue;
+            pc->len = i + 1;
+            if (pc->agreed > pc->len)
+                pc->agreed = pc->len;
+            g_array_set_size(pieces, k + 1);
+            return;
+        }
+    }
+}
+
+/* A way for the fill to end: after its fwd-th bytecode, the history's
+ * events (x, r), run in the frames stk (bottom first, as far as known). */
+typedef struct seam {
+    uint64_t fwd, x, r, score;
+    GArray *stk;
+} seam;
+
+static void seam_take(seam *sm, uint64_t fwd, uint64_t x, uint64_t r, uint64_t score,
+                      const GArray *stk)
+{
+    *sm = (seam){ fwd, x, r, score, sm->stk };
+    g_array_set_size(sm->stk, 0);
+    g_array_append_vals(sm->stk, stk->data, stk->len);
+}
+
+/* Replaces the part of the fill beyond about half of what the hole holds
+ * (expect bytecodes) by the history that led to an earlier run of the next
+ * segment's first symbols, so that the fill holds about expect bytecodes.
+ * The tail reads back across breaks of the history where nothing or only a
+ * decode error's skip is missing (seg_crossable), as long as the frames it
+ * runs in agree. 1 when done (the fill then ends at the rejoin point). */
+static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t expect,
+                       uint64_t span)
+{
+    if (expect < SPLICE_MIN || t->nwant < f->o.k || !pieces->len)
+        return 0;
+    /* the earlier runs of the rejoin symbols, newest first */
+    uint64_t want[64];
+    for (unsigned i = 0; i < f->o.k; i++)
+        want[i] = t->want[f->o.k - 1 - i];
+    gpointer hit = g_hash_table_lookup(f->head, (gpointer)(uintptr_t)kgram_of(want, f->o.k));
+    if (!hit)
+        return 0;
+    uint64_t a = (uint64_t)(uintptr_t)hit;   /* absolute symbol + 1 */
+    /* the seam goes where the fill and the tail share K symbols, the nearer
+     * to halfway (or to the fill's end, when shorter) the better, else at
+     * that place */
+    uint64_t fwd = 0;
+    for (guint k = 0; k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        for (uint64_t i = 0; i < pc->len; i++)
+            fwd += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
+    }
+    const uint64_t mid = fwd < expect / 2 ? fwd : expect / 2, tol = expect / 8;
+    const uint64_t tail_want = expect - mid;
+    GArray *joints = g_array_new(FALSE, FALSE, sizeof(joint));
+    GArray *sim = g_array_new(FALSE, FALSE, sizeof(frame));
+    g_array_append_vals(sim, f->stk->data, f->stk->len);
+    uint64_t nbc = 0;
+    for (guint k = 0; k < pieces->len && nbc < expect; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        for (uint64_t i = 0; i < pc->len && nbc < expect; i++) {
+            const hev *x = ev_at(f, pc->start + i);
+            if (!context_known(sim, x))
+                stack_step(sim, x);
+            if (x->kind != FL_BYTECODE)
+                continue;
+            nbc++;
+            if (x->sym < 0 || sym_at(f, (uint64_t)x->sym)->run < f->o.k)
+                continue;
+            joint j = { kgram_key(f, (uint64_t)x->sym), nbc, caller_of(sim) };
+            g_array_append_val(joints, j);
+        }
+    }
+    qsort(joints->data, joints->len, sizeof(joint), by_key_nbc);
+    GHashTable *first = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (guint i = joints->len; i-- > 0;)
+        g_hash_table_insert(first, (gpointer)(uintptr_t)g_array_index(joints, joint, i).key,
+                            GUINT_TO_POINTER(i + 1));
+    seam joined = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    seam cut = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    GArray *back = g_array_new(FALSE, FALSE, sizeof(frame));
+    for (unsigned tried = 0; a && tried < SPLICE_TAILS;) {
+        uint64_t s = a - 1;
+        a = sym_at(f, s)->prev;
+        if (s + 1 < f->sbase + f->o.k)
+            break;
+        uint64_t r = sym_at(f, s + 1 - f->o.k)->ev;   /* the run's first event */
+        if (r < f->hbase || !rejoins_at(f, r, t))
+            continue;
+        tried++;
+        /* back from r: the frames each event ran in, from those the next
+         * segment starts with (method 0: unknown) */
+        g_array_set_size(back, 0);
+        g_array_append_vals(back, t->stk->data, t->stk->len);
+        uint32_t seg = ev_at(f, r)->segno;
+        uint64_t tb = 0;     /* bytecodes after e, before r */
+        uint64_t e = r;
+        for (; e > f->hbase && tb < expect;) {
+            const hev *x = ev_at(f, e - 1);
+            if (x->segno != seg) {
+                if (x->segno + 1 != seg || !seg_crossable(f, seg))
+                    break;
+                seg = x->segno;
+            }
+            if (x->kind == FL_BYTECODE && x->sym >= 0) {
+                frame *top = back->len ? &g_array_index(back, frame, back->len - 1) : NULL;
+                if (top && top->method_id && top->method_id != x->method_id)
+                    break;
+                if (!top) {
+                    frame fr = { x->method_id, -1 };
+                    g_array_append_val(back, fr);
+                } else {
+                    top->method_id = x->method_id;
+                }
+            } else if (x->kind == FL_RETURN) {
+                frame fr = { x->method_id, -1 };
+                g_array_append_val(back, fr);
+            } else if (x->kind == FL_CALL && back->len) {
+                uint64_t top = g_array_index(back, frame, back->len - 1).method_id;
+                if (top && top != x->method_id)
+                    break;
+            }
+            e--;
+            /* back: the frames x ran in, also after it (a call's callee is
+             * popped below, once x is passed) */
+            if (x->kind == FL_BYTECODE && x->sym >= 0 && tb + 1 < expect &&
+                sym_at(f, (uint64_t)x->sym)->run >= f->o.k) {
+                uint64_t key = kgram_key(f, (uint64_t)x->sym), goal = expect - tb;
+                gpointer fj = g_hash_table_lookup(first, (gpointer)(uintptr_t)key);
+                guint lo = fj ? GPOINTER_TO_UINT(fj) - 1 : joints->len, l = lo, h = joints->len;
+                while (l < h) {      /* the first joint of key with nbc >= goal */
+                    guint m = l + (h - l) / 2;
+                    const joint *j = &g_array_index(joints, joint, m);
+                    if (j->key == key && j->nbc < goal)
+                        l = m + 1;
+                    else
+                        h = m;
+                }
+                uint64_t below = caller_of(back);
+                for (guint q = l > lo + SPLICE_NEAR ? l - SPLICE_NEAR : lo;
+                     q < joints->len && q < l + SPLICE_NEAR; q++) {
+                    const joint *j = &g_array_index(joints, joint, q);
+                    if (j->key != key || dist(j->nbc + tb, expect) > tol)
+                        continue;
+                    uint64_t score = dist(j->nbc, mid) + dist(j->nbc + tb, expect) +
+                                     (below && j->caller && below != j->caller ? tol : 0);
+                    if (score < joined.score)
+                        seam_take(&joined, j->nbc, e, r, score, back);
+                }
+            }
+            if (x->kind == FL_CALL && back->len)
+                g_array_set_size(back, back->len - 1);
+            if (x->kind == FL_BYTECODE && ++tb == tail_want && cut.score == UINT64_MAX &&
+                e > f->hbase)
+                seam_take(&cut, expect - tb, e - 1, r, 0, back);
+        }
+        /* a tail shorter than half the hole: the fill's part makes up the rest */
+        if (cut.score == UINT64_MAX && tb >= SPLICE_MIN / 2 && e > f->hbase)
+            seam_take(&cut, expect - tb, e - 1, r, 0, back);
+    }
+    seam *sm = joined.score != UINT64_MAX ? &joined : cut.score != UINT64_MAX ? &cut : NULL;
+    if (sm) {
+        keep_bytecodes(f, pieces, sm->fwd);
+        uint64_t t0 = ev_at(f, sm->x)->tsc, t1 = ev_at(f, sm->r - 1)->tsc;
+        uint64_t took = t1 > t0 ? t1 - t0 : 0;
+        piece tail = { sm->x + 1, sm->r - (sm->x + 1), span > took ? span - took : 0, 0, NULL };
+        tail.agreed = tail.len;
+        tail.seam = g_array_new(FALSE, FALSE, sizeof(frame));
+        g_array_append_vals(tail.seam, sm->stk->data, sm->stk->len);
+        g_array_append_val(pieces, tail);
+    }
+    g_array_free(joined.stk, TRUE);
+    g_array_free(cut.stk, TRUE);
+    g_array_free(back, TRUE);
+    g_array_free(sim, TRUE);
+    g_array_free(joints, TRUE);
+    g_hash_table_destroy(first);
+    return sm != NULL;
 }
 
 /* Fills the gap between the history's last segment and the held-back one. */
@@ -1296,7 +1603,7 @@ static void fill_gap(rv_filter *f)
             rejoined = 2;
             break;
         }
-        piece pc = { cd->p + 1, pick_len, bd.ticks, pick_len };
+        piece pc = { cd->p + 1, pick_len, bd.ticks, pick_len, NULL };
         if (pick_end != END_REJOIN)
             pc.agreed = agreement(f, cs, cl, nc, pick_c);
         if (pick_er.sim) {
@@ -1304,7 +1611,7 @@ static void fill_gap(rv_filter *f)
                 g_array_free(fb.sim, TRUE);
             fb = pick_er;
             fb_pieces = pieces->len;
-            fb_piece = (piece){ pc.start, fb.len, bd.ticks, fb.len };
+            fb_piece = (piece){ pc.start, fb.len, bd.ticks, fb.len, NULL };
         }
         /* A piece that repeats the one before and leaves the stack as it
          * found it is a loop's iteration that the history never saw end (its
@@ -1360,6 +1667,11 @@ static void fill_gap(rv_filter *f)
         g_array_set_size(pieces, fb_pieces);
         if (fb_piece.len)
             g_array_append_val(pieces, fb_piece);
+        rejoined = 1;
+    }
+    /* a long fill that never rejoined: its second half from the other end */
+    if (!rejoined && splice_tail(f, pieces, &t, expect, bd.span)) {
+        f->st.spliced++;
         rejoined = 1;
     }
     if (rejoined) {
@@ -1447,7 +1759,7 @@ done:
     g_array_free(ps.t1, TRUE);
     g_array_free(ps.t2, TRUE);
     g_array_free(top, TRUE);
-    g_array_free(pieces, TRUE);
+    pieces_free(pieces);
     g_array_free(sim, TRUE);
     g_array_free(best_sim, TRUE);
     g_array_free(guess, TRUE);
@@ -1642,6 +1954,7 @@ void rv_stats_add(rv_stats *sum, const rv_stats *s)
     sum->no_candidate += s->no_candidate;
     sum->filled += s->filled;
     sum->rejoined += s->rejoined;
+    sum->spliced += s->spliced;
     sum->empty_rejoin += s->empty_rejoin;
     sum->guessed_gaps += s->guessed_gaps;
     sum->events += s->events;

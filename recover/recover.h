@@ -29,6 +29,10 @@
  *     again from where it ended (chaining; a piece that repeats the one
  *     before is a loop's iteration, repeated for the span), all of it
  *     bounded by twice the bytecodes the span holds and an event budget;
+ *   - ends a long fill that never rejoins (the hole holds 4096 bytecodes or
+ *     more) with the history that led up to an earlier run of the next
+ *     segment's first symbols, from about halfway, joined where both run
+ *     the same symbols if they do (the tail's frames found running there);
  *   - keeps a fill that never rejoins as far as the span holds (with
  *     cut_disputed, only as far as the top candidates' continuations mostly
  *     agree: beyond, the history went several ways);
@@ -107,6 +111,7 @@ typedef struct rv_stats {
     uint64_t no_candidate;    /* ... nothing fitted: no fill, no path */
     uint64_t filled;          /* ... some events recovered or guessed */
     uint64_t rejoined;        /* ... the recovered fill reached the next segment's start */
+    uint64_t spliced;         /* ... by a tail from the history before the next segment's start */
     uint64_t empty_rejoin;    /* ... the rejoin came at once: nothing was missing */
     uint64_t guessed_gaps;    /* ... an ICFG path was added */
     uint64_t events;          /* FL_RECOVERED events emitted */

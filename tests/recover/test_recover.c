@@ -1256,3 +1256,182 @@ Test(recover, rejoins_a_known_context_below_the_stack)
     rv_free(fd.f);
     g_array_free(o.ev, TRUE);
 }
+
+/* ---- the tail of a long hole -------------------------------------------- */
+
+/* bcis from..from+n-1 in method m (stretch: in M), one per tick */
+static void stretch_in(feeder *fd, uint64_t m, int from, int n)
+{
+    for (int i = 0; i < n; i++)
+        BCS_IN(fd, m, from + i);
+}
+
+static void stretch(feeder *fd, int from, int n)
+{
+    stretch_in(fd, M, from, n);
+}
+
+/* The index of the first recovered event equal to v, or -1. */
+static int find(GArray *r, int v)
+{
+    for (guint i = 0; i < r->len; i++)
+        if (g_array_index(r, int, i) == v)
+            return (int)i;
+    return -1;
+}
+
+/* One segment of history, one bytecode a tick: after 1 2 3 4 the thread ran
+ * A (3000), the junction symbols J, then C (3000); later, after D (5000),
+ * J again, then E (3000), then the symbols 90-93. The hole after 1 2 3 4
+ * lasts as long as 3000 + 6 + 3000 bytecodes take, and the next segment
+ * starts with 90-93: the continuation from 1 2 3 4 never reaches them
+ * within twice that, so without a tail the fill is A J C, cut to what the
+ * span holds. With the tail, its first half comes from the anchor before
+ * the hole, its second from the history that led to the next segment's
+ * start:
+ *   - joined at J where both run it: A J E;
+ *   - with other symbols in place of the second J, cut at halfway: the
+ *     first half of A J C, then the end of the history before 90-93;
+ *   - when the next segment starts with symbols the history never ran
+ *     (95-98), there is no tail: A J C. */
+Test(recover, a_long_hole_ends_with_the_history_before_the_next_segment)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        int joint = variant == 0, unseen = variant == 2;
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        stretch(&fd, 10000, 3000);                 /* A */
+        BCS(&fd, 7, 8, 9, 10, 11, 12);             /* J */
+        stretch(&fd, 20000, 3000);                 /* C */
+        stretch(&fd, 30000, 5000);                 /* D */
+        if (joint)
+            BCS(&fd, 7, 8, 9, 10, 11, 12);
+        else
+            BCS(&fd, 70, 80, 90, 100, 110, 120);
+        stretch(&fd, 40000, 3000);                 /* E */
+        BCS(&fd, 90, 91, 92, 93, 94);
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        hole_of(&fd, 6007);
+        if (unseen)
+            BCS(&fd, 95, 96, 97, 98);
+        else
+            BCS(&fd, 90, 91, 92, 93);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered_last(&o);
+        cr_assert_eq(st.spliced, (uint64_t)!unseen, "variant %d", variant);
+        cr_assert(r->len >= 5990 && r->len <= 6012, "variant %d: %u recovered", variant, r->len);
+        cr_assert_eq(g_array_index(r, int, 0), 10000);
+        if (joint) {
+            cr_assert_eq(g_array_index(r, int, 3000), 7);
+            cr_assert_eq(g_array_index(r, int, 3005), 12);
+            cr_assert_eq(g_array_index(r, int, 3006), 40000);
+        } else if (!unseen) {
+            /* A, the start of J, then the end of the history before 90 */
+            int e = find(r, 40000);
+            cr_assert(e >= 2990 && e <= 3010, "E starts at %d", e);
+            cr_assert_eq(find(r, 20000), -1);
+            cr_assert_eq(g_array_index(r, int, 2999), 12999);
+        } else {
+            cr_assert_eq(g_array_index(r, int, 3006), 20000);
+            cr_assert_eq(find(r, 40000), -1);
+        }
+        if (!unseen)
+            cr_assert_eq(g_array_index(r, int, r->len - 1), 42999);
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
+/* The tail runs in other frames than the fill where they meet: the history
+ * before the next segment's start ran in method 8, called from M. The
+ * fill's frame returns there and method 8 is found running (a context
+ * call: no call is counted), so calls and returns in the fill nest. */
+Test(recover, a_tail_in_other_frames_is_found_running)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    stretch(&fd, 10000, 3000);
+    stretch(&fd, 20000, 3000);
+    stretch(&fd, 30000, 5000);
+    callret(&fd, FL_CALL, 8);
+    stretch_in(&fd, 8, 40000, 6000);
+    BCS_IN(&fd, 8, 90, 91, 92, 93, 94);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    hole_of(&fd, 6007);
+    BCS_IN(&fd, 8, 90, 91, 92, 93);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered_last(&o);
+    cr_assert_eq(st.spliced, 1);
+    int ret = find(r, -200 - M), call = find(r, -100 - 8);
+    cr_assert(ret > 2900 && call == ret + 1, "return at %d, call at %d", ret, call);
+    cr_assert_eq(g_array_index(r, int, ret - 1) / 1000, 20);      /* the fill: A, then C */
+    cr_assert_eq(g_array_index(r, int, call + 1) / 1000, 42);     /* the tail's end */
+    cr_assert_eq(g_array_index(r, int, r->len - 1), 45999);
+    /* the call is a frame found running */
+    guint seen = 0;
+    for (guint i = 0; i < o.ev->len; i++) {
+        const fl_event *e = &g_array_index(o.ev, fl_event, i);
+        if (e->origin == FL_RECOVERED && e->kind == FL_CALL && e->method_id == 8) {
+            cr_assert(e->flags & FL_F_CONTEXT);
+            seen++;
+        }
+    }
+    cr_assert_eq(seen, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* As above (A J C, D J E), with a break in E 1000 bytecodes before 90-93:
+ * a decode error's (the collector lost nothing, the decoder resumed 100
+ * bytes on) is read back across, so the tail joins at J; a loss of trace is
+ * not, and a tail of 1000 bytecodes is too short to end the fill with. */
+Test(recover, a_tail_reads_back_across_a_decode_error_only)
+{
+    for (int loss = 0; loss < 2; loss++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        stretch(&fd, 10000, 3000);
+        BCS(&fd, 7, 8, 9, 10, 11, 12);
+        stretch(&fd, 20000, 3000);
+        stretch(&fd, 30000, 5000);
+        BCS(&fd, 7, 8, 9, 10, 11, 12);
+        stretch(&fd, 40000, 2000);
+        fd.tsc += 5;
+        seg_counted(&fd, 100000, loss ? 100000 : 100100, loss ? 5000 : 0);
+        stretch(&fd, 42000, 1000);
+        BCS(&fd, 90, 91, 92, 93, 94);
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        hole_of(&fd, 6007);
+        BCS(&fd, 90, 91, 92, 93);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered_last(&o);
+        if (loss) {
+            cr_assert_eq(st.spliced, 0);
+            cr_assert_eq(g_array_index(r, int, 3006), 20000);
+        } else {
+            cr_assert_eq(st.spliced, 1);
+            cr_assert_eq(g_array_index(r, int, 3006), 40000);
+            cr_assert_eq(g_array_index(r, int, r->len - 1), 42999);
+        }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
