@@ -1692,20 +1692,8 @@ static void fill_gap(rv_filter *f)
         /* Unconfirmed, it is kept as long as the span holds at the thread's
          * rate: the bound above allows twice as much for a rejoin to be found
          * in. */
-        if (expect) {
-            uint64_t nb = 0;
-            for (guint k = 0; k < pieces->len && nb < expect; k++) {
-                piece *pc = &g_array_index(pieces, piece, k);
-                for (uint64_t i = 0; i < pc->len; i++) {
-                    nb += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
-                    if (nb >= expect) {
-                        pc->len = i + 1;
-                        g_array_set_size(pieces, k + 1);
-                        break;
-                    }
-                }
-            }
-        }
+        if (expect)
+            keep_bytecodes(f, pieces, expect);
         /* the stack where what is kept ends */
         g_array_set_size(sim, 0);
         g_array_append_vals(sim, f->stk->data, f->stk->len);
