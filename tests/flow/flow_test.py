@@ -21,8 +21,10 @@ usage: flow_test.py PTREC PLUGIN AGENT PTDECODE FLOWCMP JAVA_BIN_DIR SAMPLES_DIR
    MIN_SEQ_AGREEMENT_WORKLOAD).
 3. For Dispatch, the calls inside the first `round` must be the hand-known sequence,
    and no flow segment may be unresolved.
-4. For a workload, the calling context trees of both runs (`ptdecode export --format
-   cct-json`): the calls of each context whose innermost method is outside the JDK,
+4. For a workload, the calling context trees of both runs, as `ptdecode export --format
+   cct-json` writes them (flowcmp writes them from the same pass over each flow, so
+   the traced flow is reconstructed once): the calls of each context whose innermost
+   method is outside the JDK,
    the context named by its path of methods from the thread's root. The sum of the
    absolute differences over the reference's calls is printed with the worst contexts,
    and must stay under MAX_CONTEXT_DIFF_WORKLOAD.
@@ -158,19 +160,14 @@ def traced_test():
     return mod
 
 
-def compare_contexts(ptdecode, trace, ref, work, name):
-    """Step 4: the workload's own calling contexts in both runs. Returns True when
-    they agree within MAX_CONTEXT_DIFF_WORKLOAD."""
+def compare_contexts(trees, name):
+    """Step 4: the workload's own calling contexts in both runs (trees: the traced and
+    the reference run's cct-json files). Returns True when they agree within
+    MAX_CONTEXT_DIFF_WORKLOAD."""
     tt = traced_test()
     docs = []
-    for n, t in (('traced', trace), ('reference', ref)):
-        out = os.path.join(work, n + '-cct.json')
-        p = run([ptdecode, 'export', t, '--format', 'cct-json', '-o', out])
-        if p.returncode != 0:
-            print('FAIL: ptdecode export of the %s run exited with %d: %s' %
-                  (n, p.returncode, p.stderr[-2000:]))
-            return False
-        with open(out) as f:
+    for path in trees:
+        with open(path) as f:
             docs.append(json.load(f))
     own = lambda m: not m.startswith(JDK_PACKAGES)
     got, want = [tt.app_contexts(d, own) for d in docs]
@@ -221,6 +218,9 @@ def main():
         return 1
     trace, ref = pair
 
+    trees = [os.path.join(work, n + '-cct.json') for n in ('traced', 'reference')]
+    if workload:
+        select += ['--traced-cct', trees[0], '--reference-cct', trees[1]]
     cmp = run([flowcmp, trace, ref] + select)
     sys.stderr.write(cmp.stderr[-3000:])
     print(cmp.stdout, end='')
@@ -246,7 +246,7 @@ def main():
     if not agree >= 100 * min_agree:
         print('FAIL: sequence agreement under %.0f%%' % (100 * min_agree))
         ok = False
-    if workload and not compare_contexts(ptdecode, trace, ref, work, name):
+    if workload and not compare_contexts(trees, name):
         ok = False
     if name == 'Dispatch':
         flow = run([ptdecode, 'flow', trace, '--json'])

@@ -2,6 +2,7 @@
  * the agent's reference-mode account of the same deterministic program.
  *
  *   flowcmp TRACED.DIR REFERENCE.DIR [--class NAME]... [--worst N]
+ *           [--traced-cct FILE] [--reference-cct FILE]
  *
  * Both flows come from pf_flow_source (profile/source.h), so the traced one is
  * exactly what the profiles see. Compared are the bytecodes of the selected
@@ -20,6 +21,9 @@
  *     next 8 bytecodes agree, never counting more than an LCS would), over
  *     the longer sequence;
  *   - the methods and bcis whose counts differ most (--worst N, default 10).
+ * With --traced-cct / --reference-cct, that run's calling context tree is
+ * also written, as `ptdecode export --format cct-json` writes it, built from
+ * the same pass over the flow (a workload's flow is read once, not twice).
  * Exit status 0, or 2 when a flow cannot be read. */
 #include <glib.h>
 #include <inttypes.h>
@@ -29,6 +33,8 @@
 #include <string.h>
 
 #include "common/seqalign.h"
+#include "profile/cct.h"
+#include "profile/export.h"
 #include "profile/names.h"
 #include "profile/source.h"
 
@@ -49,6 +55,7 @@ typedef struct cmp {
     /* per run: method id -> symbol + 1 (0 unknown, G_MAXUINT32 not selected) */
     GHashTable *id_sym;
     pf_names *names;
+    pf_seq *tree;              /* the calling context tree being built, or NULL */
     side *cur;
     int run;
 } cmp;
@@ -144,6 +151,8 @@ static uint32_t pair_of(cmp *c, uint32_t sym, int32_t bci)
 static int on_event(const fl_event *e, void *ctx)
 {
     cmp *c = ctx;
+    if (c->tree && pf_seq_sink(e, c->tree) < 0)
+        return -1;
     if (e->kind != FL_BYTECODE)
         return 0;
     c->cur->all += e->count;
@@ -164,13 +173,44 @@ static int on_event(const fl_event *e, void *ctx)
     return 0;
 }
 
-static int load(cmp *c, int run, const char *dir, side *s)
+/* The finalized tree of c->tree (freed) into path; 0 or -1 (reported). */
+static int write_tree(cmp *c, const char *dir, const char *path)
 {
-    char err[1024];
+    pf_cct *t = pf_seq_finish(c->tree);
+    c->tree = NULL;
+    pf_cct *fin = t && !t->finalized ? pf_cct_finalize(t) : t;
+    if (fin != t)
+        pf_cct_free(t);
+    if (!fin) {
+        fprintf(stderr, "flowcmp: out of memory building the calling context tree of %s\n", dir);
+        return -1;
+    }
+    FILE *out = fopen(path, "w");
+    int rc = out ? pf_export_cct_json(out, fin, c->names, dir) : -1;
+    if (out && fclose(out) != 0)
+        rc = -1;
+    if (rc < 0)
+        fprintf(stderr, "flowcmp: %s: cannot write the calling context tree\n", path);
+    pf_cct_free(fin);
+    return rc;
+}
+
+static int load(cmp *c, int run, const char *dir, side *s, const char *tree_path)
+{
+    char err[1024] = "";
     c->names = pf_names_load(dir, err, sizeof err);
     if (!c->names) {
         fprintf(stderr, "flowcmp: %s\n", err);
         return -1;
+    }
+    if (tree_path) {
+        pf_cct_opts opts = pf_cct_default_opts();
+        c->tree = pf_seq_new(&opts);
+        if (!c->tree) {
+            fprintf(stderr, "flowcmp: out of memory\n");
+            pf_names_free(c->names);
+            return -1;
+        }
     }
     c->id_sym = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     s->seq = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
@@ -178,13 +218,16 @@ static int load(cmp *c, int run, const char *dir, side *s)
     c->cur = s;
     c->run = run;
     int rc = pf_flow_source(dir, on_event, c, err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "flowcmp: %s\n", err[0] ? err : "out of memory");
+    else if (tree_path)
+        rc = write_tree(c, dir, tree_path);
+    if (c->tree)
+        pf_cct_free(pf_seq_finish(c->tree));
+    c->tree = NULL;
     g_hash_table_destroy(c->id_sym);
     pf_names_free(c->names);
-    if (rc < 0) {
-        fprintf(stderr, "flowcmp: %s\n", err);
-        return -1;
-    }
-    return 0;
+    return rc < 0 ? -1 : 0;
 }
 
 static GArray *longest(const side *s, uint32_t *tid)
@@ -218,23 +261,27 @@ int main(int argc, char **argv)
 {
     cmp c = { 0 };
     GPtrArray *classes = g_ptr_array_new();
-    const char *dirs[2] = { NULL, NULL };
+    const char *dirs[2] = { NULL, NULL }, *trees[2] = { NULL, NULL };
     int nd = 0, nworst = 10;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--class") && i + 1 < argc) {
             g_ptr_array_add(classes, argv[++i]);
         } else if (!strcmp(argv[i], "--worst") && i + 1 < argc) {
             nworst = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--traced-cct") && i + 1 < argc) {
+            trees[0] = argv[++i];
+        } else if (!strcmp(argv[i], "--reference-cct") && i + 1 < argc) {
+            trees[1] = argv[++i];
         } else if (argv[i][0] != '-' && nd < 2) {
             dirs[nd++] = argv[i];
         } else {
-            fprintf(stderr, "usage: flowcmp TRACED.DIR REFERENCE.DIR [--class NAME]... "
-                    "[--worst N]\n");
-            return 2;
+            nd = -1;
+            break;
         }
     }
     if (nd != 2) {
-        fprintf(stderr, "usage: flowcmp TRACED.DIR REFERENCE.DIR [--class NAME]... [--worst N]\n");
+        fprintf(stderr, "usage: flowcmp TRACED.DIR REFERENCE.DIR [--class NAME]... [--worst N]\n"
+                        "               [--traced-cct FILE] [--reference-cct FILE]\n");
         return 2;
     }
     if (classes->len) {
@@ -248,7 +295,7 @@ int main(int argc, char **argv)
     c.count[0] = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     c.count[1] = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     side s[2] = { 0 };
-    if (load(&c, 0, dirs[0], &s[0]) || load(&c, 1, dirs[1], &s[1]))
+    if (load(&c, 0, dirs[0], &s[0], trees[0]) || load(&c, 1, dirs[1], &s[1], trees[1]))
         return 2;
 
     uint64_t diff = 0;
