@@ -432,13 +432,15 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
 #define RETRY_BUDGET 256      /* decoding attempts per chunk */
 #define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
 #define RETRY_GROUPS 6        /* attempts per error (next_versions) */
+#define RETRY_STAGES 8        /* kept retries from one checkpoint whose patches add up */
 #define ENTRY_SPAN 64         /* bytes from a compiled method's start that are its entries */
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
 
 /* A point a fresh decoder synchronized at the PSB at `psb` continues from
  * exactly as the running one does (a chunk boundary could be here). */
 typedef struct ckpt {
-    uint64_t psb;             /* offset in the segment */
+    uint64_t psb;             /* offset in the decoder's bytes */
+    uint64_t sync_off;        /* in the segment's: where a retry from it synchronizes */
     uint64_t tsc;
     guint nops, nruns, nblocks;
     guint ndis;               /* trace-offs seen before it (pass.dis) */
@@ -470,6 +472,13 @@ typedef struct pass {
     GArray *dis;              /* guint: ops->len at each trace-off */
     ckpt ck[2];               /* the last two checkpoints, newest last */
     int nck;
+    /* A retry's patches (retry): each stage applies once its trace-offs
+     * have been decoded. A pass that is a kept retry holds them, with the
+     * checkpoint it started from, so that a retry from the same checkpoint
+     * for a later error keeps them and adds its own. */
+    spec stages[RETRY_STAGES];
+    int nstages;
+    uint64_t stages_psb;
 } pass;
 
 static void pass_free(pass *ps)
@@ -502,6 +511,7 @@ static void checkpoint(wctx *w, chunk *k, pass *ps, uint64_t psb)
     }
     ckpt *c = &ps->ck[ps->nck++];
     c->psb = psb;
+    c->sync_off = (uint64_t)((int64_t)psb + ps->shift);
     c->tsc = w->tsc;
     c->nops = k->ops->len;
     c->nruns = k->runs->len;
@@ -567,7 +577,7 @@ static int leave_for_vm(wctx *w, di_image *im)
 
 /* Decodes from where ps->dec stands until an error, the end of the trace or
  * the next chunk's PSB+ (ps->boundary). */
-static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
+static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop)
 {
     const uint8_t *seg = ps->base, *seg_end = ps->base_end;
     struct pt_block_decoder *dec = ps->dec;
@@ -643,7 +653,10 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
                 problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
                         w->m->code_path, w->tsc);
         }
-        if (sp && !sp->done && ps->disables >= sp->after) {
+        for (int si = 0; si < ps->nstages; si++) {
+            spec *sp = &ps->stages[si];
+            if (sp->done || ps->disables < sp->after)
+                continue;
             sp->done = true;
             for (size_t i = 0; i < sp->n; i++)
                 if (di_image_apply_early(im, sp->idx[i]) < 0) {
@@ -679,11 +692,38 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop, spec *sp)
     w->im = NULL;              /* the pass may be freed next */
 }
 
+/* Whether a retry of ps from checkpoint ck starts with patch idx: it was in
+ * the image at the checkpoint (in it now and not applied early since), or
+ * a retry kept from the same checkpoint applied it (ps->stages). A call site
+ * the stretch resolved at its resolver after the checkpoint is not: when
+ * the recorded code sends a thread into a resolver it had already gone
+ * through in an earlier chunk (a chunk starts from the code as recorded at
+ * its start, so the resolution is not there yet), the trace contradicts the
+ * resolver's call into the VM, and the retry applies the site's patch from
+ * its start. */
+static bool retry_starts_with(const pass *ps, const ckpt *ck, uint32_t idx)
+{
+    if (ps->nstages && ps->stages_psb == ck->psb)
+        for (int si = 0; si < ps->nstages; si++)
+            for (size_t i = 0; i < ps->stages[si].n; i++)
+                if (ps->stages[si].idx[i] == idx)
+                    return true;
+    if (!di_image_has_patch(ps->im, idx))
+        return false;
+    size_t nlog;
+    const uint32_t *log = di_image_early_log(ps->im, &nlog);
+    for (size_t i = ck->nearly; i < nlog; i++)
+        if (log[i] == idx)
+            return false;
+    return true;
+}
+
 /* Candidates for next_versions: the patches recorded first after each block
- * of ops[from, to) was decoded, over that block's bytes, not in the image,
- * appended to cand[*nc..max). */
-static void version_candidates(wctx *w, chunk *k, const di_image *im, guint from, guint to,
-                               bool entries, uint32_t *cand, size_t *nc, size_t max)
+ * of ops[from, to) was decoded, over that block's bytes, that a retry of ps
+ * from ck would not start with (retry_starts_with), appended to
+ * cand[*nc..max). */
+static void version_candidates(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guint from,
+                               guint to, bool entries, uint32_t *cand, size_t *nc, size_t max)
 {
     const op *ops = (const op *)(void *)k->ops->data;
     for (guint i = from; i < to && *nc < max; i++) {
@@ -698,7 +738,7 @@ static void version_candidates(wctx *w, chunk *k, const di_image *im, guint from
         uint32_t got[4];
         size_t n = di_cache_patches_in(w->cache, o->ip, o->end_ip + MAX_INSN_LEN, o->tsc, got, 4);
         for (size_t j = 0; j < n && *nc < max; j++) {
-            if (di_image_has_patch(im, got[j]))
+            if (retry_starts_with(ps, ck, got[j]))
                 continue;
             bool dup = false;
             for (size_t q = 0; q < *nc && !dup; q++)
@@ -800,22 +840,23 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
  * Where the stretch is long, other code's later versions take the first
  * two. */
 #define NEAR_BLOCKS 8
-static int next_versions(wctx *w, chunk *k, const di_image *im, guint from, guint to,
-                         uint64_t now, spec g[RETRY_GROUPS])
+static int next_versions(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guint from,
+                         guint to, spec g[RETRY_GROUPS])
 {
+    const uint64_t now = ck->tsc;
     uint32_t cand[64];
     size_t nc = 0;
-    version_candidates(w, k, im, from, to, false, cand, &nc, 64);
+    version_candidates(w, k, ps, ck, from, to, false, cand, &nc, 64);
     int ng = version_groups(w, cand, nc, g, 0, 2, now);
     const op *ops = (const op *)(void *)k->ops->data;
     guint near = to, nb = 0;
     while (near > from && nb < NEAR_BLOCKS)
         nb += ops[--near].type == OP_BLOCK;
     nc = 0;
-    version_candidates(w, k, im, near, to, false, cand, &nc, 64);
+    version_candidates(w, k, ps, ck, near, to, false, cand, &nc, 64);
     ng = version_groups(w, cand, nc, g, ng, 2, now);
     nc = 0;
-    version_candidates(w, k, im, from, to, true, cand, &nc, 64);
+    version_candidates(w, k, ps, ck, from, to, true, cand, &nc, 64);
     return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng, now);
 }
 
@@ -844,7 +885,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     guint ndis = ps->dis->len - ck.ndis;
     guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
     spec g[RETRY_GROUPS];
-    int ng = next_versions(w, k, ps->im, from, orig_ops, ck.tsc, g);
+    int ng = next_versions(w, k, ps, &ck, from, orig_ops, g);
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
     uint64_t key = 0;
@@ -871,7 +912,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         g[gi].after = ndis;
         g[gi].done = false;
         pass np = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)), .base = ps->base,
-                    .base_end = ps->base_end };
+                    .base_end = ps->base_end, .shift = ps->shift };
         k->st = ck.st;
         w->tsc = ck.tsc;
         w->res = ck.res;
@@ -885,9 +926,18 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         }
         pt_blk_set_image(np.dec, di_image_get(np.im));
         op *so = push_op(k, OP_SYNC, w->tsc);
-        so->ip = k->seg->begin + ck.psb;
+        so->ip = k->seg->begin + ck.sync_off;
         checkpoint(w, k, &np, ck.psb);
-        decode_run(w, k, &np, stop, &g[gi]);
+        /* the patches of the retries kept from this checkpoint, then the group's */
+        if (ps->stages_psb == ck.psb && ps->nstages) {
+            np.nstages = ps->nstages < RETRY_STAGES ? ps->nstages : RETRY_STAGES - 1;
+            memcpy(np.stages, ps->stages, (size_t)np.nstages * sizeof *np.stages);
+        }
+        np.stages[np.nstages++] = g[gi];
+        np.stages_psb = ck.psb;
+        for (int si = 0; si < np.nstages; si++)
+            np.stages[si].done = false;
+        decode_run(w, k, &np, stop);
         bool better = np.boundary || np.status >= 0 || np.status == -pte_eos ||
                       np.err_off > ps->err_off;
         if (better) {
@@ -1071,7 +1121,7 @@ static size_t resume_header(uint8_t *buf, size_t cap, uint64_t tsc, uint64_t ip)
  * of the chunk; RESUME_NONE: no branch target before the next PSB (the
  * caller synchronizes forward). */
 static int resume_at_branch(wctx *w, chunk *k, pass *ps, const struct pt_config *cfg,
-                            uint64_t stop, uint64_t *psb)
+                            uint64_t stop, di_store *store, int *budget, uint64_t *psb)
 {
     const segment *s = k->seg;
     const uint8_t *seg = k->buf + s->begin;
@@ -1112,12 +1162,22 @@ static int resume_at_branch(wctx *w, chunk *k, pass *ps, const struct pt_config 
             return RESUME_NONE;
         }
         pt_blk_set_image(tp.dec, di_image_get(ps->im));
+        /* the made-up PSB+ is where a retry starts (retry) */
+        checkpoint(w, k, &tp, 0);
+        tp.ck[0].sync_off = rp.tip_end;   /* not the made-up header's */
         op *so = push_op(k, OP_SYNC, w->tsc);
         so->ip = s->begin + rp.tip_end;
         k->st.resumes++;
         /* as far as the next PSB, or the chunk's stop */
         uint64_t tstop = rp.next_psb != UINT64_MAX && rp.next_psb < stop ? rp.next_psb - 1 : stop;
-        decode_run(w, k, &tp, tstop, NULL);
+        decode_run(w, k, &tp, tstop);
+        /* Where it fails, the code may be older than the thread's, as after
+         * a PSB: decoded again with later code. A kept retry replaces the
+         * image (freeing the one tp shared with ps). */
+        while (tp.status < 0 && tp.status != -pte_eos && !tp.boundary && tp.err_off < tstop &&
+               !atomic_load_explicit(w->cancel, memory_order_relaxed) &&
+               retry(w, k, &tp, tstop, &c, store, budget))
+            ps->im = tp.im;
         /* the image may have been rebuilt for a later time */
         pt_blk_set_image(ps->dec, di_image_get(ps->im));
         pt_blk_free_decoder(tp.dec);
@@ -1235,7 +1295,7 @@ static void decode_chunk(wctx *w, chunk *k)
 
         /* Decode until the next error; where it fails, decode the stretch
          * again with the code recorded next, as long as that gets further. */
-        decode_run(w, k, &ps, stop, NULL);
+        decode_run(w, k, &ps, stop);
         while (ps.status < 0 && ps.status != -pte_eos && !ps.boundary && ps.err_off < stop &&
                !atomic_load_explicit(w->cancel, memory_order_relaxed) &&
                retry(w, k, &ps, stop, &cfg, store, &budget))
@@ -1252,7 +1312,7 @@ static void decode_chunk(wctx *w, chunk *k)
                    s->begin + off);
             op_forget(w, k);
             uint64_t at = 0;
-            int how = resume_at_branch(w, k, &ps, &cfg, stop, &at);
+            int how = resume_at_branch(w, k, &ps, &cfg, stop, store, &budget, &at);
             if (how == RESUME_END)
                 break;
             if (how == RESUME_EOS)
