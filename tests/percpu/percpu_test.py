@@ -15,10 +15,16 @@ usage: percpu_test.py PTREC PLUGIN AGENT PTDECODE TSCCHECK JAVA_BIN_DIR SAMPLES_
    per-thread streams (a copy of the trace with eval/per-thread/'s pt/ and
    sideband/), and compares the events thread by thread (the gap lines'
    stream offsets left out: they are positions in different files). No
-   context switch may be reported as unattachable.
+   context switch may be reported as unattachable. Both are decoded with
+   each stream in one chunk (`--chunk`): a chunk starts from the code as
+   recorded at its start, so where the two layouts cut a thread's flow at
+   different PSBs, a call site the thread resolved before the cut may be
+   decoded differently next to it (decoder/README.md, "What crosses a chunk
+   boundary"). That is the chunking's, tested in tests/decoder; what is
+   compared here is the split by context switches.
    A thread that never waited for a virtual CPU (eval/percpu.json) must have
    exactly the same events, and the same times except for at most
-   RETIMED_MAX events: where a chunk of the stream starts at a PSB, its first
+   RETIMED_MAX events: where decoding starts again at a PSB, its first
    events may carry that PSB's time rather than the one a decoder reading on
    would still report (decoder/README.md, "Time"), and the two layouts have
    their PSBs in different places. A thread that waited had its
@@ -96,9 +102,9 @@ def diff_lines(a, b, work):
     return sum(1 for l in r.stdout.splitlines() if l[:2] in ('< ', '> ')), r.stdout[:2000]
 
 
-def events_by_thread(ptdecode, trace):
-    r = subprocess.run([ptdecode, 'events', trace], capture_output=True, text=True,
-                       timeout=600)
+def events_by_thread(ptdecode, trace, chunk_kib):
+    r = subprocess.run([ptdecode, 'events', '--chunk', str(chunk_kib), trace],
+                       capture_output=True, text=True, timeout=600)
     sys.stderr.write(r.stderr)
     if r.returncode != 0:
         fail('ptdecode events %s: status %d' % (trace, r.returncode))
@@ -173,8 +179,11 @@ def main():
     delay = {t['tid']: t['delay'] for t in sched['threads']}
     if waited != any(delay.values()):
         fail('ptrec said threads waited: %s, eval/percpu.json: %s' % (waited, delay))
-    a = events_by_thread(ptdecode, trace)
-    b = events_by_thread(ptdecode, thr)
+    # One chunk per stream: the largest stream of either layout, in KiB.
+    chunk_kib = 4 + max(os.path.getsize(os.path.join(d, 'pt', f)) >> 10
+                        for d in (trace, thr) for f in os.listdir(os.path.join(d, 'pt')))
+    a = events_by_thread(ptdecode, trace, chunk_kib)
+    b = events_by_thread(ptdecode, thr, chunk_kib)
     if sorted(a) != sorted(b):
         fail('threads differ: per-CPU %s, per-thread %s' % (sorted(a), sorted(b)))
     total = exact = 0
