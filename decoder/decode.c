@@ -910,7 +910,6 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         (*budget)--;
         tries++;
         g[gi].after = ndis;
-        g[gi].done = false;
         pass np = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)), .base = ps->base,
                     .base_end = ps->base_end, .shift = ps->shift };
         k->st = ck.st;
@@ -983,6 +982,17 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     if (kept)
         w->retries_kept++;
     return kept;
+}
+
+/* Decodes the stretch before ps's error again (retry) for as long as that
+ * gets further. A kept retry replaces ps's image. */
+static void retry_while_it_helps(wctx *w, chunk *k, pass *ps, uint64_t stop,
+                                 const struct pt_config *cfg, di_store *store, int *budget)
+{
+    while (ps->status < 0 && ps->status != -pte_eos && !ps->boundary && ps->err_off < stop &&
+           !atomic_load_explicit(w->cancel, memory_order_relaxed) &&
+           retry(w, k, ps, stop, cfg, store, budget))
+        ;
 }
 
 /* ---- resuming at the next branch target ------------------------------------
@@ -1174,10 +1184,8 @@ static int resume_at_branch(wctx *w, chunk *k, pass *ps, const struct pt_config 
         /* Where it fails, the code may be older than the thread's, as after
          * a PSB: decoded again with later code. A kept retry replaces the
          * image (freeing the one tp shared with ps). */
-        while (tp.status < 0 && tp.status != -pte_eos && !tp.boundary && tp.err_off < tstop &&
-               !atomic_load_explicit(w->cancel, memory_order_relaxed) &&
-               retry(w, k, &tp, tstop, &c, store, budget))
-            ps->im = tp.im;
+        retry_while_it_helps(w, k, &tp, tstop, &c, store, budget);
+        ps->im = tp.im;
         /* the image may have been rebuilt for a later time */
         pt_blk_set_image(ps->dec, di_image_get(ps->im));
         pt_blk_free_decoder(tp.dec);
@@ -1296,10 +1304,7 @@ static void decode_chunk(wctx *w, chunk *k)
         /* Decode until the next error; where it fails, decode the stretch
          * again with the code recorded next, as long as that gets further. */
         decode_run(w, k, &ps, stop);
-        while (ps.status < 0 && ps.status != -pte_eos && !ps.boundary && ps.err_off < stop &&
-               !atomic_load_explicit(w->cancel, memory_order_relaxed) &&
-               retry(w, k, &ps, stop, &cfg, store, &budget))
-            ;
+        retry_while_it_helps(w, k, &ps, stop, &cfg, store, &budget);
         if (ps.boundary || atomic_load_explicit(w->cancel, memory_order_relaxed))
             break;
         if (ps.status == -pte_eos)
