@@ -1,5 +1,5 @@
 /* Checks decoding of an emulated trace against the emulator's own record of
- * what ran: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT].
+ * what ran: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT] [--where N].
  *
  * With --test-log, the emulator writes eval/code.bin (JPTCODE1, then records
  * u64 ip | u8 len | bytes, numbered from 1) and eval/tid-<TID>.log (u32 pairs
@@ -26,7 +26,10 @@
  * block fits and at least PCT percent
  * (default 50) of all executed instructions were decoded. --opcodes writes
  * the bytecode events' mnemonics of every thread, one per line ("# tid N"
- * headers). */
+ * headers). --where N prints, per thread, where the instructions that were
+ * not decoded in place are: their runs grouped by the code the first
+ * instruction of each lies in (a codelet, a stub, a compiled method's
+ * version at that time), the N largest groups. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,6 +311,81 @@ misplaced:
     c->bad_blocks++;
 }
 
+/* A group of --where: the runs of positions not decoded that begin in one
+ * piece of code. */
+typedef struct where_group {
+    char *code;
+    uint64_t insns, runs;
+} where_group;
+
+static int cmp_where(const void *a, const void *b)
+{
+    const where_group *x = a, *y = b;
+    return x->insns != y->insns ? (x->insns < y->insns ? 1 : -1) : strcmp(x->code, y->code);
+}
+
+/* What is at ip at time tsc, named for --where. */
+static char *code_name(const dm_model *m, uint64_t ip, uint64_t tsc)
+{
+    dm_where at = dm_lookup(m, ip, tsc);
+    char buf[512];
+    switch (at.kind) {
+    case DM_AT_CODELET:
+        return g_strdup_printf("codelet %s", at.codelet->desc);
+    case DM_AT_CODE:
+        if (at.code->kind == DM_CODE_NMETHOD)
+            return g_strdup_printf("compiled %s", dm_method_str(m, at.code->method_id, buf,
+                                                                 sizeof buf));
+        return g_strdup_printf("stub %s", at.code->name ? at.code->name : "?");
+    case DM_AT_BLOB:
+        return g_strdup_printf("blob %s", at.blob->name ? at.blob->name : "?");
+    default:
+        return g_strdup("no code");
+    }
+}
+
+static void print_where(const check *c, uint32_t tid, size_t top)
+{
+    GHashTable *by = g_hash_table_new(g_str_hash, g_str_equal);
+    GArray *groups = g_array_new(FALSE, FALSE, sizeof(where_group));
+    size_t psb = 0;
+    for (size_t q = 0; q < c->n;) {
+        if (c->covered[q >> 6] & (1ull << (q & 63))) {
+            q++;
+            continue;
+        }
+        size_t end = q;
+        while (end < c->n && !(c->covered[end >> 6] & (1ull << (end & 63))))
+            end++;
+        while (psb + 1 < c->npsb && c->psb[psb + 1].pos <= q)
+            psb++;
+        char *name = code_name(c->m, c->seq[q], c->npsb ? c->psb[psb].tsc : 0);
+        gpointer v = g_hash_table_lookup(by, name);
+        if (!v) {
+            where_group g = { name, 0, 0 };
+            g_array_append_val(groups, g);
+            v = GUINT_TO_POINTER(groups->len);
+            g_hash_table_insert(by, name, v);
+        } else {
+            g_free(name);
+        }
+        where_group *g = &g_array_index(groups, where_group, GPOINTER_TO_UINT(v) - 1);
+        g->insns += end - q;
+        g->runs++;
+        q = end;
+    }
+    g_array_sort(groups, cmp_where);
+    for (guint i = 0; i < groups->len; i++) {
+        where_group *g = &g_array_index(groups, where_group, i);
+        if (i < top)
+            printf("tid %u: not decoded %" PRIu64 " in %" PRIu64 " runs from %s\n", tid, g->insns,
+                   g->runs, g->code);
+        g_free(g->code);
+    }
+    g_hash_table_destroy(by);
+    g_array_free(groups, TRUE);
+}
+
 static int on_event(const dc_event *ev, void *vp)
 {
     check *c = vp;
@@ -324,16 +402,20 @@ int main(int argc, char **argv)
 {
     const char *dir = NULL, *ops_path = NULL;
     double min_pct = 50;
+    size_t where_top = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--opcodes") && i + 1 < argc)
             ops_path = argv[++i];
         else if (!strcmp(argv[i], "--min-match") && i + 1 < argc)
             min_pct = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--where") && i + 1 < argc)
+            where_top = (size_t)strtoul(argv[++i], NULL, 10);
         else
             dir = argv[i];
     }
     if (!dir) {
-        fprintf(stderr, "usage: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT]\n");
+        fprintf(stderr, "usage: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT] "
+                "[--where N]\n");
         return 2;
     }
     char err[1024];
@@ -386,6 +468,8 @@ int main(int argc, char **argv)
         if (c.paths)
             printf("tid %u: compiled-code blocks with a recovered inner path %" PRIu64
                    ", wrong %" PRIu64 "\n", tids[i], c.paths, c.bad_paths);
+        if (where_top)
+            print_where(&c, tids[i], where_top);
         total += c.n;
         matched += c.matched;
         bad += c.bad_blocks + c.bad_paths;

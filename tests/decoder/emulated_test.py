@@ -127,7 +127,9 @@ def workload(ptrec, plugin, agent, emucheck, jbin, work, script, variables):
     if rec.returncode != 0:
         print('FAIL: recording %s failed (status %d)' % (script, rec.returncode))
         return 1
-    chk = subprocess.run([emucheck, trace], capture_output=True, text=True, timeout=1800)
+    # --where: the log says in which code the instructions not decoded start
+    chk = subprocess.run([emucheck, trace, '--where', '5'], capture_output=True, text=True,
+                         timeout=1800)
     sys.stdout.write(chk.stdout)
     sys.stderr.write(chk.stderr[-4000:])
     m = re.search(r'total: executed (\d+), decoded (\d+) .*misplaced blocks (\d+)', chk.stdout)
