@@ -69,6 +69,8 @@ static const char usage_text[] =
     "                 bytecode as a single step): an instrumentation reference, slow\n"
     "  patch_ms=N     re-snapshot live code every N ms for patches (default 50; 0: only\n"
     "                 at shutdown)\n"
+    "  close_ms=N     in between, re-read recently patched call sites and the inline\n"
+    "                 cache stubs every N ms (default 10; 0: never)\n"
     "  retransform=0  do not recover classes loaded before the agent's hook\n"
     "  budget_mb=N    bytes waiting for the writer before producers wait/drop (default 256)\n"
     "  help           print this text; the JVM then runs untraced\n"
@@ -83,7 +85,7 @@ static struct {
     int mode;
     char options[1024];
     char dir[PATH_MAX];
-    unsigned patch_ms;
+    unsigned patch_ms, close_ms;
     bool retransform;
     uint64_t budget;
     bool tracing;              /* the stream is open and events are on */
@@ -102,6 +104,7 @@ static struct {
 } ag = {
     .mode = JM_MODE_TRACE,
     .patch_ms = 50,
+    .close_ms = 10,
     .retransform = true,
     .thread_ids_lock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -590,6 +593,10 @@ static void JNICALL on_dynamic_code(jvmtiEnv *jvmti, const char *name, const voi
      * watch each blob instead. */
     if (!ag.hs_ok)
         pw_register((uint64_t)(uintptr_t)address, (uint64_t)length, address);
+    /* HotSpot fills and frees inline cache transition stubs here all the
+     * time, each fill with a call site re-pointed at it. */
+    if (name && strcmp(name, "InlineCacheBuffer") == 0)
+        pw_watch_closely((uint64_t)(uintptr_t)address, (uint64_t)length);
     atomic_fetch_add(&st.dynamic_code, 1);
     atomic_fetch_add(&st.dynamic_code_bytes, (uint64_t)length);
 }
@@ -1119,7 +1126,7 @@ static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
     /* The watcher's baseline of the stub heaps is taken right after their
      * CODE_BLOB snapshots, so every later change becomes a patch. */
     char err[256];
-    if (pw_start(ag.patch_ms, ag.hs_ok, err, sizeof err) != 0)
+    if (pw_start(ag.patch_ms, ag.close_ms, ag.hs_ok, err, sizeof err) != 0)
         jq_warn("%s: code patches are recorded only at shutdown", err);
     record_live_threads(jni);
     /* Code that existed before the events were on. DynamicCodeGenerated is
@@ -1175,7 +1182,8 @@ static void shutdown_agent(bool jvmti_usable)
         "classes_image", "retransform_failed", "retransform_ms", "classes_prepared",
         "classes_hidden", "hidden_method_bytecodes", "class_errors", "threads_started", "threads_ended",
         "threads_at_init", "patch_ranges", "patch_scans", "patches", "patch_bytes",
-        "patch_scan_cpu_us_max", "patch_scan_cpu_us_total", "patch_unreadable", "handshake",
+        "patch_scan_cpu_us_max", "patch_scan_cpu_us_total", "patch_unreadable",
+        "patch_close_scans", "patch_close_changes", "patch_close_cpu_us_total", "handshake",
         "method_entries", "method_exits", "single_steps",
     };
     uint64_t vals[] = {
@@ -1192,7 +1200,8 @@ static void shutdown_agent(bool jvmti_usable)
         atomic_load(&st.class_errors), atomic_load(&st.threads_started),
         atomic_load(&st.threads_ended), atomic_load(&st.threads_at_init), ps.ranges,
         ps.scans, ps.patches, ps.patch_bytes, ps.scan_ns_max / 1000,
-        ps.scan_ns_total / 1000, ps.unreadable, (uint64_t)ag.handshake_result,
+        ps.scan_ns_total / 1000, ps.unreadable, ps.close_scans, ps.close_changes,
+        ps.close_scan_ns_total / 1000, (uint64_t)ag.handshake_result,
         atomic_load(&st.method_entries), atomic_load(&st.method_exits),
         atomic_load(&st.single_steps),
     };
@@ -1286,6 +1295,8 @@ static int parse_options(const char *opts)
             ag.mode = JM_MODE_REFERENCE;
         } else if (strcmp(tok, "patch_ms") == 0 && *val) {
             ag.patch_ms = (unsigned)strtoul(val, NULL, 10);
+        } else if (strcmp(tok, "close_ms") == 0 && *val) {
+            ag.close_ms = (unsigned)strtoul(val, NULL, 10);
         } else if (strcmp(tok, "retransform") == 0) {
             ag.retransform = strcmp(val, "0") != 0;
         } else if (strcmp(tok, "budget_mb") == 0 && *val) {

@@ -19,15 +19,22 @@
 bool pw_register(uint64_t vaddr, uint64_t size, const void *bytes);
 /* Stops watching the range starting at vaddr (compiled method unloaded). */
 void pw_unregister(uint64_t vaddr);
-/* Starts the background thread: a scan every interval_ms (0: no thread, only
- * the final scan). With stub_ranges, hs_stub_ranges() is re-read each scan. */
-int pw_start(unsigned interval_ms, bool stub_ranges, char *err, size_t errlen);
+/* Starts the background thread: a full scan every interval_ms (0: no
+ * thread, only the final scan), and a scan of the close spans (pinned areas,
+ * recently patched sites) every close_ms in between (0: none). With
+ * stub_ranges, hs_stub_ranges() is re-read each full scan. */
+int pw_start(unsigned interval_ms, unsigned close_ms, bool stub_ranges, char *err,
+             size_t errlen);
+/* Also compares [vaddr, vaddr+size), once it is watched, every close_ms: an
+ * area HotSpot rewrites often, such as the inline cache transition stubs.
+ * Up to four areas; more are ignored. */
+void pw_watch_closely(uint64_t vaddr, uint64_t size);
 /* Last scan, then stops the thread. Idempotent. */
 void pw_stop(void);
 
 typedef struct pw_stats {
     uint64_t ranges, scans, patches, patch_bytes, scan_ns_max, scan_ns_total,
-        unreadable;
+        unreadable, close_scans, close_changes, close_scan_ns_total;
 } pw_stats;
 void pw_get_stats(pw_stats *s);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/jmeta.h"
@@ -228,7 +229,7 @@ Test(patch, no_change_no_record, .init = setup, .fini = teardown)
     static uint8_t code[4096];
     memset(code, 0x90, sizeof code);
     cr_assert(pw_register((uintptr_t)code, sizeof code, code));
-    cr_assert_eq(pw_start(5, false, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(pw_start(5, 0, false, err, sizeof err), 0, "%s", err);
     usleep(30000); /* several scans by the thread */
     pw_stop();
     pw_stats st;
@@ -238,6 +239,34 @@ Test(patch, no_change_no_record, .init = setup, .fini = teardown)
     cr_assert_eq(st.patches, 0);
     struct patch_rec p[2];
     cr_assert_eq(read_patches(p, 2), 0);
+}
+
+Test(patch, scans_take_at_most_a_tenth_of_a_cpu, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    size_t len = 32u << 20; /* a scan takes milliseconds: longer than the interval */
+    uint8_t *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(code != MAP_FAILED);
+    memset(code, 0x90, len);
+    cr_assert(pw_register((uintptr_t)code, len, code));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(pw_start(1, 0, false, err, sizeof err), 0, "%s", err);
+    usleep(1500000);
+    pw_stats st;
+    pw_get_stats(&st);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double wall_ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    double share = (double)st.scan_ns_total / wall_ns;
+    cr_assert_geq(st.scans, 2, "%lu scans", (unsigned long)st.scans);
+    /* 10% by design; without the bound a 1 ms interval would give ~90% */
+    cr_assert_leq(share, 0.2, "scans took %.0f%% of a CPU (%lu scans, %.1f ms each)",
+                  share * 100, (unsigned long)st.scans,
+                  (double)st.scan_ns_total / 1e6 / (double)st.scans);
+    pw_stop();
+    jq_shutdown(NULL, NULL, 0, 10000);
+    munmap(code, len);
 }
 
 Test(patch, unmapped_range_is_skipped_not_fatal, .init = setup, .fini = teardown)
@@ -260,6 +289,102 @@ Test(patch, unmapped_range_is_skipped_not_fatal, .init = setup, .fini = teardown
     cr_assert_eq(read_patches(p, 2), 1, "the readable range is still compared");
     cr_assert_eq(p[0].vaddr, (uintptr_t)b + 5);
     munmap(b, 4096);
+}
+
+/* Polls the watcher's counters until cond holds or five seconds pass. */
+#define WAIT_STATS(st, cond)                                                  \
+    do {                                                                       \
+        for (int waited_ = 0; waited_ < 5000; waited_++) {                     \
+            pw_get_stats(&(st));                                               \
+            if (cond)                                                          \
+                break;                                                         \
+            usleep(1000);                                                      \
+        }                                                                      \
+    } while (0)
+
+Test(patch, a_patched_site_is_read_again_at_the_close_interval, .init = setup,
+     .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(code != MAP_FAILED);
+    volatile uint8_t *live = code;
+    cr_assert(pw_register((uintptr_t)code, 4096, code));
+    cr_assert_eq(pw_start(1000, 1, false, err, sizeof err), 0, "%s", err);
+    live[200] = 0xe8; /* a call site's first change: found by the full scan */
+    pw_stats st;
+    WAIT_STATS(st, st.patches >= 1);
+    cr_assert_eq(st.patches, 1);
+    live[201] = 0x11; /* the same site again, and a change far from it */
+    live[3000] = 0x22;
+    WAIT_STATS(st, st.patches >= 2);
+    cr_assert_eq(st.close_changes, 1, "the site's second change came from the close scan");
+    cr_assert_eq(st.scans, 1, "before the next full scan");
+    pw_stop();
+    pw_get_stats(&st);
+    jq_shutdown(NULL, NULL, 0, 10000);
+    cr_assert_eq(st.patches, 3, "the far change waited for the final scan");
+    cr_assert_eq(st.close_changes, 1);
+    struct patch_rec p[4];
+    cr_assert_eq(read_patches(p, 4), 3);
+    cr_assert_eq(p[1].vaddr, (uintptr_t)code + 201);
+    cr_assert_eq(p[1].bytes[0], 0x11);
+    munmap(code, 4096);
+}
+
+Test(patch, a_change_in_a_pinned_area_brings_the_full_scan_forward, .init = setup,
+     .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    uint8_t *stubs = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(stubs != MAP_FAILED && code != MAP_FAILED);
+    volatile uint8_t *live_stubs = stubs, *live_code = code;
+    cr_assert(pw_register((uintptr_t)stubs, 4096, stubs));
+    cr_assert(pw_register((uintptr_t)code, 4096, code));
+    pw_watch_closely((uintptr_t)stubs + 512, 256);
+    cr_assert_eq(pw_start(3000, 1, false, err, sizeof err), 0, "%s", err);
+    pw_stats st;
+    WAIT_STATS(st, st.close_scans >= 2);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    live_code[100] = 0xe8; /* a site re-pointed at the stub it just filled */
+    live_stubs[600] = 0x48;
+    WAIT_STATS(st, st.patches >= 2);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_assert_eq(st.close_changes, 1, "the stub's fill came from the close scan");
+    cr_assert_eq(st.scans, 1, "then one full scan, which found the site");
+    cr_assert_lt(ms, 2500, "%.0f ms: sooner than the 3000 ms interval", ms);
+    pw_stop();
+    jq_shutdown(NULL, NULL, 0, 10000);
+    munmap(stubs, 4096);
+    munmap(code, 4096);
+}
+
+Test(patch, an_unloaded_site_leaves_the_close_list, .init = setup, .fini = teardown)
+{
+    char err[256];
+    cr_assert_eq(jq_start(dir, jq_rdtsc(), 0, err, sizeof err), 0, "%s", err);
+    uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(code != MAP_FAILED);
+    ((volatile uint8_t *)code)[0] = 0;
+    cr_assert(pw_register((uintptr_t)code, 4096, code));
+    cr_assert_eq(pw_start(100, 1, false, err, sizeof err), 0, "%s", err);
+    ((volatile uint8_t *)code)[40] = 0xe8;
+    pw_stats st;
+    WAIT_STATS(st, st.patches >= 1);
+    pw_unregister((uintptr_t)code);
+    munmap(code, 4096);
+    uint64_t before = st.close_scans;
+    WAIT_STATS(st, st.close_scans >= before + 5);
+    pw_stop();
+    pw_get_stats(&st);
+    jq_shutdown(NULL, NULL, 0, 10000);
+    cr_assert_geq(st.close_scans, before + 5);
+    cr_assert_eq(st.unreadable, 0, "the unmapped site was no longer read");
 }
 
 /* The runtime image reader degrades to "not from the image" on anything
