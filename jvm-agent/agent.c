@@ -35,6 +35,7 @@
  * hand them to the queue (queue.c), whose writer thread owns the files. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jvmti.h>
 #include <jvmticmlr.h>
 #include <limits.h>
@@ -59,6 +60,8 @@
 #define HANDSHAKE_TIMEOUT_MS 5000
 #define RETRANSFORM_BATCH 128
 #define SHUTDOWN_DRAIN_MS 20000
+#define MAX_OPTION_MS 3600000u     /* patch_ms, close_ms: an hour */
+#define MAX_OPTION_MB (1u << 20)   /* budget_mb: a terabyte */
 
 static const char usage_text[] =
     "jpt agent options (comma-separated, -agentpath:libjpt.so=OPT,OPT...):\n"
@@ -1269,6 +1272,22 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
+/* The whole number val of option name into *out; false (message printed) if
+ * val is not one or exceeds max. */
+static bool parse_count(const char *name, const char *val, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (!*val || *end || errno || v > max || val[0] == '-') {
+        fprintf(stderr, "jpt: error: agent option '%s=%s' wants a whole number up to %" PRIu64
+                "\n", name, val, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 /* Returns 0, 1 for "help", -1 on a bad option (message printed). */
 static int parse_options(const char *opts)
 {
@@ -1293,14 +1312,23 @@ static int parse_options(const char *opts)
             ag.mode = JM_MODE_TRACE;
         } else if (strcmp(tok, "mode") == 0 && strcmp(val, "reference") == 0) {
             ag.mode = JM_MODE_REFERENCE;
-        } else if (strcmp(tok, "patch_ms") == 0 && *val) {
-            ag.patch_ms = (unsigned)strtoul(val, NULL, 10);
-        } else if (strcmp(tok, "close_ms") == 0 && *val) {
-            ag.close_ms = (unsigned)strtoul(val, NULL, 10);
+        } else if (strcmp(tok, "patch_ms") == 0 || strcmp(tok, "close_ms") == 0) {
+            uint64_t ms;
+            if (!parse_count(tok, val, MAX_OPTION_MS, &ms)) {
+                rc = -1;
+                break;
+            }
+            unsigned *dst = strcmp(tok, "patch_ms") == 0 ? &ag.patch_ms : &ag.close_ms;
+            *dst = (unsigned)ms;
+        } else if (strcmp(tok, "budget_mb") == 0) {
+            uint64_t mb;
+            if (!parse_count(tok, val, MAX_OPTION_MB, &mb)) {
+                rc = -1;
+                break;
+            }
+            ag.budget = mb << 20;
         } else if (strcmp(tok, "retransform") == 0) {
             ag.retransform = strcmp(val, "0") != 0;
-        } else if (strcmp(tok, "budget_mb") == 0 && *val) {
-            ag.budget = (uint64_t)strtoull(val, NULL, 10) << 20;
         } else {
             fprintf(stderr, "jpt: error: unknown agent option '%s%s%s' (try =help)\n", tok,
                     eq ? "=" : "", val);

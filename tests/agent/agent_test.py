@@ -386,6 +386,13 @@ def case_help(ctx):
     check(p.returncode == 0 and "Hello from jpt" in p.stdout, "Hello runs")
     check("out=DIR" in p.stderr and "JPT_TRACE_DIR" in p.stderr, "options are printed")
     check(os.listdir(cwd) == [], "nothing is written")
+    # A bad value is named; the JVM then runs untraced, as for any agent failure.
+    for bad in ("close_ms=abc", "patch_ms=-5", "budget_mb=", "close_ms=99999999999"):
+        p = ctx.java_run(bad, "Hello", cwd=cwd)
+        check(p.returncode == 0 and "Hello from jpt" in p.stdout
+              and f"agent option '{bad}' wants a whole number" in p.stderr,
+              f"{bad} is refused with a message naming it")
+    check(os.listdir(cwd) == [], "nothing is written for refused options")
 
 
 CASES = {
