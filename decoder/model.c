@@ -203,6 +203,16 @@ static void add_record(loader *L, const jm_record *rec)
             m->last_tsc = rec->tsc;
     }
     switch (rec->type) {
+    case JM_STATS: {
+        jm_cur c = r.u.stats.items;
+        uint32_t left = r.u.stats.n;
+        jm_slice name;
+        uint64_t v;
+        while (jm_stats_next(&c, &left, &name, &v) == 1)
+            if (name.len == 17 && !memcmp(name.p, "patch_close_scans", 17))
+                m->close_scans = v;
+        break;
+    }
     case JM_CODE_CACHE:
         m->cc_low = r.u.code_cache.low;
         m->cc_high = r.u.code_cache.high;
@@ -898,11 +908,15 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
 /* A site re-pointed at an inline-cache transition stub: HotSpot fills the
  * stub and re-points the site in one moment, so the re-pointing applies from
  * the stub's last recorded fill before its own record (no earlier than the
- * site's previous change). */
+ * site's previous change). Only where the agent's close scans timed the fills
+ * (to within about 10 ms): fills timed by full scans are too stale to date a
+ * site by (measured: fewer instructions in place on such a recording). */
 #define IC_FILL_SPAN 400000000ull    /* TSC ticks: how far back a fill may be */
 static void start_at_stub_fill(dm_model *m)
 {
     bool moved = false;
+    if (!m->close_scans)
+        return;
     for (size_t i = 0; i < m->npatches; i++) {
         dm_patch *p = &m->patches[i];
         if (!p->call_to || p->site || p->made_up)

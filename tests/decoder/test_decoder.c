@@ -1321,10 +1321,11 @@ Test(model, inline_cache_resolutions_are_recognized)
 
 /* A site re-pointed at an inline-cache transition stub applies from the
  * stub's last recorded fill before its record (HotSpot does both in one
- * moment), but never before the site's previous change. */
+ * moment), but never before the site's previous change, and only where the
+ * agent's close scans timed the fills. */
 #define ICB 0x81000ull
 
-static void ic_transition_trace(char **dir, uint64_t previous_change)
+static void ic_transition_trace(char **dir, uint64_t previous_change, bool close_scans)
 {
     jm_writer *w = open_trace_dir(dir);
     jm_buf b;
@@ -1348,6 +1349,12 @@ static void ic_transition_trace(char **dir, uint64_t previous_change)
     }
     rel = (int32_t)(ICB + 0x20 - (NMR + 15));
     patch(w, &b, 30000, NMR + 11, &rel, 4);
+    if (close_scans) {
+        jm_put_u32(&b, 1);
+        jm_put_str(&b, "patch_close_scans");
+        jm_put_u64(&b, 12);
+        emit(w, JM_STATS, 40000, &b, NULL, 0);
+    }
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
 }
@@ -1363,7 +1370,7 @@ static const dm_patch *patch_at(const dm_model *m, uint64_t vaddr)
 Test(model, a_site_re_pointed_at_a_transition_stub_starts_at_its_fill)
 {
     char *dir;
-    ic_transition_trace(&dir, 0);
+    ic_transition_trace(&dir, 0, true);
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
@@ -1377,13 +1384,23 @@ Test(model, a_site_re_pointed_at_a_transition_stub_starts_at_its_fill)
     remove_tree(dir);
     g_free(dir);
 
-    ic_transition_trace(&dir, 25000);
+    ic_transition_trace(&dir, 25000, true);
     m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
     p = patch_at(m, NMR + 11);
     cr_assert_not_null(p);
     cr_expect_eq(p->start_tsc, 30000, "the site changed after the fill: not moved");
     cr_expect_eq(m->patches_from_fill, 0);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+
+    ic_transition_trace(&dir, 0, false);
+    m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    p = patch_at(m, NMR + 11);
+    cr_assert_not_null(p);
+    cr_expect_eq(p->start_tsc, 30000, "no close scans: fills are not timed well enough");
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
