@@ -203,6 +203,16 @@ static void add_record(loader *L, const jm_record *rec)
             m->last_tsc = rec->tsc;
     }
     switch (rec->type) {
+    case JM_STATS: {
+        jm_cur c = r.u.stats.items;
+        uint32_t left = r.u.stats.n;
+        jm_slice name;
+        uint64_t v;
+        while (jm_stats_next(&c, &left, &name, &v) == 1)
+            if (name.len == 17 && !memcmp(name.p, "patch_close_scans", 17))
+                m->close_scans = v;
+        break;
+    }
     case JM_CODE_CACHE:
         m->cc_low = r.u.code_cache.low;
         m->cc_high = r.u.code_cache.high;
@@ -593,6 +603,8 @@ static void find_branch_exits(dm_model *m, const uint8_t *code)
     cs_close(&cs);
 }
 
+static void start_at_stub_fill(dm_model *m);
+
 /* See model.h: patches over zeros apply from the start of their owner;
  * call-site resolutions are marked. */
 static void classify_patches(dm_model *m)
@@ -622,6 +634,7 @@ static void classify_patches(dm_model *m)
     }
     sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
     find_call_sites(m, code);
+    start_at_stub_fill(m);
     make_up_stub_states(m, code);
     find_branch_exits(m, code);
     munmap(map, m->code_size);
@@ -890,6 +903,47 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
     for (size_t i = 0; i < m->npatches; i++)
         if (m->patches[i].site)
             m->call_site_patches++;
+}
+
+/* A site re-pointed at an inline-cache transition stub: HotSpot fills the
+ * stub and re-points the site in one moment, so the re-pointing applies from
+ * the stub's last recorded fill before its own record (no earlier than the
+ * site's previous change). Only where the agent's close scans timed the fills
+ * (to within about 10 ms): fills timed by full scans are too stale to date a
+ * site by (measured: fewer instructions in place on such a recording). */
+#define IC_FILL_SPAN 400000000ull    /* TSC ticks: how far back a fill may be */
+static void start_at_stub_fill(dm_model *m)
+{
+    bool moved = false;
+    if (!m->close_scans)
+        return;
+    for (size_t i = 0; i < m->npatches; i++) {
+        dm_patch *p = &m->patches[i];
+        if (!p->call_to || p->site || p->made_up)
+            continue;
+        const dm_code *c = dm_code_at(m, p->call_to, p->tsc);
+        if (!c || c->kind != DM_CODE_STUB || !c->name || strcmp(c->name, "InlineCacheBuffer"))
+            continue;
+        uint64_t fill = 0, floor = p->tsc > IC_FILL_SPAN ? p->tsc - IC_FILL_SPAN : 0;
+        uint64_t site_lo = p->vaddr > SITE_BEFORE + 1 ? p->vaddr - SITE_BEFORE - 1 : 0;
+        for (size_t j = 0; j < m->npatches; j++) {
+            const dm_patch *q = &m->patches[j];
+            if (q->tsc >= p->tsc || q->tsc < floor)
+                continue;
+            if (q->vaddr <= p->call_to && p->call_to < q->vaddr + q->size && q->tsc > fill)
+                fill = q->tsc;
+            /* the site's earlier changes: its call, or the cached value before it */
+            if (q->vaddr < p->vaddr + p->size && site_lo < q->vaddr + q->size && q->tsc >= floor)
+                floor = q->tsc;
+        }
+        if (fill && fill >= floor && fill < p->start_tsc) {
+            p->start_tsc = fill;
+            moved = true;
+            m->patches_from_fill++;
+        }
+    }
+    if (moved)
+        sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
 }
 
 /* ---- call sites through their static call stub (model.h) ------------------- */

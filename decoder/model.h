@@ -222,6 +222,8 @@ typedef struct dm_model {
     char *made_up_path;
     int made_up_fd;
     size_t call_site_patches;    /* patches with a site (call-site resolutions) */
+    size_t patches_from_fill;    /* site re-pointings to a transition stub started at its fill */
+    uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
     size_t patches_cut;          /* recorded patches cut into sites and the rest
                                     (the counts above are of pieces) */
 

@@ -1319,6 +1319,93 @@ Test(model, inline_cache_resolutions_are_recognized)
     g_free(dir);
 }
 
+/* A site re-pointed at an inline-cache transition stub applies from the
+ * stub's last recorded fill before its record (HotSpot does both in one
+ * moment), but never before the site's previous change, and only where the
+ * agent's close scans timed the fills. */
+#define ICB 0x81000ull
+
+static void ic_transition_trace(char **dir, uint64_t previous_change, bool close_scans)
+{
+    jm_writer *w = open_trace_dir(dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    uint8_t nm[0x40];
+    ic_site(w, &b, nm, sizeof nm);
+    int32_t rel = (int32_t)(CALLEE - (NMR + 15));
+    memcpy(nm + 11, &rel, 4); /* resolved to the callee when loaded */
+    uint8_t blob[64];
+    memset(blob, 0x90, sizeof blob);
+    stub(w, &b, ICB, "InlineCacheBuffer", blob, sizeof blob);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    /* the stub's fill: movabs rax, imm64; jmp callee */
+    uint8_t fill[15] = { 0x48, 0xb8, 0x40, 0x10, 0, 0, 0, 0, 0, 0, 0xe9 };
+    rel = (int32_t)(CALLEE - (ICB + 0x20 + 15));
+    memcpy(fill + 11, &rel, 4);
+    patch(w, &b, 20000, ICB + 0x20, fill, sizeof fill);
+    if (previous_change) { /* the site's cached value changed after the fill */
+        uint8_t klass = 0x77;
+        patch(w, &b, previous_change, NMR + 2, &klass, 1);
+    }
+    rel = (int32_t)(ICB + 0x20 - (NMR + 15));
+    patch(w, &b, 30000, NMR + 11, &rel, 4);
+    if (close_scans) {
+        jm_put_u32(&b, 1);
+        jm_put_str(&b, "patch_close_scans");
+        jm_put_u64(&b, 12);
+        emit(w, JM_STATS, 40000, &b, NULL, 0);
+    }
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+}
+
+static const dm_patch *patch_at(const dm_model *m, uint64_t vaddr)
+{
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].vaddr == vaddr)
+            return &m->patches[i];
+    return NULL;
+}
+
+Test(model, a_site_re_pointed_at_a_transition_stub_starts_at_its_fill)
+{
+    char *dir;
+    ic_transition_trace(&dir, 0, true);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *p = patch_at(m, NMR + 11);
+    cr_assert_not_null(p);
+    cr_expect_eq(p->call_to, ICB + 0x20);
+    cr_expect_eq(p->tsc, 30000);
+    cr_expect_eq(p->start_tsc, 20000, "from the stub's fill");
+    cr_expect_eq(m->patches_from_fill, 1);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+
+    ic_transition_trace(&dir, 25000, true);
+    m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    p = patch_at(m, NMR + 11);
+    cr_assert_not_null(p);
+    cr_expect_eq(p->start_tsc, 30000, "the site changed after the fill: not moved");
+    cr_expect_eq(m->patches_from_fill, 0);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+
+    ic_transition_trace(&dir, 0, false);
+    m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    p = patch_at(m, NMR + 11);
+    cr_assert_not_null(p);
+    cr_expect_eq(p->start_tsc, 30000, "no close scans: fills are not timed well enough");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* Both sites resolved on the first pass, straight to their targets on the
  * second, with the resolutions recorded as two records or as one. */
 static void expect_sites_resolved_on_first_pass(bool one_record)
