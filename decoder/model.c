@@ -604,6 +604,7 @@ static void find_branch_exits(dm_model *m, const uint8_t *code)
 }
 
 static void start_at_stub_fill(dm_model *m);
+static void start_at_new_version(dm_model *m, const uint8_t *code);
 
 /* See model.h: patches over zeros apply from the start of their owner;
  * call-site resolutions are marked. */
@@ -635,6 +636,7 @@ static void classify_patches(dm_model *m)
     sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
     find_call_sites(m, code);
     start_at_stub_fill(m);
+    start_at_new_version(m, code);
     make_up_stub_states(m, code);
     find_branch_exits(m, code);
     munmap(map, m->code_size);
@@ -753,7 +755,8 @@ static void bytes_before(const dm_model *m, const owner_order *o, const uint8_t 
 /* The call sites patch i resolves, in address order, into out[0..max);
  * *other: whether it changes bytes outside them. */
 static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t *code, size_t i,
-                          site_change *out, size_t max, bool *other, uint64_t *call_to)
+                          site_change *out, size_t max, bool *other, uint64_t *call_to,
+                          uint64_t *call_from)
 {
     const dm_patch *p = &m->patches[i];
     const dm_code *c = &m->codes[p->owner];
@@ -777,8 +780,10 @@ static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t
             continue;
         uint64_t from = a + 5 + (uint64_t)(int64_t)rel_old;
         if (!is_resolve_stub_at(m, from, p->tsc)) {
-            if (!*call_to)
+            if (!*call_to) {
                 *call_to = a + 5 + (uint64_t)(int64_t)rel_new;
+                *call_from = from;
+            }
             continue;
         }
         site_change *s = &out[k++];
@@ -849,13 +854,15 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
         dm_patch *p = &m->patches[i];
         size_t k = 0;
         bool other = false;
-        uint64_t call_to = 0;
+        uint64_t call_to = 0, call_from = 0;
         const dm_code *c = p->owner >= 0 ? &m->codes[p->owner] : NULL;
         if (c && p->vaddr >= c->vaddr && p->vaddr + p->size <= c->vaddr + c->size &&
             p->size <= MAX_SITE_PATCH)
-            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other, &call_to);
-        if (k == 0)
+            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other, &call_to, &call_from);
+        if (k == 0) {
             p->call_to = call_to;
+            p->call_from = call_from;
+        }
         if (k == 1 && !other) {
             p->site = sites[0].call;
             p->old_target = sites[0].from;
@@ -942,6 +949,117 @@ static void start_at_stub_fill(dm_model *m)
             m->patches_from_fill++;
         }
     }
+    if (moved)
+        sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
+}
+
+/* A compiled method's new version replaces the one before (HotSpot's
+ * register_method): the old version is made not entrant, a jump to
+ * wrong_method_stub over its entry, before the new one is installed, and
+ * every call site still calling the old version is re-pointed at the new
+ * one the next time it runs (the wrong-method stub cleans the site, its
+ * resolver then points it at the new version). The new version's load
+ * record comes within milliseconds of its install, the watcher's records
+ * of those patches up to a scan later. So the not-entrant patch applies
+ * from the new version's load record, and so does a site's re-pointing from
+ * the old version to the new one (no earlier than the site's previous
+ * change): by then a site is at most two calls (through the wrong-method
+ * stub, then its resolver) from it. Only where the old version's
+ * not-entrant patch was recorded (a version still entrant keeps its
+ * callers) and the new version is of a higher tier: a lower one follows a
+ * deoptimization, which made the old version not entrant long before (on
+ * xalan, dating such sites by the recompiled version let a retry send
+ * them to a version recorded 5 s later). */
+#define NEW_VERSION_SPAN 400000000ull   /* TSC ticks: load record to patch record, at most */
+#define ENTRY_JMP_SEARCH 8              /* where in a patch a not-entrant jump may start */
+
+/* Whether patch p writes a jump to wrong_method_stub (HotSpot's not-entrant
+ * mark). */
+static bool writes_not_entrant(const dm_model *m, const dm_patch *p, const uint8_t *code)
+{
+    if (p->owner < 0 || m->codes[p->owner].kind != DM_CODE_NMETHOD || p->made_up ||
+        p->own_bytes || p->size < 5)
+        return false;
+    const uint8_t *b = code + p->code_offset;
+    for (uint64_t at = 0; at + 5 <= p->size && at < ENTRY_JMP_SEARCH; at++) {
+        if (b[at] != 0xe9)
+            continue;
+        int32_t rel;
+        memcpy(&rel, b + at + 1, 4);
+        const dm_code *t = dm_code_at(m, p->vaddr + at + 5 + (uint64_t)(int64_t)rel, p->tsc);
+        if (t && t->kind == DM_CODE_STUB && t->name && strstr(t->name, "wrong_method_") &&
+            !strstr(t->name, "abstract"))
+            return true;
+    }
+    return false;
+}
+
+/* The first version of old's method of a higher tier loaded after old, at
+ * or before t and within NEW_VERSION_SPAN of it; NULL if none. */
+static const dm_code *replacing_version(const dm_model *m, const dm_code *old, uint64_t t)
+{
+    const dm_code *best = NULL;
+    uint64_t floor = t > NEW_VERSION_SPAN ? t - NEW_VERSION_SPAN : 0;
+    for (size_t i = 0; i < m->ncodes; i++) {
+        const dm_code *c = &m->codes[i];
+        if (c->kind != DM_CODE_NMETHOD || c == old || c->method_id != old->method_id ||
+            c->level <= old->level ||
+            c->load_tsc <= old->load_tsc || c->load_tsc > t || c->load_tsc < floor)
+            continue;
+        if (!best || c->load_tsc < best->load_tsc)
+            best = c;
+    }
+    return best;
+}
+
+static void start_at_new_version(dm_model *m, const uint8_t *code)
+{
+    /* replaced_by[i]: 1 + the version that replaced codes[i], if its
+     * not-entrant patch was found */
+    uint32_t *replaced_by = NULL;
+    bool moved = false;
+    for (size_t i = 0; i < m->npatches; i++) {
+        dm_patch *p = &m->patches[i];
+        if (!writes_not_entrant(m, p, code))
+            continue;
+        const dm_code *old = &m->codes[p->owner];
+        const dm_code *nv = replacing_version(m, old, p->tsc);
+        if (!nv)
+            continue;
+        if (!replaced_by)
+            replaced_by = g_new0(uint32_t, m->ncodes);
+        replaced_by[old->index] = nv->index + 1;
+        if (nv->load_tsc < p->start_tsc && nv->load_tsc >= old->start_tsc) {
+            p->start_tsc = nv->load_tsc;
+            moved = true;
+            m->patches_at_new_version++;
+        }
+    }
+    for (size_t i = 0; replaced_by && i < m->npatches; i++) {
+        dm_patch *p = &m->patches[i];
+        if (!p->call_to || p->site || p->made_up)
+            continue;
+        const dm_code *from = dm_code_at(m, p->call_from, p->tsc);
+        const dm_code *to = dm_code_at(m, p->call_to, p->tsc);
+        if (!from || !to || replaced_by[from->index] != to->index + 1 ||
+            to->load_tsc >= p->start_tsc || p->tsc - to->load_tsc > NEW_VERSION_SPAN)
+            continue;
+        /* no earlier than the site's previous change */
+        uint64_t floor = to->load_tsc;
+        uint64_t site_lo = p->vaddr > SITE_BEFORE + 1 ? p->vaddr - SITE_BEFORE - 1 : 0;
+        for (size_t j = 0; j < m->npatches; j++) {
+            const dm_patch *q = &m->patches[j];
+            if (j != i && q->tsc < p->tsc && q->vaddr < p->vaddr + p->size &&
+                site_lo < q->vaddr + q->size && q->start_tsc > floor)
+                floor = q->start_tsc;
+        }
+        if (floor < p->start_tsc) {
+            p->start_tsc = floor;
+            moved = true;
+            m->patches_at_new_version++;
+        }
+    }
+    g_free(replaced_by);
     if (moved)
         sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
 }

@@ -159,6 +159,7 @@ typedef struct dm_patch {
      * moment; a decoder that applies this patch ahead of its time wants the
      * stub's fill of the same scan too (decode.c). */
     uint64_t call_to;
+    uint64_t call_from;          /* with call_to: where the call went before */
     /* A state of a call site that no record holds, made up at load: the
      * site calling a static call stub of its method (new_target), whose
      * recorded fill jumps on to stub_to (a c2i adapter). HotSpot resolves a
@@ -222,6 +223,8 @@ typedef struct dm_model {
     char *made_up_path;
     int made_up_fd;
     size_t call_site_patches;    /* patches with a site (call-site resolutions) */
+    size_t patches_at_new_version; /* not-entrant marks and re-pointed sites started at the new
+                                    * version's load (model.c) */
     size_t patches_from_fill;    /* site re-pointings to a transition stub started at its fill */
     uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
     size_t patches_cut;          /* recorded patches cut into sites and the rest

@@ -1406,6 +1406,99 @@ Test(model, a_site_re_pointed_at_a_transition_stub_starts_at_its_fill)
     g_free(dir);
 }
 
+/* A compiled method's new version replaces the old one: HotSpot marks the
+ * old one not entrant (a jump to wrong_method_stub over its entry) before
+ * installing the new one, and re-points each site calling the old one at the
+ * next call. M1's call at NMR+10 calls M2's old version (OLDV); M2's new version
+ * (NEWV) is loaded at t 20000; the watcher records the mark and the site's
+ * re-pointing at t 30000. */
+#define OLDV 0xb0000ull
+#define NEWV 0xb1000ull
+#define WMS 0x82000ull
+
+static void new_version_trace(char **dir, bool not_entrant, uint64_t new_load,
+                              uint64_t site_change, int32_t new_level)
+{
+    jm_writer *w = open_trace_dir(dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    stub(w, &b, WMS, "wrong_method_stub", "\xff\xe0", 2);
+    uint8_t callee[16];
+    memset(callee, 0x90, sizeof callee);
+    callee[15] = 0xc3;
+    jm_put_u64(&b, OLDV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M2); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, callee, sizeof callee);
+    uint8_t nm[0x20];
+    memset(nm, 0x90, sizeof nm);
+    int32_t rel = (int32_t)(OLDV - (NMR + 15));
+    nm[10] = 0xe8;
+    memcpy(nm + 11, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    jm_put_u64(&b, NEWV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M2); jm_put_i32(&b, new_level); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, new_load, &b, callee, sizeof callee);
+    if (site_change) {   /* a change just before the call: the site's too */
+        uint8_t mov = 0x91;
+        patch(w, &b, site_change, NMR + 2, &mov, 1);
+    }
+    if (not_entrant) {
+        uint8_t jmp[5] = { 0xe9 };
+        rel = (int32_t)(WMS - (OLDV + 5));
+        memcpy(jmp + 1, &rel, 4);
+        patch(w, &b, 30000, OLDV, jmp, sizeof jmp);
+    }
+    rel = (int32_t)(NEWV - (NMR + 15));
+    patch(w, &b, 30001, NMR + 11, &rel, 4);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+}
+
+Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
+{
+    struct {
+        bool not_entrant;
+        uint64_t new_load, site_change;
+        int32_t new_level;
+        uint64_t mark_start, site_start;
+        size_t moved;
+        const char *why;
+    } cases[] = {
+        { true, 20000, 0, 4, 20000, 20000, 2, "both from the new version's load" },
+        { false, 20000, 0, 4, 0, 30001, 0, "the old version still entrant: its callers stay" },
+        { true, 20000, 25000, 4, 20000, 25000, 2, "no earlier than the site's previous change" },
+        { true, 31000, 0, 4, 30000, 30001, 0, "a version loaded after the records replaced nothing" },
+        { true, 20000, 0, 2, 30000, 30001, 0, "a lower tier: recompiled after a deoptimization" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir;
+        new_version_trace(&dir, cases[i].not_entrant, cases[i].new_load, cases[i].site_change,
+                          cases[i].new_level);
+        char err[512];
+        dm_model *m = dm_load(dir, err, sizeof err);
+        cr_assert_not_null(m, "%s", err);
+        const dm_patch *site = NULL;
+        for (size_t k = 0; k < m->npatches; k++)
+            if (m->patches[k].vaddr == NMR + 11 && m->patches[k].tsc == 30001)
+                site = &m->patches[k];
+        cr_assert_not_null(site);
+        cr_expect_eq(site->call_from, OLDV);
+        cr_expect_eq(site->call_to, NEWV);
+        cr_expect_eq(site->start_tsc, cases[i].site_start, "%s", cases[i].why);
+        if (cases[i].not_entrant) {
+            const dm_patch *mark = patch_at(m, OLDV);
+            cr_assert_not_null(mark);
+            cr_expect_eq(mark->start_tsc, cases[i].mark_start, "%s", cases[i].why);
+        }
+        cr_expect_eq(m->patches_at_new_version, cases[i].moved, "%s", cases[i].why);
+        dm_free(m);
+        remove_tree(dir);
+        g_free(dir);
+    }
+}
+
 /* Both sites resolved on the first pass, straight to their targets on the
  * second, with the resolutions recorded as two records or as one. */
 static void expect_sites_resolved_on_first_pass(bool one_record)
