@@ -410,12 +410,15 @@ int main(int argc, char **argv)
             min_pct = atof(argv[++i]);
         else if (!strcmp(argv[i], "--where") && i + 1 < argc)
             where_top = (size_t)strtoul(argv[++i], NULL, 10);
-        else
+        else if (argv[i][0] == '-' || dir) {
+            dir = NULL;        /* --help, an unknown option, or a second directory */
+            break;
+        } else
             dir = argv[i];
     }
     if (!dir) {
         fprintf(stderr, "usage: emucheck TRACE.DIR [--opcodes FILE] [--min-match PCT] "
-                "[--where N]\n");
+                "[--where N]\n(a trace recorded with ptrec --emulate --test-log)\n");
         return 2;
     }
     char err[1024];
