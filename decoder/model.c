@@ -974,7 +974,7 @@ static void start_at_stub_fill(dm_model *m)
 #define ENTRY_JMP_SEARCH 8              /* where in a patch a not-entrant jump may start */
 
 /* Whether patch p writes a jump to wrong_method_stub (HotSpot's not-entrant
- * mark). */
+ * mark; JDK 25 names it "Shared Runtime wrong_method_blob"). */
 static bool writes_not_entrant(const dm_model *m, const dm_patch *p, const uint8_t *code)
 {
     if (p->owner < 0 || m->codes[p->owner].kind != DM_CODE_NMETHOD || p->made_up ||
