@@ -919,6 +919,23 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
  * (to within about 10 ms): fills timed by full scans are too stale to date a
  * site by (measured: fewer instructions in place on such a recording). */
 #define IC_FILL_SPAN 400000000ull    /* TSC ticks: how far back a fill may be */
+
+/* The record time of the last change to patch p's site recorded before p (its
+ * call, or the cached value before it), or since if that is later. Record
+ * times, not start times: the rules here move start times, and a site's
+ * floor must not depend on the order they visit its records in. */
+static uint64_t site_changed_last(const dm_model *m, const dm_patch *p, uint64_t since)
+{
+    uint64_t site_lo = p->vaddr > SITE_BEFORE + 1 ? p->vaddr - SITE_BEFORE - 1 : 0;
+    for (size_t j = 0; j < m->npatches; j++) {
+        const dm_patch *q = &m->patches[j];
+        if (q->tsc < p->tsc && q->tsc > since && q->vaddr < p->vaddr + p->size &&
+            site_lo < q->vaddr + q->size)
+            since = q->tsc;
+    }
+    return since;
+}
+
 static void start_at_stub_fill(dm_model *m)
 {
     bool moved = false;
@@ -931,17 +948,13 @@ static void start_at_stub_fill(dm_model *m)
         const dm_code *c = dm_code_at(m, p->call_to, p->tsc);
         if (!c || c->kind != DM_CODE_STUB || !c->name || strcmp(c->name, "InlineCacheBuffer"))
             continue;
-        uint64_t fill = 0, floor = p->tsc > IC_FILL_SPAN ? p->tsc - IC_FILL_SPAN : 0;
-        uint64_t site_lo = p->vaddr > SITE_BEFORE + 1 ? p->vaddr - SITE_BEFORE - 1 : 0;
+        uint64_t fill = 0;
+        uint64_t floor = site_changed_last(m, p, p->tsc > IC_FILL_SPAN ? p->tsc - IC_FILL_SPAN : 0);
         for (size_t j = 0; j < m->npatches; j++) {
             const dm_patch *q = &m->patches[j];
-            if (q->tsc >= p->tsc || q->tsc < floor)
-                continue;
-            if (q->vaddr <= p->call_to && p->call_to < q->vaddr + q->size && q->tsc > fill)
+            if (q->tsc < p->tsc && q->tsc >= floor && q->vaddr <= p->call_to &&
+                p->call_to < q->vaddr + q->size && q->tsc > fill)
                 fill = q->tsc;
-            /* the site's earlier changes: its call, or the cached value before it */
-            if (q->vaddr < p->vaddr + p->size && site_lo < q->vaddr + q->size && q->tsc >= floor)
-                floor = q->tsc;
         }
         if (fill && fill >= floor && fill < p->start_tsc) {
             p->start_tsc = fill;
@@ -1044,15 +1057,7 @@ static void start_at_new_version(dm_model *m, const uint8_t *code)
         if (!from || !to || replaced_by[from->index] != to->index + 1 ||
             to->load_tsc >= p->start_tsc || p->tsc - to->load_tsc > NEW_VERSION_SPAN)
             continue;
-        /* no earlier than the site's previous change */
-        uint64_t floor = to->load_tsc;
-        uint64_t site_lo = p->vaddr > SITE_BEFORE + 1 ? p->vaddr - SITE_BEFORE - 1 : 0;
-        for (size_t j = 0; j < m->npatches; j++) {
-            const dm_patch *q = &m->patches[j];
-            if (j != i && q->tsc < p->tsc && q->vaddr < p->vaddr + p->size &&
-                site_lo < q->vaddr + q->size && q->start_tsc > floor)
-                floor = q->start_tsc;
-        }
+        uint64_t floor = site_changed_last(m, p, to->load_tsc);
         if (floor < p->start_tsc) {
             p->start_tsc = floor;
             moved = true;
