@@ -768,6 +768,29 @@ void di_image_free(di_image *im)
     g_free(im);
 }
 
+/* After patch idx applied by its time: the recorded states this decoder
+ * applied ahead of their time over the same bytes are later than it (the
+ * thread showed them), so they go back on top. On luindex JDK 25 a site
+ * resolved early to its callee's C2 code was otherwise sent back to its
+ * resolver by the record of an earlier state (the site cleaned when the
+ * callee's C1 version was made not entrant) until the C2 state's record. */
+static int keep_later_states(di_image *im, uint32_t idx)
+{
+    const dm_model *m = im->c->m;
+    const dm_patch *p = &m->patches[idx];
+    for (guint i = 0; i < im->early_log->len; i++) {
+        uint32_t e = g_array_index(im->early_log, uint32_t, i);
+        const dm_patch *q = &m->patches[e];
+        if (q->made_up || !im->early[e] || q->start_tsc <= p->start_tsc ||
+            q->vaddr >= p->vaddr + p->size || p->vaddr >= q->vaddr + q->size ||
+            !patch_applies(im, e))
+            continue;
+        if (put(im, im->c->patch_isid[e]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int di_image_advance(di_image *im, uint64_t tsc)
 {
     di_cache *c = im->c;
@@ -789,7 +812,7 @@ int di_image_advance(di_image *im, uint64_t tsc)
         } else if (im->early[ch->idx]) {
             continue;   /* in the image since the thread resolved the call */
         } else if (patch_applies(im, ch->idx)) {
-            if (put(im, c->patch_isid[ch->idx]) < 0)
+            if (put(im, c->patch_isid[ch->idx]) < 0 || keep_later_states(im, ch->idx) < 0)
                 return -1;
             im->st.patches_applied++;
         }
@@ -982,7 +1005,7 @@ uint32_t di_image_stub_exit(di_image *im, uint64_t ip)
             g_array_remove_index_fast(im->states, i);
             continue;
         }
-        if (m->patches[s].new_target + STUB_JMP == ip)
+        if (!m->patches[s].direct && m->patches[s].new_target + STUB_JMP == ip)
             return s;
         i++;
     }

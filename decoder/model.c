@@ -520,7 +520,7 @@ static const uint8_t *base_bytes(const dm_model *m, const dm_patch *p, const uin
 }
 
 static void find_call_sites(dm_model *m, const uint8_t *code);
-static void make_up_stub_states(dm_model *m, const uint8_t *code);
+static void make_up_site_states(dm_model *m, const uint8_t *code);
 
 static bool is_cond_branch_opcode(int op)
 {
@@ -637,7 +637,7 @@ static void classify_patches(dm_model *m)
     find_call_sites(m, code);
     start_at_stub_fill(m);
     start_at_new_version(m, code);
-    make_up_stub_states(m, code);
+    make_up_site_states(m, code);
     find_branch_exits(m, code);
     munmap(map, m->code_size);
 }
@@ -1158,19 +1158,42 @@ static void find_filled_stubs(const dm_model *m, const uint8_t *code, const dm_c
     }
 }
 
+/* A state a resolved call site may have had that no record holds: the site
+ * calls `call`, from where the thread goes on to `then` (a static call
+ * stub and the place its jump goes; or, direct, an entry of compiled code,
+ * both the same). */
+typedef struct site_state {
+    uint64_t call, then;
+    bool direct;
+} site_state;
+
+static bool state_known(const site_state *out, size_t n, uint64_t then)
+{
+    for (size_t j = 0; j < n; j++)
+        if (out[j].then == then)
+            return true;
+    return false;
+}
+
+/* Whether p resolves a site that may have gone through other states (made
+ * up below) since its last record: a static or opt-virtual call whose
+ * resolver patched it to code outside its own method. */
+static bool may_have_states(const dm_model *m, const dm_patch *p)
+{
+    if (!p->site || p->vaddr < p->site + 1 || p->vaddr + p->size > p->site + 5 ||
+        !searchable(m, p) || !is_stub_call_resolver_at(m, p->old_target, p->tsc))
+        return false;
+    const dm_code *c = &m->codes[p->owner];
+    return p->new_target < c->vaddr || p->new_target >= c->vaddr + c->size;
+}
+
 /* The made-up states resolution p may have gone through: the fills of its
  * owner's static call stubs recorded up to p's watcher scan (a fill comes
  * before the site is pointed at its stub), one per place they go on to
- * other than p's own target, into out[0..MAX_STUB_EXITS). */
-static size_t stub_states(const dm_model *m, const dm_patch *p, const stub_fill *fills,
-                          size_t nfills, const stub_fill **out)
+ * other than p's own target, appended to out[*n..MAX_STUB_EXITS). */
+static void stub_states(const dm_patch *p, const stub_fill *fills,
+                        size_t nfills, site_state *out, size_t *n)
 {
-    if (!p->site || p->vaddr < p->site + 1 || p->vaddr + p->size > p->site + 5 || !searchable(m, p) ||
-        !is_stub_call_resolver_at(m, p->old_target, p->tsc))
-        return 0;
-    const dm_code *c = &m->codes[p->owner];
-    if (p->new_target >= c->vaddr && p->new_target < c->vaddr + c->size)
-        return 0;                /* to a stub of its own: that state is the record */
     size_t lo = 0, hi = nfills;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -1179,17 +1202,132 @@ static size_t stub_states(const dm_model *m, const dm_patch *p, const stub_fill 
         else
             hi = mid;
     }
-    size_t n = 0;
     for (size_t f = lo; f < nfills && fills[f].owner == p->owner &&
                         fills[f].tsc <= p->tsc + SCAN_SPREAD &&
-                        n < MAX_STUB_EXITS; f++) {
-        bool dup = fills[f].to == p->new_target;
-        for (size_t j = 0; j < n && !dup; j++)
-            dup = out[j]->to == fills[f].to;
-        if (!dup)
-            out[n++] = &fills[f];
+                        *n < MAX_STUB_EXITS; f++)
+        if (fills[f].to != p->new_target && !state_known(out, *n, fills[f].to))
+            out[(*n)++] = (site_state){ fills[f].at, fills[f].to, false };
+}
+
+/* ---- call sites resolved to a version replaced before the next scan ------
+ *
+ * A static or opt-virtual resolver points the site at the callee's
+ * verified entry and jumps there. When a newer version of the callee
+ * replaced that one before the watcher's next scan, the
+ * record shows the site calling the newer version only, and a decoder
+ * that takes the record sends every call of the meantime into code that
+ * never ran (luindex JDK 25: comparePivot's C1 code called setBytesRef's
+ * C1 version for 64M ticks, and the record names the C2 one). So each
+ * other version of the callee's method that was there before the record
+ * gives a made-up state: the site calling that version's verified entry,
+ * applied only where the thread's resolver went on to exactly that
+ * address. The agent records no entry points: a version's verified entry
+ * is at the offset the records show for its tier (C1, C2). */
+#define TIER_C1 0
+#define TIER_C2 1
+#define ENTRY_SPAN 64            /* bytes from a compiled method's start that are its entries */
+#define ENTRY_GUESSES 2          /* verified-entry offsets tried per tier, most seen first */
+
+typedef struct entry_offsets {
+    uint64_t off[2][ENTRY_GUESSES];
+    size_t n[2];
+} entry_offsets;
+
+/* A compiled version, in the array of them ordered by method. */
+typedef struct method_version {
+    uint64_t method_id;
+    uint32_t code;               /* index in the model's codes */
+} method_version;
+
+static int cmp_method_version(const void *a, const void *b)
+{
+    const method_version *x = a, *y = b;
+    if (x->method_id != y->method_id)
+        return x->method_id < y->method_id ? -1 : 1;
+    return x->code < y->code ? -1 : x->code > y->code;
+}
+
+static method_version *versions_by_method(const dm_model *m, size_t *n)
+{
+    method_version *v = g_new(method_version, m->ncodes ? m->ncodes : 1);
+    *n = 0;
+    for (size_t i = 0; i < m->ncodes; i++)
+        if (m->codes[i].kind == DM_CODE_NMETHOD)
+            v[(*n)++] = (method_version){ m->codes[i].method_id, (uint32_t)i };
+    sort_n(v, *n, sizeof *v, cmp_method_version);
+    return v;
+}
+
+static int tier_of(const dm_code *c)
+{
+    return c->level >= 1 && c->level <= 3 ? TIER_C1 : c->level == 4 ? TIER_C2 : -1;
+}
+
+/* The verified-entry offsets of each tier, from the resolutions' targets. */
+static entry_offsets verified_entries(const dm_model *m)
+{
+    uint32_t seen[2][ENTRY_SPAN] = { { 0 } };
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (!may_have_states(m, p))
+            continue;
+        const dm_code *c = dm_code_at(m, p->new_target, p->tsc);
+        int t = c && c->kind == DM_CODE_NMETHOD ? tier_of(c) : -1;
+        if (t >= 0 && p->new_target - c->vaddr < ENTRY_SPAN)
+            seen[t][p->new_target - c->vaddr]++;
     }
-    return n;
+    /* a tier no resolution went to takes the other's */
+    for (int t = 0; t < 2; t++) {
+        bool any = false;
+        for (uint64_t o = 0; o < ENTRY_SPAN && !any; o++)
+            any = seen[t][o];
+        for (uint64_t o = 0; o < ENTRY_SPAN && !any; o++)
+            seen[t][o] = seen[1 - t][o];
+    }
+    entry_offsets e = { 0 };
+    for (int t = 0; t < 2; t++)
+        while (e.n[t] < ENTRY_GUESSES) {
+            uint64_t best = ENTRY_SPAN;
+            for (uint64_t o = 0; o < ENTRY_SPAN; o++)
+                if (seen[t][o] && (best == ENTRY_SPAN || seen[t][o] > seen[t][best]))
+                    best = o;
+            if (best == ENTRY_SPAN)
+                break;
+            e.off[t][e.n[t]++] = best;
+            seen[t][best] = 0;
+        }
+    return e;
+}
+
+/* The made-up states resolution p may have gone through: the other
+ * versions of its callee's method that were there before p's record,
+ * after its owner's load, appended to out[*n..MAX_STUB_EXITS). */
+static void older_version_states(const dm_model *m, const dm_patch *p, const entry_offsets *e,
+                                 const method_version *v, size_t nv, site_state *out, size_t *n)
+{
+    const dm_code *to = dm_code_at(m, p->new_target, p->tsc);
+    if (!to || to->kind != DM_CODE_NMETHOD || p->new_target - to->vaddr >= ENTRY_SPAN)
+        return;
+    const dm_code *owner = &m->codes[p->owner];
+    size_t lo = 0, hi = nv;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].method_id < to->method_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < nv && v[i].method_id == to->method_id && *n < MAX_STUB_EXITS; i++) {
+        const dm_code *c = &m->codes[v[i].code];
+        int t = tier_of(c);
+        if (c == to || t < 0 || c->load_tsc > p->tsc || c->end_tsc <= owner->start_tsc)
+            continue;
+        for (size_t j = 0; j < e->n[t] && *n < MAX_STUB_EXITS; j++) {
+            uint64_t entry = c->vaddr + e->off[t][j];
+            if (entry < c->vaddr + c->size && !state_known(out, *n, entry))
+                out[(*n)++] = (site_state){ entry, entry, true };
+        }
+    }
 }
 
 /* The made-up bytes into a memory file of the model's own: libipt reads
@@ -1219,7 +1357,7 @@ static bool write_made_up(dm_model *m, const GByteArray *bytes)
 
 /* See model.h: the made-up states of call sites resolved to compiled code,
  * appended to the patches. */
-static void make_up_stub_states(dm_model *m, const uint8_t *code)
+static void make_up_site_states(dm_model *m, const uint8_t *code)
 {
     owner_order ord = order_by_owner(m);
     GArray *fills = g_array_new(FALSE, FALSE, sizeof(stub_fill));
@@ -1237,31 +1375,35 @@ static void make_up_stub_states(dm_model *m, const uint8_t *code)
     g_free(ord.seq);
     g_free(ord.first);
     g_free(ord.pos);
-    if (!fills->len) {
-        g_array_free(fills, TRUE);
-        return;
-    }
     sort_n(fills->data, fills->len, sizeof(stub_fill), cmp_stub_fill);
     const stub_fill *all = (const stub_fill *)(void *)fills->data;
-    const stub_fill *st[MAX_STUB_EXITS];
+    const entry_offsets entries = verified_entries(m);
+    size_t nversions;
+    method_version *versions = versions_by_method(m, &nversions);
+    site_state st[MAX_STUB_EXITS];
     GArray *made = g_array_new(FALSE, FALSE, sizeof(dm_patch));
     GByteArray *bytes = g_byte_array_new();
     dm_patch *before = g_memdup2(m->patches, m->npatches * sizeof(dm_patch));
     for (size_t i = 0; i < m->npatches; i++) {
         dm_patch *p = &m->patches[i];
-        size_t n = stub_states(m, p, all, fills->len, st);
+        size_t n = 0;
+        if (may_have_states(m, p)) {
+            stub_states(p, all, fills->len, st, &n);
+            older_version_states(m, p, &entries, versions, nversions, st, &n);
+        }
         for (size_t j = 0; j < n; j++) {
-            int32_t rel = (int32_t)(int64_t)(st[j]->at - (p->site + 5));
+            int32_t rel = (int32_t)(int64_t)(st[j].call - (p->site + 5));
             dm_patch q = *p;
             q.vaddr = p->site + 1;   /* the whole rel32 (a record holds the bytes that changed) */
             q.size = 4;
             q.code_offset = bytes->len;
             q.own_bytes = true;
             g_byte_array_append(bytes, (const guint8 *)&rel, 4);
-            q.new_target = st[j]->at;
+            q.new_target = st[j].call;
             q.call_to = 0;
             q.made_up = true;
-            q.stub_to = st[j]->to;
+            q.direct = st[j].direct;
+            q.stub_to = st[j].then;
             q.site = 0;          /* not a resolution of its own (image.c's site table) */
             q.first_state = q.nstates = 0;
             q.state_of = (uint32_t)i;
@@ -1286,6 +1428,7 @@ static void make_up_stub_states(dm_model *m, const uint8_t *code)
         warn(m, "cannot make a memory file for made-up call-site states: %s", g_strerror(errno));
     }
     g_free(before);
+    g_free(versions);
     g_byte_array_free(bytes, TRUE);
     g_array_free(fills, TRUE);
     if (made->len) {

@@ -47,6 +47,11 @@
  *   model's own, in a memory file (libipt reads sections from files); the
  *   resolution's record is widened there to the whole rel32, so that it
  *   overwrites them.
+ * - Such a site may also have been resolved to another compiled version of
+ *   the callee's method that a newer one replaced before the watcher's next
+ *   scan: each version there before the record gives a made-up state too
+ *   (dm_patch.direct), the site calling that version's verified entry (at
+ *   the offset the recorded resolutions show for its tier).
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the
@@ -171,6 +176,7 @@ typedef struct dm_patch {
      * decoded thread's resolver went on to stub_to (image.h), and only
      * until the resolution it precedes applies. */
     bool made_up;
+    bool direct;                 /* made up: the site calls compiled code (stub_to itself) */
     bool own_bytes;              /* code_offset is into made_up_bytes, not the code file */
     uint64_t stub_to;
     uint32_t state_of;           /* made up: the resolution it precedes */

@@ -1670,6 +1670,186 @@ Test(decode, a_site_resolved_to_the_interpreter_runs_its_static_stub_until_fixed
     g_free(dir);
 }
 
+/* A site resolved to a version its callee replaced before the next watcher
+ * scan. M1 at NMR: site A (NMR) and site B (NMR+5) call
+ * resolve_opt_virtual_call (jmp *%rax), then jmp *%rax at NMR+10. M2 has a
+ * C1 version (OLD_C1) and, from t 5000, a C2 one (NEW_C2); M3 a C1 version
+ * (M3_C1). The only records (t 9000) have A calling NEW_C2+0x10 and B
+ * calling M3_C1+0x20: these give the tiers' verified-entry offsets. Every
+ * entry is a ret. */
+#define OLD_C1 0xc0000ull
+#define NEW_C2 0xc1000ull
+#define M3_C1 0xc2000ull
+
+static void compiled(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
+                     int32_t level)
+{
+    uint8_t code[0x40];
+    memset(code, 0x90, sizeof code);
+    code[0x10] = code[0x20] = 0xc3;
+    jm_put_u64(b, at); jm_put_u64(b, sizeof code); jm_put_u64(b, 0);
+    jm_put_u64(b, id); jm_put_i32(b, level); jm_put_u32(b, 0);
+    emit(w, JM_NMETHOD_LOAD, tsc, b, code, sizeof code);
+}
+
+static char *make_replaced_callee_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
+    compiled(w, &b, 100, OLD_C1, M2, 3);
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x20];
+    memset(nm, 0xcc, sizeof nm);
+    for (int s = 0; s < 2; s++) {
+        int32_t rel = (int32_t)(RS_OPT - (NMR + 5 * s + 5));
+        nm[5 * s] = 0xe8;
+        memcpy(nm + 5 * s + 1, &rel, 4);
+    }
+    memcpy(nm + 10, "\xff\xe0", 2);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled(w, &b, 5000, NEW_C2, M2, 4);
+    int32_t rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
+    patch(w, &b, 9000, NMR + 6, &rel, 4);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    return dir;
+}
+
+Test(model, a_site_resolved_to_a_replaced_version_gets_that_versions_state)
+{
+    char *dir = make_replaced_callee_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a = NULL, *st = NULL;
+    size_t states = 0;
+    for (size_t i = 0; i < m->npatches; i++) {
+        if (m->patches[i].site == NMR)
+            a = &m->patches[i];
+        if (m->patches[i].made_up) {
+            st = &m->patches[i];
+            states++;
+        }
+    }
+    cr_assert_not_null(a);
+    cr_assert_eq(states, 1, "A's callee had another version; B's had not");
+    cr_expect_eq(a->nstates, 1);
+    cr_expect_eq(&m->patches[a->first_state], st);
+    cr_expect(st->direct);
+    cr_expect_eq(st->new_target, OLD_C1 + 0x20, "the C1 entry offset of B's record");
+    cr_expect_eq(st->stub_to, OLD_C1 + 0x20);
+    int32_t rel;
+    cr_assert_leq(st->code_offset + 4, m->made_up_size);
+    memcpy(&rel, m->made_up_bytes + st->code_offset, 4);
+    cr_expect_eq(NMR + 5 + (uint64_t)(int64_t)rel, OLD_C1 + 0x20);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Pass 1 resolves A to OLD_C1 (the resolver goes on there) and B to M3_C1;
+ * pass 2 calls both straight. A ret in NEW_C2 would fit the packets of
+ * pass 2 as well: only A's state says which version ran. */
+Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
+{
+    char *dir = make_replaced_callee_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 1: the resolver goes on to OLD_C1 */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, M3_C1 + 0x20);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);              /* jmp *%rax */
+    tip(&e, ppt_tip, NMR + 5);          /* 2: A's callee returns */
+    tip(&e, ppt_tip, NMR + 10);         /*    B's */
+    tip(&e, ppt_tip, NMR);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    size_t old = 0, new = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
+        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
+               log.ev[i].ip < NEW_C2 + 0x40;
+    }
+    /* once per pass, and once more where the stream ends */
+    cr_expect_eq(old, 3, "every pass runs the version A was resolved to");
+    cr_expect_eq(new, 0, "nothing ran the version of A's record");
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 2);
+    cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A state applied ahead of its time stays over the records of earlier
+ * states that come due after it: M1's site at NMR calls resolve_opt_virtual_call
+ * at load; records at t 3000 (the site calling CALLEE) and t 9000 (calling
+ * CALLEE + 0x100). The image at t 1000 applies the second early (the thread
+ * showed it), then passes t 3000. */
+Test(image, a_state_applied_early_stays_over_an_earlier_record)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, CALLEE, "callee", "\xc3", 1);
+    stub(w, &b, CALLEE + 0x100, "callee2", "\xc3", 1);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_OPT - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    rel = (int32_t)(CALLEE - (NMR + 5));
+    patch(w, &b, 3000, NMR + 1, &rel, 4);
+    rel = (int32_t)(CALLEE + 0x100 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    uint32_t later = UINT32_MAX;
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].tsc == 9000)
+            later = (uint32_t)i;
+    cr_assert_neq(later, UINT32_MAX);
+    di_image *im = di_image_new(cache, 1000, err, sizeof err);
+    cr_assert_not_null(im, "%s", err);
+    cr_assert_eq(di_image_apply_early(im, later), 1);
+    cr_assert_geq(di_image_advance(im, 4000), 0);
+    uint8_t buf[4];
+    cr_assert_eq(di_image_read(im, buf, sizeof buf, NMR + 1), 4);
+    memcpy(&rel, buf, 4);
+    cr_expect_eq(NMR + 5 + (uint64_t)(int64_t)rel, CALLEE + 0x100,
+                 "the site calls %#llx", (unsigned long long)(NMR + 5 + (uint64_t)(int64_t)rel));
+    di_image_free(im);
+    di_cache_free(cache);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* ---- code re-pointed long before its patch is recorded --------------------- */
 
 #define NMC 0xb0000ull
