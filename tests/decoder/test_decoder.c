@@ -1796,12 +1796,13 @@ Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
     g_free(dir);
 }
 
-/* A state applied ahead of its time stays over the records of earlier
- * states that come due after it: M1's site at NMR calls resolve_opt_virtual_call
- * at load; records at t 3000 (the site calling CALLEE) and t 9000 (calling
- * CALLEE + 0x100). The image at t 1000 applies the second early (the thread
- * showed it), then passes t 3000. */
-Test(image, a_state_applied_early_stays_over_an_earlier_record)
+/* A resolution applied ahead of its time stays over the records of earlier
+ * states that come due after it: M1's site at NMR calls CALLEE at load; the
+ * records have it cleaned (calling resolve_opt_virtual_call, t 3000, as
+ * HotSpot does when the callee is made not entrant), then resolved to
+ * CALLEE + 0x100 (t 9000). The image at t 1000 applies the resolution early
+ * (the thread went through the resolver to it), then passes t 3000. */
+Test(image, a_resolution_applied_early_stays_over_an_earlier_record)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
@@ -1813,11 +1814,11 @@ Test(image, a_state_applied_early_stays_over_an_earlier_record)
     stub(w, &b, CALLEE + 0x100, "callee2", "\xc3", 1);
     uint8_t nm[0x10];
     memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(RS_OPT - (NMR + 5));
+    int32_t rel = (int32_t)(CALLEE - (NMR + 5));
     nm[0] = 0xe8;
     memcpy(nm + 1, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
-    rel = (int32_t)(CALLEE - (NMR + 5));
+    rel = (int32_t)(RS_OPT - (NMR + 5));
     patch(w, &b, 3000, NMR + 1, &rel, 4);
     rel = (int32_t)(CALLEE + 0x100 - (NMR + 5));
     patch(w, &b, 9000, NMR + 1, &rel, 4);
@@ -1834,6 +1835,7 @@ Test(image, a_state_applied_early_stays_over_an_earlier_record)
         if (m->patches[i].tsc == 9000)
             later = (uint32_t)i;
     cr_assert_neq(later, UINT32_MAX);
+    cr_assert_eq(m->patches[later].site, NMR, "a resolution");
     di_image *im = di_image_new(cache, 1000, err, sizeof err);
     cr_assert_not_null(im, "%s", err);
     cr_assert_eq(di_image_apply_early(im, later), 1);
