@@ -1586,6 +1586,17 @@ static char *make_interpreted_first_trace(void)
     return dir;
 }
 
+/* Where made-up state st's call goes: its rel32, in the model's own bytes,
+ * from the end of the call. */
+static uint64_t made_up_call_target(const dm_model *m, const dm_patch *st)
+{
+    int32_t rel;
+    cr_assert(st->own_bytes && st->size == 4);
+    cr_assert_leq(st->code_offset + 4, m->made_up_size);
+    memcpy(&rel, m->made_up_bytes + st->code_offset, 4);
+    return st->vaddr + 4 + (uint64_t)(int64_t)rel;
+}
+
 Test(model, a_site_resolved_to_compiled_code_gets_its_static_stub_state)
 {
     char *dir = make_interpreted_first_trace();
@@ -1613,10 +1624,7 @@ Test(model, a_site_resolved_to_compiled_code_gets_its_static_stub_state)
     cr_expect_eq(st->new_target, NMR + 0x20);
     cr_expect_eq(st->stub_to, C2I);
     cr_expect_eq(st->start_tsc, res->start_tsc);
-    int32_t rel;
-    cr_assert_leq(st->code_offset + 4, m->made_up_size);
-    memcpy(&rel, m->made_up_bytes + st->code_offset, 4);
-    cr_expect_eq(NMR + 5 + (uint64_t)(int64_t)rel, NMR + 0x20);
+    cr_expect_eq(made_up_call_target(m, st), NMR + 0x20);
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
@@ -1748,10 +1756,7 @@ Test(model, a_site_resolved_to_a_replaced_version_gets_that_versions_state)
     cr_expect(st->direct);
     cr_expect_eq(st->new_target, OLD_C1 + 0x20, "the C1 entry offset of B's record");
     cr_expect_eq(st->stub_to, OLD_C1 + 0x20);
-    int32_t rel;
-    cr_assert_leq(st->code_offset + 4, m->made_up_size);
-    memcpy(&rel, m->made_up_bytes + st->code_offset, 4);
-    cr_expect_eq(NMR + 5 + (uint64_t)(int64_t)rel, OLD_C1 + 0x20);
+    cr_expect_eq(made_up_call_target(m, st), OLD_C1 + 0x20);
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
