@@ -168,9 +168,65 @@ static int add_file(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr, ch
  * one; its "native signature handlers" stub is reported while still mostly
  * empty). Decoding such zeros would invent instructions; leaving them out
  * of the image makes execution there an honest "no code" gap. So each blob
- * or code version becomes one section per stretch between zero runs. */
+ * or code version becomes one section per stretch between zero runs.
+ *
+ * An instruction may end in zero bytes, though (a jump's rel32 with a zero
+ * top byte, a movabs of a small constant). The watcher records the bytes
+ * of a patch that changed, so where it filled code into a zero run (an
+ * inline-cache transition stub into the emptied InlineCacheBuffer), the
+ * zeros after the patch may be the rest of its last instruction. libipt
+ * reads an instruction on into the next section but fails where none is
+ * mapped: each patch that ends inside a zero run (patch_ends, sorted) keeps
+ * MAX_INSN_BYTES - 1 of the zeros after it mapped. */
+typedef struct zero_keep {
+    uint64_t *patch_ends;
+    size_t n;
+} zero_keep;
+
+/* Maps [lo, hi) of the snapshot at off (vaddr base) as one section. */
+static int add_stretch(di_cache *c, uint64_t off, uint64_t vaddr, uint64_t lo, uint64_t hi,
+                       GArray *out, char *err, size_t errlen)
+{
+    int isid = add_file(c, off + lo, hi - lo, vaddr + lo, err, errlen);
+    if (isid >= 0)
+        g_array_append_val(out, isid);
+    return isid;
+}
+
+/* The zeros of the run [lo, hi) that may complete an instruction: those
+ * after a patch that ends inside the run. */
+static int add_patch_tails(di_cache *c, uint64_t off, uint64_t vaddr, uint64_t lo, uint64_t hi,
+                           const zero_keep *zk, GArray *out, char *err, size_t errlen)
+{
+    size_t a = 0, b = zk->n;
+    while (a < b) {             /* first end in the run */
+        size_t mid = (a + b) / 2;
+        if (zk->patch_ends[mid] < vaddr + lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    uint64_t from = 0, to = 0;  /* the tail being built, relative to vaddr */
+    for (; a < zk->n && zk->patch_ends[a] < vaddr + hi; a++) {
+        uint64_t e = zk->patch_ends[a] - vaddr;
+        uint64_t end = e + MAX_INSN_BYTES - 1 < hi ? e + MAX_INSN_BYTES - 1 : hi;
+        if (to && e <= to) {
+            to = end > to ? end : to;
+            continue;
+        }
+        if (to && add_stretch(c, off, vaddr, from, to, out, err, errlen) < 0)
+            return -1;
+        from = e;
+        to = end;
+    }
+    if (to && add_stretch(c, off, vaddr, from, to, out, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
 static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
-                       const uint8_t *code, GArray *out, char *err, size_t errlen)
+                       const uint8_t *code, const zero_keep *zk, GArray *out, char *err,
+                       size_t errlen)
 {
     if (!code) {
         int isid = add_file(c, off, size, vaddr, err, errlen);
@@ -181,7 +237,8 @@ static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
     const uint8_t *p = code + off;
     uint64_t i = 0, n = size;
     while (i < n) {
-        while (i < n && !p[i])          /* skip zeros */
+        uint64_t run = i;               /* a zero run: [run, start) */
+        while (i < n && !p[i])
             i++;
         uint64_t start = i, zeros = 0, end = i;
         for (; i < n; i++) {
@@ -192,14 +249,21 @@ static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
                 break;
             }
         }
+        if (start > run && add_patch_tails(c, off, vaddr, run, start, zk, out, err, errlen) < 0)
+            return -1;
         if (end > start) {
-            int isid = add_file(c, off + start, end - start, vaddr + start, err, errlen);
-            if (isid < 0)
-                return isid;
-            g_array_append_val(out, isid);
+            if (add_stretch(c, off, vaddr, start, end, out, err, errlen) < 0)
+                return -1;
+            i = end;            /* the zeros after it are the next run */
         }
     }
     return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 static void free_granule(gpointer v) { g_array_free(v, TRUE); }
@@ -303,14 +367,21 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
     if (fd >= 0)
         close(fd);
     int rc = 0;
+    zero_keep zk = { g_new(uint64_t, m->npatches ? m->npatches : 1), 0 };
+    for (size_t i = 0; i < m->npatches; i++)
+        if (!m->patches[i].made_up)
+            zk.patch_ends[zk.n++] = m->patches[i].vaddr + m->patches[i].size;
+    sort_n(zk.patch_ends, zk.n, sizeof *zk.patch_ends, cmp_u64);
     for (size_t i = 0; i < m->nblobs && rc >= 0; i++)
         rc = add_extents(c, m->blobs[i].code_offset, m->blobs[i].size, m->blobs[i].vaddr, code,
-                         c->blob_isids, err, errlen);
+                         &zk, c->blob_isids, err, errlen);
     for (size_t i = 0; i < m->ncodes && rc >= 0; i++) {
         const dm_code *k = &m->codes[i];
         c->code_first[i] = c->code_isids->len;
-        rc = add_extents(c, k->code_offset, k->size, k->vaddr, code, c->code_isids, err, errlen);
+        rc = add_extents(c, k->code_offset, k->size, k->vaddr, code, &zk, c->code_isids, err,
+                         errlen);
     }
+    g_free(zk.patch_ends);
     c->code_first[m->ncodes] = c->code_isids->len;
     c->code = code;           /* kept: read_shown copies from it */
     c->code_size = code ? m->code_size : 0;
@@ -460,12 +531,6 @@ static int add_cached(di_image *im, int isid)
     if (rc >= 0)
         im->st.sections_added++;
     return rc;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Hands libipt the sections the image shows in tile t, in the order they

@@ -1857,6 +1857,67 @@ Test(image, a_resolution_applied_early_stays_over_an_earlier_record)
     g_free(dir);
 }
 
+/* ---- a patch over zeros that ends before its last instruction does -------- */
+
+/* the zeros kept after a patch (image.c: the longest instruction but one) */
+#define MAX_INSN_BYTES_TEST 14
+#define ICBUF 0xc0000ull
+#define ICBUF_CALLEE 0xd0000ull
+
+/* HotSpot fills an inline-cache transition stub (movabs rax, imm64; jmp
+ * rel32) into the emptied InlineCacheBuffer, which the agent snapshot as
+ * zeros. The watcher records the bytes that changed: the jump's rel32 ends
+ * in two zero bytes that were already there. */
+Test(image, a_patch_over_zeros_keeps_the_zeros_that_end_its_instruction)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    uint8_t zeros[0x80] = { 0 };
+    stub(w, &b, ICBUF, "InlineCacheBuffer", zeros, sizeof zeros);
+    stub(w, &b, ICBUF_CALLEE, "callee", "\xc3", 1);
+    uint8_t fill[15] = { 0x48, 0xb8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0xe9 };
+    int32_t rel = (int32_t)(ICBUF_CALLEE - (ICBUF + 0x20 + sizeof fill));
+    memcpy(fill + 11, &rel, 4);
+    cr_assert_eq(fill[13], 0, "the test wants a rel32 that ends in zeros");
+    patch(w, &b, 500, ICBUF + 0x20, fill, 13);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    di_image *im = di_image_new(cache, 1000, err, sizeof err);
+    cr_assert_not_null(im, "%s", err);
+    uint8_t buf[16];
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, ICBUF + 0x20 + 13), MAX_INSN_BYTES_TEST);
+    cr_expect_eq(buf[0] | buf[1], 0);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, ICBUF + 0x20 + 13 + MAX_INSN_BYTES_TEST),
+                 -pte_nomap, "zeros beyond an instruction stay out");
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, ICBUF), -pte_nomap);
+    di_image_free(im);
+    di_cache_free(cache);
+    dm_free(m);
+
+    /* the thread runs the stub into the callee, whose ret goes back to it */
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, ICBUF + 0x20);
+    tip(&e, ppt_tip, ICBUF + 0x20);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(count_stub(&log, "callee"), 2, "the stub's jump reached the callee");
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* ---- code re-pointed long before its patch is recorded --------------------- */
 
 #define NMC 0xb0000ull
