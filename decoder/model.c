@@ -1175,16 +1175,27 @@ static bool state_known(const site_state *out, size_t n, uint64_t then)
     return false;
 }
 
+/* Whether p resolves one static or opt-virtual call site (its bytes lie in
+ * the call's rel32), and whether to code within the site's own method (its
+ * static call stub). */
+static bool resolves_stub_call(const dm_model *m, const dm_patch *p)
+{
+    return p->site && p->vaddr >= p->site + 1 && p->vaddr + p->size <= p->site + 5 &&
+           searchable(m, p) && is_stub_call_resolver_at(m, p->old_target, p->tsc);
+}
+
+static bool resolves_to_own_code(const dm_model *m, const dm_patch *p)
+{
+    const dm_code *c = &m->codes[p->owner];
+    return p->new_target >= c->vaddr && p->new_target < c->vaddr + c->size;
+}
+
 /* Whether p resolves a site that may have gone through other states (made
  * up below) since its last record: a static or opt-virtual call whose
  * resolver patched it to code outside its own method. */
 static bool may_have_states(const dm_model *m, const dm_patch *p)
 {
-    if (!p->site || p->vaddr < p->site + 1 || p->vaddr + p->size > p->site + 5 ||
-        !searchable(m, p) || !is_stub_call_resolver_at(m, p->old_target, p->tsc))
-        return false;
-    const dm_code *c = &m->codes[p->owner];
-    return p->new_target < c->vaddr || p->new_target >= c->vaddr + c->size;
+    return resolves_stub_call(m, p) && !resolves_to_own_code(m, p);
 }
 
 /* The made-up states resolution p may have gone through: the fills of its
@@ -1299,15 +1310,14 @@ static entry_offsets verified_entries(const dm_model *m)
     return e;
 }
 
-/* The made-up states resolution p may have gone through: the other
- * versions of its callee's method that were there before p's record,
- * after its owner's load, appended to out[*n..MAX_STUB_EXITS). */
-static void older_version_states(const dm_model *m, const dm_patch *p, const entry_offsets *e,
-                                 const method_version *v, size_t nv, site_state *out, size_t *n)
+/* The made-up states resolution p may have gone through: the versions of
+ * its callee's method other than `to` (the compiled code it calls) that
+ * were there before p's record, after its owner's load, appended to
+ * out[*n..MAX_STUB_EXITS). */
+static void older_version_states(const dm_model *m, const dm_patch *p, const dm_code *to,
+                                 const entry_offsets *e, const method_version *v, size_t nv,
+                                 site_state *out, size_t *n)
 {
-    const dm_code *to = dm_code_at(m, p->new_target, p->tsc);
-    if (!to || to->kind != DM_CODE_NMETHOD || p->new_target - to->vaddr >= ENTRY_SPAN)
-        return;
     const dm_code *owner = &m->codes[p->owner];
     size_t lo = 0, hi = nv;
     while (lo < hi) {
@@ -1328,6 +1338,81 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const ent
                 out[(*n)++] = (site_state){ entry, entry, true };
         }
     }
+}
+
+/* The compiled code resolution p calls, if it calls an entry of some. */
+static const dm_code *entry_called(const dm_model *m, const dm_patch *p)
+{
+    const dm_code *to = dm_code_at(m, p->new_target, p->tsc);
+    return to && to->kind == DM_CODE_NMETHOD && p->new_target - to->vaddr < ENTRY_SPAN ? to
+                                                                                       : NULL;
+}
+
+/* ---- sites resolved to compiled code that was gone by the next scan --------
+ *
+ * The reverse of the above: the resolver pointed the site at the callee's
+ * compiled code, which was made not entrant before the watcher's next
+ * scan; HotSpot re-resolved the site to its static call stub (the callee
+ * interpreted), and that is the first record (xalan JDK 25: a site of
+ * Normalizer2WithImpl.getDecomposition called NormalizerImpl's C1 code
+ * 1,036 times, and the decoder went through the stub into the interpreter
+ * instead). The stub names no method the model knows, but the site's next
+ * record re-points it from the stub to the callee's newer version: the
+ * versions of that method give the made-up states, as above. */
+
+/* A patch that re-points a call from one place to another (call_to), by
+ * where it went before. */
+typedef struct repoint {
+    int64_t owner;
+    uint64_t from, tsc;
+    uint32_t idx;
+} repoint;
+
+static int cmp_repoint(const void *a, const void *b)
+{
+    const repoint *x = a, *y = b;
+    if (x->owner != y->owner)
+        return x->owner < y->owner ? -1 : 1;
+    if (x->from != y->from)
+        return x->from < y->from ? -1 : 1;
+    return x->tsc < y->tsc ? -1 : x->tsc > y->tsc;
+}
+
+static repoint *repoints_by_origin(const dm_model *m, size_t *n)
+{
+    repoint *r = g_new(repoint, m->npatches ? m->npatches : 1);
+    *n = 0;
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (p->call_to && !p->site && !p->made_up)
+            r[(*n)++] = (repoint){ p->owner, p->call_from, p->tsc, (uint32_t)i };
+    }
+    sort_n(r, *n, sizeof *r, cmp_repoint);
+    return r;
+}
+
+/* The compiled code that resolution p's site calls next, where p resolved
+ * it to its own static call stub and a later record re-points it from
+ * there to an entry of compiled code. */
+static const dm_code *callee_after_own_stub(const dm_model *m, const dm_patch *p,
+                                            const repoint *r, size_t nr)
+{
+    if (!resolves_stub_call(m, p) || !resolves_to_own_code(m, p))
+        return NULL;
+    size_t lo = 0, hi = nr;
+    repoint key = { p->owner, p->new_target, p->tsc, 0 };
+    while (lo < hi) {           /* the first re-pointing from the stub after p */
+        size_t mid = (lo + hi) / 2;
+        if (cmp_repoint(&r[mid], &key) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == nr || r[lo].owner != p->owner || r[lo].from != p->new_target)
+        return NULL;
+    const dm_patch *q = &m->patches[r[lo].idx];
+    const dm_code *to = dm_code_at(m, q->call_to, q->tsc);
+    return to && to->kind == DM_CODE_NMETHOD && q->call_to - to->vaddr < ENTRY_SPAN ? to : NULL;
 }
 
 /* The made-up bytes into a memory file of the model's own: libipt reads
@@ -1380,6 +1465,8 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     const entry_offsets entries = verified_entries(m);
     size_t nversions;
     method_version *versions = versions_by_method(m, &nversions);
+    size_t nrepoints;
+    repoint *repoints = repoints_by_origin(m, &nrepoints);
     site_state st[MAX_STUB_EXITS];
     GArray *made = g_array_new(FALSE, FALSE, sizeof(dm_patch));
     GByteArray *bytes = g_byte_array_new();
@@ -1387,10 +1474,15 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     for (size_t i = 0; i < m->npatches; i++) {
         dm_patch *p = &m->patches[i];
         size_t n = 0;
+        const dm_code *callee;
         if (may_have_states(m, p)) {
             stub_states(p, all, fills->len, st, &n);
-            older_version_states(m, p, &entries, versions, nversions, st, &n);
+            callee = entry_called(m, p);
+        } else {
+            callee = callee_after_own_stub(m, p, repoints, nrepoints);
         }
+        if (callee)
+            older_version_states(m, p, callee, &entries, versions, nversions, st, &n);
         for (size_t j = 0; j < n; j++) {
             int32_t rel = (int32_t)(int64_t)(st[j].call - (p->site + 5));
             dm_patch q = *p;
@@ -1429,6 +1521,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     }
     g_free(before);
     g_free(versions);
+    g_free(repoints);
     g_byte_array_free(bytes, TRUE);
     g_array_free(fills, TRUE);
     if (made->len) {

@@ -52,6 +52,11 @@
  *   scan: each version there before the record gives a made-up state too
  *   (dm_patch.direct), the site calling that version's verified entry (at
  *   the offset the recorded resolutions show for its tier).
+ * - A site resolved to its own static call stub may have called a version
+ *   of its callee that was made not entrant before the watcher's next scan:
+ *   where the site's next record re-points it from the stub to compiled
+ *   code, the other versions of that code's method there before the
+ *   resolution's record give the same made-up states.
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the

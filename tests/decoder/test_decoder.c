@@ -1801,6 +1801,113 @@ Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
     g_free(dir);
 }
 
+/* The reverse: a site resolved to its callee's compiled code, which was
+ * made not entrant before the watcher's next scan. M1 at NMR: site A (NMR)
+ * and site B (NMR+5) call resolve_opt_virtual_call, then jmp *%rax at
+ * NMR+10; A's static call stub is at NMR+0x20. M2 has a C1 version
+ * (OLD_C1), and from t 6000 a new one (NEW_C2, level 3 too). The records:
+ * A resolved to its static stub (t 5000: M2 interpreted), B to M3_C1+0x20
+ * (t 9000: the C1 entry offset), A re-pointed from its stub to the new
+ * version (t 9500). Only that last record names A's callee. */
+static char *make_gone_before_scan_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, C2I, "I2C/C2I adapters", "\xc3", 1);
+    compiled(w, &b, 100, OLD_C1, M2, 3);
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    for (int s = 0; s < 2; s++) {
+        int32_t rel = (int32_t)(RS_OPT - (NMR + 5 * s + 5));
+        nm[5 * s] = 0xe8;
+        memcpy(nm + 5 * s + 1, &rel, 4);
+    }
+    memcpy(nm + 10, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\0\0\0\0\0\0\0\0\xe9\xfb\xff\xff\xff", 15);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    int32_t rel = (int32_t)(NMR + 0x20 - (NMR + 5));
+    patch(w, &b, 5000, NMR + 1, &rel, 4);
+    uint8_t filled[13] = { 0x34, 0x12 };
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    filled[8] = 0xe9;
+    memcpy(filled + 9, &rel, 4);
+    patch(w, &b, 5000, NMR + 0x22, filled, sizeof filled);
+    compiled(w, &b, 6000, NEW_C2, M2, 3);
+    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
+    patch(w, &b, 9000, NMR + 6, &rel, 4);
+    rel = (int32_t)(NEW_C2 + 0x20 - (NMR + 5));
+    patch(w, &b, 9500, NMR + 1, &rel, 4);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    return dir;
+}
+
+Test(model, a_site_resolved_to_a_version_gone_by_the_next_scan_gets_that_versions_state)
+{
+    char *dir = make_gone_before_scan_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a = NULL;
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].site == NMR)
+            a = &m->patches[i];
+    cr_assert_not_null(a);
+    cr_expect_eq(a->new_target, NMR + 0x20, "A's record: its own static stub");
+    cr_assert_eq(a->nstates, 1, "the old version of A's callee (not the new one)");
+    const dm_patch *st = &m->patches[a->first_state];
+    cr_expect(st->made_up && st->direct);
+    cr_expect_eq(st->stub_to, OLD_C1 + 0x20);
+    cr_expect_eq(made_up_call_target(m, st), OLD_C1 + 0x20);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Pass 1 resolves A to OLD_C1 (the resolver goes on there) and B to M3_C1;
+ * pass 2 calls both straight. The packets of pass 2 fit A's static stub and
+ * the c2i adapter's ret as well: only A's state says which ran. */
+Test(decode, a_site_resolved_to_a_version_gone_by_the_next_scan_calls_it)
+{
+    char *dir = make_gone_before_scan_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 1: the resolver goes on to OLD_C1 */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, M3_C1 + 0x20);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);              /* jmp *%rax */
+    tip(&e, ppt_tip, NMR + 5);          /* 2: A's callee returns */
+    tip(&e, ppt_tip, NMR + 10);         /*    B's */
+    tip(&e, ppt_tip, NMR);
+    size_t n = penc_end(&e);
+    write_stream(dir, e.buf, n);
+
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    size_t old = 0;
+    for (size_t i = 0; i < log.n; i++)
+        old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
+    /* once per pass, and once more where the stream ends */
+    cr_expect_eq(old, 3, "every pass runs the version A was resolved to");
+    cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 0, "A's static stub never ran");
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 2);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* A resolution applied ahead of its time stays over the records of earlier
  * states that come due after it: M1's site at NMR calls CALLEE at load; the
  * records have it cleaned (calling resolve_opt_virtual_call, t 3000, as
