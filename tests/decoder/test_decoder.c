@@ -1972,7 +1972,7 @@ Test(image, a_resolution_applied_early_stays_over_an_earlier_record)
 #define ICBUF_CALLEE 0xd0000ull
 
 /* HotSpot fills an inline-cache transition stub (movabs rax, imm64; jmp
- * rel32) into the emptied InlineCacheBuffer, which the agent snapshot as
+ * rel32) into the emptied InlineCacheBuffer, which the agent's snapshot holds as
  * zeros. The watcher records the bytes that changed: the jump's rel32 ends
  * in two zero bytes that were already there. */
 Test(image, a_patch_over_zeros_keeps_the_zeros_that_end_its_instruction)
