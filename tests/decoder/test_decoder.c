@@ -1700,6 +1700,38 @@ static void compiled(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_
     emit(w, JM_NMETHOD_LOAD, tsc, b, code, sizeof code);
 }
 
+/* M1's code: site A (NMR) and site B (NMR+5) call resolve_opt_virtual_call,
+ * then jmp *%rax at NMR+10; int3 after. */
+static void two_resolver_sites(uint8_t *nm, size_t n)
+{
+    memset(nm, 0xcc, n);
+    for (int s = 0; s < 2; s++) {
+        int32_t rel = (int32_t)(RS_OPT - (NMR + 5 * s + 5));
+        nm[5 * s] = 0xe8;
+        memcpy(nm + 5 * s + 1, &rel, 4);
+    }
+    memcpy(nm + 10, "\xff\xe0", 2);
+}
+
+/* Decodes two passes over M1's sites: in pass 1 the resolver goes on to
+ * OLD_C1 + 0x20 for A and to M3_C1 + 0x20 for B (each a ret); in pass 2
+ * both sites call straight. */
+static void decode_two_passes(const char *dir, evlog *log, dc_stats *st)
+{
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 1: the resolver goes on to OLD_C1 */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, M3_C1 + 0x20);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);              /* jmp *%rax */
+    tip(&e, ppt_tip, NMR + 5);          /* 2: A's callee returns */
+    tip(&e, ppt_tip, NMR + 10);         /*    B's */
+    tip(&e, ppt_tip, NMR);
+    decode_encoded(dir, &e, log, st);
+}
+
 static char *make_replaced_callee_trace(void)
 {
     char *dir;
@@ -1713,13 +1745,7 @@ static char *make_replaced_callee_trace(void)
     compiled(w, &b, 100, OLD_C1, M2, 3);
     compiled(w, &b, 100, M3_C1, M3, 3);
     uint8_t nm[0x20];
-    memset(nm, 0xcc, sizeof nm);
-    for (int s = 0; s < 2; s++) {
-        int32_t rel = (int32_t)(RS_OPT - (NMR + 5 * s + 5));
-        nm[5 * s] = 0xe8;
-        memcpy(nm + 5 * s + 1, &rel, 4);
-    }
-    memcpy(nm + 10, "\xff\xe0", 2);
+    two_resolver_sites(nm, sizeof nm);
     load_at_nmr(w, &b, nm, sizeof nm);
     compiled(w, &b, 5000, NEW_C2, M2, 4);
     int32_t rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
@@ -1768,23 +1794,9 @@ Test(model, a_site_resolved_to_a_replaced_version_gets_that_versions_state)
 Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
 {
     char *dir = make_replaced_callee_trace();
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 1: the resolver goes on to OLD_C1 */
-    tip(&e, ppt_tip, NMR + 5);
-    tip(&e, ppt_tip, M3_C1 + 0x20);
-    tip(&e, ppt_tip, NMR + 10);
-    tip(&e, ppt_tip, NMR);              /* jmp *%rax */
-    tip(&e, ppt_tip, NMR + 5);          /* 2: A's callee returns */
-    tip(&e, ppt_tip, NMR + 10);         /*    B's */
-    tip(&e, ppt_tip, NMR);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
-
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_two_passes(dir, &log, &st);
     size_t old = 0, new = 0;
     for (size_t i = 0; i < log.n; i++) {
         old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
@@ -1823,13 +1835,7 @@ static char *make_gone_before_scan_trace(void)
     compiled(w, &b, 100, OLD_C1, M2, 3);
     compiled(w, &b, 100, M3_C1, M3, 3);
     uint8_t nm[0x40];
-    memset(nm, 0xcc, sizeof nm);
-    for (int s = 0; s < 2; s++) {
-        int32_t rel = (int32_t)(RS_OPT - (NMR + 5 * s + 5));
-        nm[5 * s] = 0xe8;
-        memcpy(nm + 5 * s + 1, &rel, 4);
-    }
-    memcpy(nm + 10, "\xff\xe0", 2);
+    two_resolver_sites(nm, sizeof nm);
     memcpy(nm + 0x20, "\x48\xbb\0\0\0\0\0\0\0\0\xe9\xfb\xff\xff\xff", 15);
     load_at_nmr(w, &b, nm, sizeof nm);
     int32_t rel = (int32_t)(NMR + 0x20 - (NMR + 5));
@@ -1879,23 +1885,9 @@ Test(model, a_site_resolved_to_a_version_gone_by_the_next_scan_gets_that_version
 Test(decode, a_site_resolved_to_a_version_gone_by_the_next_scan_calls_it)
 {
     char *dir = make_gone_before_scan_trace();
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 1: the resolver goes on to OLD_C1 */
-    tip(&e, ppt_tip, NMR + 5);
-    tip(&e, ppt_tip, M3_C1 + 0x20);
-    tip(&e, ppt_tip, NMR + 10);
-    tip(&e, ppt_tip, NMR);              /* jmp *%rax */
-    tip(&e, ppt_tip, NMR + 5);          /* 2: A's callee returns */
-    tip(&e, ppt_tip, NMR + 10);         /*    B's */
-    tip(&e, ppt_tip, NMR);
-    size_t n = penc_end(&e);
-    write_stream(dir, e.buf, n);
-
     evlog log = { .n = 0 };
     dc_stats st;
-    decode(dir, &log, &st);
+    decode_two_passes(dir, &log, &st);
     size_t old = 0;
     for (size_t i = 0; i < log.n; i++)
         old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
