@@ -110,9 +110,9 @@ struct rv_filter {
     int rate_started;
     uint64_t rate_ring[RATE_SLOTS][2];
     /* Bytecodes per trace byte: all bytecodes so far; the closed decoded
-     * stretches' bytecodes and bytes, with a ring of checkpoints (at the end
-     * of a stretch that crossed a multiple of BYTE_STEP bytes); where the
-     * open stretch began (stream offset, bytecodes so far there). */
+     * stretches' bytecodes and bytes, with a ring of checkpoints (bytes,
+     * bytecodes) at every multiple of BYTE_STEP bytes; where the open
+     * stretch began (stream offset, bytecodes so far there). */
     uint64_t bytecodes;
     uint64_t byte_bc, byte_total, byte_from, byte_from_bc;
     uint64_t byte_ring[BYTE_SLOTS][2];
@@ -255,6 +255,28 @@ static void compact(rv_filter *f)
     f->segbase += sd;
 }
 
+/* A ring of checkpoints (x, y) at every multiple of step along x: a stretch
+ * from (x0, y0) to (x1, y1) checkpoints each multiple it crosses, with y
+ * taken at the stretch's own rate there (nothing finer is known). A stretch
+ * can cross several, and each must be checkpointed: a ring slot left from
+ * an earlier turn would make the window reach back far beyond its size
+ * (a stretch of trace between two losses often spans megabytes). */
+static void ring_cross(uint64_t ring[][2], unsigned slots, uint64_t step, uint64_t x0, uint64_t y0,
+                       uint64_t x1, uint64_t y1)
+{
+    uint64_t last = x1 / step, first = x0 / step + 1;
+    if (x1 <= x0 || last < first)
+        return;
+    if (last - first >= slots)
+        first = last - slots + 1;
+    for (uint64_t j = first; j <= last; j++) {
+        uint64_t x = j * step;
+        ring[j % slots][0] = x;
+        ring[j % slots][1] = y0 + (uint64_t)((double)(y1 - y0) * (double)(x - x0) /
+                                             (double)(x1 - x0));
+    }
+}
+
 /* Counts a history event into the thread's rate. Times are coarse (one per
  * PSB): the bytecodes seen at one time ran until the next time of the same
  * segment, so they count when that time comes, with the ticks between; the
@@ -268,17 +290,13 @@ static void rate_add(rv_filter *f, const fl_event *ev)
         f->rate_tsc = ev->tsc;
         f->rate_pending = 0;
     } else if (ev->tsc > f->rate_tsc) {
-        uint64_t before = f->rate_bytecodes / RATE_STEP;
+        uint64_t bc0 = f->rate_bytecodes, ticks0 = f->rate_ticks;
         f->rate_ticks += ev->tsc - f->rate_tsc;
         f->rate_bytecodes += f->rate_pending;
         f->rate_tsc = ev->tsc;
         f->rate_pending = 0;
-        uint64_t now = f->rate_bytecodes / RATE_STEP;
-        if (now != before) {
-            uint64_t *slot = f->rate_ring[now % RATE_SLOTS];
-            slot[0] = f->rate_bytecodes;
-            slot[1] = f->rate_ticks;
-        }
+        ring_cross(f->rate_ring, RATE_SLOTS, RATE_STEP, bc0, ticks0, f->rate_bytecodes,
+                   f->rate_ticks);
     }
     if (ev->kind == FL_BYTECODE)
         f->rate_pending++;
@@ -306,40 +324,38 @@ static void bytes_add(rv_filter *f, const fl_event *ev)
     if (!(ev->flags & FL_F_AFTER_GAP) || ev->resume_offset < ev->gap_offset)
         return;
     if (ev->gap_offset > f->byte_from) {
-        uint64_t before = f->byte_total / BYTE_STEP;
+        uint64_t total0 = f->byte_total, bc0 = f->byte_bc;
         f->byte_bc += f->bytecodes - f->byte_from_bc;
         f->byte_total += ev->gap_offset - f->byte_from;
-        uint64_t now = f->byte_total / BYTE_STEP;
-        if (now != before) {
-            uint64_t *slot = f->byte_ring[now % BYTE_SLOTS];
-            slot[0] = f->byte_bc;
-            slot[1] = f->byte_total;
-        }
+        ring_cross(f->byte_ring, BYTE_SLOTS, BYTE_STEP, total0, bc0, f->byte_total, f->byte_bc);
     }
     f->byte_from = ev->resume_offset;
     f->byte_from_bc = f->bytecodes;
 }
 
-/* Bytecodes and trace bytes of the newest decoded stretches the ring covers
- * (all of them while it is shorter), up to gap_offset where the open
- * stretch ends. */
+/* Bytecodes and trace bytes of the newest decoded trace the ring covers
+ * (all of it while it is shorter), the open stretch included: it ends at
+ * gap_offset, and counts as if it closed there. */
 static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *bytecodes,
                          uint64_t *bytes)
 {
+    uint64_t ring[BYTE_SLOTS][2];
+    memcpy(ring, f->byte_ring, sizeof ring);
     uint64_t bc = f->byte_bc, by = f->byte_total;
     if (gap_offset > f->byte_from) {
         bc += f->bytecodes - f->byte_from_bc;
         by += gap_offset - f->byte_from;
+        ring_cross(ring, BYTE_SLOTS, BYTE_STEP, f->byte_total, f->byte_bc, by, bc);
     }
     *bytecodes = bc;
     *bytes = by;
-    uint64_t n = f->byte_total / BYTE_STEP;
+    uint64_t n = by / BYTE_STEP;
     if (n < BYTE_SLOTS)
         return;
     /* the oldest checkpoint still in the ring */
-    const uint64_t *slot = f->byte_ring[(n + 1) % BYTE_SLOTS];
-    *bytecodes -= slot[0];
-    *bytes -= slot[1];
+    const uint64_t *slot = ring[(n + 1) % BYTE_SLOTS];
+    *bytes -= slot[0];
+    *bytecodes -= slot[1];
 }
 
 /* segjoin's bits: the segment continues the one before it where no time

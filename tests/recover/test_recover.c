@@ -287,6 +287,36 @@ Test(recover, a_counted_hole_is_sized_by_its_bytes)
     }
 }
 
+/* The bytecodes per trace byte are those of the newest 1 MiB of decoded
+ * trace, also where one stretch between two gaps spans several times that:
+ * here 1000 bytecodes in a first MiB, 8000 in the next two. The newest MiB
+ * holds 4000 (at the second stretch's rate), so 256 KiB lost hold 1000;
+ * the whole history's average (3000 per MiB) would say 750. */
+Test(recover, a_long_stretch_keeps_the_byte_window_to_its_size)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    op.no_time = 0;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    const uint64_t mib = 1u << 20;
+    seg(&fd);
+    for (int i = 0; i < 1000; i++)
+        BCS(&fd, 1 + i % 8);
+    seg_counted(&fd, mib, mib, 0);   /* a break where nothing was lost */
+    for (int i = 1000; i < 9000; i++)
+        BCS(&fd, 1 + i % 8);
+    fd.tsc += 100;
+    seg_counted(&fd, 3 * mib, 3 * mib, mib / 4);
+    BCS(&fd, 90, 91, 92, 93);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    cr_assert(st.bytecodes >= 1000 - 8 && st.bytecodes <= 1000 + 8,
+              "%llu bytecodes recovered where 256 KiB at 4000 per MiB hold 1000",
+              (unsigned long long)st.bytecodes);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* A segment break where nothing is missing: the best candidate rejoins at
  * once and nothing is filled. */
 Test(recover, nothing_missing)
@@ -401,6 +431,42 @@ Test(recover, bounded_by_the_recent_rate)
         BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
     fd.tsc += 100;                   /* a hole of 100 ticks */
     seg(&fd);
+    BCS(&fd, 900, 901, 902, 903);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    cr_assert(st.bytecodes >= 90 && st.bytecodes <= 2 * 100 + 4,
+              "%llu bytecodes recovered in a hole of 100 ticks at 1 per tick",
+              (unsigned long long)st.bytecodes);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* The same with coarse times, as in a trace (one time per PSB): each time
+ * here comes after 4096 bytecodes, 4 of the rate's checkpoints at once. The
+ * rate is still the newest 4K bytecodes' (one per tick), not the whole
+ * history's, start-up included (100 ticks would hold 5 bytecodes). */
+Test(recover, bounded_by_the_recent_rate_of_coarse_times)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    for (int i = 0; i < 10; i++) {   /* start-up: 10 bytecodes in a million ticks */
+        BCS(&fd, 1000 + i);
+        fd.tsc += 100000;
+    }
+    fd.tsc += 100000;
+    seg(&fd);
+    fd.coarse = 1;
+    for (int t = 0; t < 12; t++) {   /* the loop: 4096 bytecodes in 4096 ticks */
+        for (int i = 0; i < 512; i++)
+            BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
+        fd.tsc += 4096;
+    }
+    BCS(&fd, 1, 2, 3, 4);
+    fd.tsc += 100;                   /* a hole of 100 ticks */
+    seg(&fd);
+    fd.coarse = 0;
     BCS(&fd, 900, 901, 902, 903);
     rv_stats st;
     rv_finish(fd.f, &st);
