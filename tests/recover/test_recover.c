@@ -414,67 +414,42 @@ Test(recover, bounded_by_rate)
 /* A thread whose start-up ran few bytecodes in a long time (class loading is
  * native code), then, after a first hole, a steady loop: the second hole is
  * filled at the loop's rate, not at the average of the thread's history
- * (which would allow 2 * 0.04 * 100 + 4 = 12 bytecodes here). */
+ * (which would allow 2 * 0.05 * 100 + 4 = 14 bytecodes here). Also with
+ * coarse times, as in a trace (one time per PSB): a time here comes after
+ * 4096 bytecodes, 4 of the rate's checkpoints at once. */
 Test(recover, bounded_by_the_recent_rate)
 {
-    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
-    rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
-    seg(&fd);
-    for (int i = 0; i < 10; i++) {   /* start-up: 10 bytecodes in a million ticks */
-        BCS(&fd, 1000 + i);
+    for (int coarse = 0; coarse < 2; coarse++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        for (int i = 0; i < 10; i++) {   /* start-up: 10 bytecodes in a million ticks */
+            BCS(&fd, 1000 + i);
+            fd.tsc += 100000;
+        }
         fd.tsc += 100000;
+        seg(&fd);
+        fd.coarse = coarse;
+        for (int t = 0; t < 12; t++) {   /* the loop: one bytecode per tick */
+            for (int i = 0; i < 512; i++)
+                BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
+            if (coarse)
+                fd.tsc += 4096;
+        }
+        BCS(&fd, 1, 2, 3, 4);
+        fd.tsc += 100;                   /* a hole of 100 ticks */
+        seg(&fd);
+        fd.coarse = 0;
+        BCS(&fd, 900, 901, 902, 903);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        cr_assert(st.bytecodes >= 90 && st.bytecodes <= 2 * 100 + 4,
+                  "%llu bytecodes recovered in a hole of 100 ticks at 1 per tick (coarse %d)",
+                  (unsigned long long)st.bytecodes, coarse);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
     }
-    fd.tsc += 100000;
-    seg(&fd);
-    for (int i = 0; i < 5000; i++)   /* the loop: one bytecode per tick */
-        BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
-    fd.tsc += 100;                   /* a hole of 100 ticks */
-    seg(&fd);
-    BCS(&fd, 900, 901, 902, 903);
-    rv_stats st;
-    rv_finish(fd.f, &st);
-    cr_assert(st.bytecodes >= 90 && st.bytecodes <= 2 * 100 + 4,
-              "%llu bytecodes recovered in a hole of 100 ticks at 1 per tick",
-              (unsigned long long)st.bytecodes);
-    rv_free(fd.f);
-    g_array_free(o.ev, TRUE);
-}
-
-/* The same with coarse times, as in a trace (one time per PSB): each time
- * here comes after 4096 bytecodes, 4 of the rate's checkpoints at once. The
- * rate is still the newest 4K bytecodes' (one per tick), not the whole
- * history's, start-up included (100 ticks would hold 5 bytecodes). */
-Test(recover, bounded_by_the_recent_rate_of_coarse_times)
-{
-    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
-    rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
-    seg(&fd);
-    for (int i = 0; i < 10; i++) {   /* start-up: 10 bytecodes in a million ticks */
-        BCS(&fd, 1000 + i);
-        fd.tsc += 100000;
-    }
-    fd.tsc += 100000;
-    seg(&fd);
-    fd.coarse = 1;
-    for (int t = 0; t < 12; t++) {   /* the loop: 4096 bytecodes in 4096 ticks */
-        for (int i = 0; i < 512; i++)
-            BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
-        fd.tsc += 4096;
-    }
-    BCS(&fd, 1, 2, 3, 4);
-    fd.tsc += 100;                   /* a hole of 100 ticks */
-    seg(&fd);
-    fd.coarse = 0;
-    BCS(&fd, 900, 901, 902, 903);
-    rv_stats st;
-    rv_finish(fd.f, &st);
-    cr_assert(st.bytecodes >= 90 && st.bytecodes <= 2 * 100 + 4,
-              "%llu bytecodes recovered in a hole of 100 ticks at 1 per tick",
-              (unsigned long long)st.bytecodes);
-    rv_free(fd.f);
-    g_array_free(o.ev, TRUE);
 }
 
 /* A new segment without a gap before it (the projector had to find the
