@@ -140,15 +140,21 @@ typedef struct segment {
  * for where the resolver goes on to (its made-up states); in_resolver,
  * whether the last block was the resolver's own, with no trace-off since
  * (the next block elsewhere is where it went: the VM's calls of other
- * stubs while it resolves come after a trace-on); stub_exit, 1 + the
- * made-up state (model.h) whose static call stub's jump the last block
- * ended with; state, 1 + the made-up state whose stub and c2i adapter the
- * thread runs (if the adapter leaves for the VM, it re-points the site). */
+ * stubs while it resolves come after a trace-on). A c2i fixup under way:
+ * stub_exit, 1 + the patch that re-points a site whose static call stub's
+ * jump the last block ended with (the state a made-up state stands for,
+ * or the site's next recorded change), with exit_to where that jump goes
+ * (0: the stub's own jump, wherever it goes); fixup, 1 + that patch while
+ * the thread runs the c2i adapter there (at adapter): if the adapter
+ * leaves for the VM by a call (at_call), it re-points the site. last_end:
+ * the end of the last block. */
 typedef struct resolution {
     uint64_t call;
     uint64_t site, resolver;
     bool in_resolver;
-    uint32_t stub_exit, state;
+    uint32_t stub_exit, fixup;
+    bool at_call;
+    uint64_t exit_to, adapter, last_end;
 } resolution;
 
 struct strm;
@@ -532,10 +538,15 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
     resolution *r = &w->res;
     int rc = 0;
     unit u = wresolve(w, blk->ip);
-    if (r->stub_exit && w->m->patches[r->stub_exit - 1].stub_to == blk->ip)
-        r->state = r->stub_exit;
-    else if (r->state && !same_unit(u, wresolve(w, w->m->patches[r->state - 1].stub_to)))
-        r->state = 0;            /* past the adapter */
+    if (r->stub_exit && (!r->exit_to || r->exit_to == blk->ip)) {
+        r->fixup = r->stub_exit;
+        r->adapter = blk->ip;
+    } else if (r->fixup && !same_unit(u, wresolve(w, r->adapter))) {
+        r->fixup = 0;            /* past the adapter */
+    }
+    /* The adapter's fixup is a call into the VM. A trace-off elsewhere
+     * (at a branch: the decoder's path had left the thread's) is none. */
+    r->at_call = r->fixup && block_end(w, blk) == X_CALL;
     if (r->site) {
         if (same_unit(u, wresolve(w, r->resolver))) {
             r->in_resolver = true;
@@ -559,20 +570,28 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
         rc = got < 0 ? got : rc;
     }
     uint32_t exit = di_image_stub_exit(im, blk->end_ip);
-    r->stub_exit = exit == UINT32_MAX ? 0 : exit + 1;
+    r->stub_exit = 0;
+    if (exit != UINT32_MAX) {
+        r->stub_exit = w->m->patches[exit].state_of + 1;
+        r->exit_to = w->m->patches[exit].stub_to;
+    } else if ((exit = di_image_stub_fixup(im, r->last_end, blk->ip, blk->end_ip)) != UINT32_MAX) {
+        r->stub_exit = exit + 1;
+        r->exit_to = 0;
+    }
     r->call = di_cache_call_site(w->cache, blk->end_ip) ? blk->end_ip : 0;
+    r->last_end = blk->end_ip;
     return rc < 0 ? -1 : 0;
 }
 
 /* The thread leaves the traced code for the VM. From the c2i adapter a
- * made-up state's stub went to, that is HotSpot's fixup of the calling site
- * (the callee has compiled code now): the site's recorded state applies.
- * 0, or -1 on a libipt error. */
+ * site's static call stub went to, that is HotSpot's fixup of the calling
+ * site (the callee has compiled code now): the site's recorded state
+ * applies. 0, or -1 on a libipt error. */
 static int leave_for_vm(wctx *w, di_image *im)
 {
-    uint32_t st = w->res.state;
-    w->res.state = 0;
-    return st && di_image_apply_early(im, w->m->patches[st - 1].state_of) < 0 ? -1 : 0;
+    uint32_t fx = w->res.at_call ? w->res.fixup : 0;
+    w->res.fixup = 0;
+    return fx && di_image_apply_early(im, fx - 1) < 0 ? -1 : 0;
 }
 
 /* Decodes from where ps->dec stands until an error, the end of the trace or

@@ -1081,6 +1081,24 @@ uint32_t di_image_stub_exit(di_image *im, uint64_t ip)
     return UINT32_MAX;
 }
 
+uint32_t di_image_stub_fixup(di_image *im, uint64_t call_ip, uint64_t ip, uint64_t end_ip)
+{
+    if (!call_ip || end_ip != ip + STUB_JMP)
+        return UINT32_MAX;
+    uint32_t idx[8];
+    size_t n = di_cache_patches_in(im->c, call_ip + 1, call_ip + 5, im->tsc, idx, 8);
+    for (size_t i = 0; i < n; i++) {
+        const dm_patch *p = &im->c->m->patches[idx[i]];
+        if (im->early[idx[i]] || p->made_up)
+            continue;
+        /* the call's next change: from this stub, or the rule does not apply */
+        if (p->site || p->call_to)
+            return p->call_from == ip && !p->site && patch_applies(im, idx[i]) ? idx[i]
+                                                                             : UINT32_MAX;
+    }
+    return UINT32_MAX;
+}
+
 uint64_t di_image_next_change(const di_image *im)
 {
     return im->cursor < im->c->nchanges ? im->c->changes[im->cursor].tsc : UINT64_MAX;

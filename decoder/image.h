@@ -115,6 +115,16 @@ int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t d
  * re-point the site at the callee's compiled code: the site's recorded
  * state (dm_patch.state_of) applies then (di_image_apply_early). */
 uint32_t di_image_stub_exit(di_image *im, uint64_t ip);
+/* The same for a recorded state: the decoded thread went through the call
+ * at call_ip into the block [ip, end_ip], the static call stub (`mov rbx,
+ * imm64; jmp`) the site calls in the image. If the site's next recorded
+ * change re-points it from that stub (dm_patch.call_from), the c2i adapter
+ * the stub jumps to makes that change when it leaves for the VM (HotSpot's
+ * fixup of the calling site, once the callee has compiled code): its index;
+ * else UINT32_MAX. The agent copies an nmethod when HotSpot reports it,
+ * often after its sites were resolved, so such a state is often the first
+ * one recorded. */
+uint32_t di_image_stub_fixup(di_image *im, uint64_t call_ip, uint64_t ip, uint64_t end_ip);
 
 /* Patches applied ahead of their time, in the order applied (the early
  * list the image was made with first): an image made at an earlier time of

@@ -1549,9 +1549,11 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
  * one watcher scan: M1's site A (NMR) calls resolve_static_call; the only
  * record of the site (t 9000) has it calling the compiled callee, and the
  * same scan's record fills the static stub (NMR+0x20) to jump to the c2i
- * adapter (C2I: `jmp *%rax` into the VM to fix the caller, then `ret`).
- * NMR+5 is `jmp *%rax` back to NMR. */
+ * adapter (C2I: C2I_CODE, `jz` over a `call *%rax` into the VM that fixes
+ * the caller once the callee has compiled code, then `ret`). NMR+5 is
+ * `jmp *%rax` back to NMR. */
 #define C2I 0x85000ull
+#define C2I_CODE "\x74\x02\xff\xd0\xc3"
 
 static char *make_interpreted_first_trace(void)
 {
@@ -1561,8 +1563,8 @@ static char *make_interpreted_first_trace(void)
     jm_buf_init(&b);
     method(w, &b, M1, "one");
     stub(w, &b, RS_STATIC, "resolve_static_call", "\xff\xe0", 2);
-    stub(w, &b, C2I, "I2C/C2I adapters", "\xff\xe0\xc3", 3);
-    stub(w, &b, CALLEE, "callee", "\xc3", 1);
+    stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
+    stub(w, &b, CALLEE, "callee", "\x74\x00\xc3", 3);   /* jz; ret: as C2I without its call */
     uint8_t nm[0x40];
     memset(nm, 0xcc, sizeof nm);
     int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
@@ -1630,11 +1632,27 @@ Test(model, a_site_resolved_to_compiled_code_gets_its_static_stub_state)
     g_free(dir);
 }
 
+/* Whether every call of the callee comes after the last run of the c2i
+ * adapter. */
+static bool callee_after_c2i(const evlog *log)
+{
+    size_t first_callee = log->n, last_c2i = 0;
+    for (size_t i = 0; i < log->n; i++) {
+        if (log->ev[i].kind != DC_STUB)
+            continue;
+        if (!strcmp(log->ev[i].desc, "callee") && first_callee == log->n)
+            first_callee = i;
+        if (!strcmp(log->ev[i].desc, "I2C/C2I adapters"))
+            last_c2i = i;
+    }
+    return first_callee > last_c2i;
+}
+
 /* Pass 1 resolves A to the interpreter (the resolver goes on to C2I); pass
- * 2 runs A through the static stub and C2I; in pass 3 C2I leaves for the VM
+ * 2 runs A through the static stub and C2I; in pass 3 C2I calls into the VM
  * (it fixes the caller: the callee has compiled code now); pass 4 runs A
- * straight into the callee. No packet tells passes 2 and 4 apart from a
- * call of the callee: only the site's state does. */
+ * straight into the callee. No packet tells passes 2 and 4 apart: only the
+ * site's state does. */
 Test(decode, a_site_resolved_to_the_interpreter_runs_its_static_stub_until_fixed)
 {
     char *dir = make_interpreted_first_trace();
@@ -1642,17 +1660,19 @@ Test(decode, a_site_resolved_to_the_interpreter_runs_its_static_stub_until_fixed
     penc_init(&e);
     psb(&e, 1000, NMR);
     tip(&e, ppt_tip, C2I);              /* 1: the resolver goes on to the c2i adapter */
-    tip(&e, ppt_tip, C2I + 2);          /*    jmp *%rax (no fixup) */
+    tnt(&e, 1, 1);                      /*    jz: no fixup */
     tip(&e, ppt_tip, NMR + 5);          /*    ret */
     tip(&e, ppt_tip, NMR);
-    tip(&e, ppt_tip, C2I + 2);          /* 2: A, stub, C2I */
+    tnt(&e, 1, 1);                      /* 2: A, stub, C2I */
     tip(&e, ppt_tip, NMR + 5);
     tip(&e, ppt_tip, NMR);
-    tip(&e, ppt_tip_pgd, 0x100000);     /* 3: A, stub, C2I into the VM: the fixup */
-    tip(&e, ppt_tip_pge, C2I + 2);
+    tnt(&e, 0, 1);                      /* 3: A, stub, C2I calls into the VM: the fixup */
+    tip(&e, ppt_tip_pgd, 0);
+    tip(&e, ppt_tip_pge, C2I + 4);
     tip(&e, ppt_tip, NMR + 5);
     tip(&e, ppt_tip, NMR);
-    tip(&e, ppt_tip, NMR + 5);          /* 4: A calls the callee, which returns */
+    tnt(&e, 1, 1);                      /* 4: A calls the callee, which returns */
+    tip(&e, ppt_tip, NMR + 5);
     tip(&e, ppt_tip, NMR);
     size_t n = penc_end(&e);
     write_stream(dir, e.buf, n);
@@ -1660,19 +1680,71 @@ Test(decode, a_site_resolved_to_the_interpreter_runs_its_static_stub_until_fixed
     evlog log = { .n = 0 };
     dc_stats st;
     decode(dir, &log, &st);
-    size_t first_callee = log.n, last_c2i = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        if (log.ev[i].kind != DC_STUB)
-            continue;
-        if (!strcmp(log.ev[i].desc, "callee") && first_callee == log.n)
-            first_callee = i;
-        if (!strcmp(log.ev[i].desc, "I2C/C2I adapters"))
-            last_c2i = i;
-    }
     cr_expect_eq(count_stub(&log, "resolve_static_call"), 1);
     cr_expect_gt(count_stub(&log, "callee"), 0, "pass 4 calls the callee");
-    cr_expect_gt(first_callee, last_c2i, "no call of the callee before the fixup");
+    cr_expect(callee_after_c2i(&log), "no call of the callee before the fixup");
     cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A site whose first record is its static call stub: the agent copied M1
+ * after HotSpot had resolved site A (NMR) to the interpreter (the stub at
+ * NMR+0x20 filled, jumping to C2I). The site's next record (t 9000) has it
+ * calling the compiled callee: C2I's call into the VM made that change, and
+ * from then on A calls the callee straight. */
+static char *make_stub_first_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
+    stub(w, &b, CALLEE, "callee", "\x74\x00\xc3", 3);   /* jz; ret: as C2I without its call */
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(NMR + 0x20 - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\x34\x12\0\0\0\0\0\0\xe9", 11);
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    memcpy(nm + 0x2b, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    rel = (int32_t)(CALLEE - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    return dir;
+}
+
+Test(decode, a_site_first_recorded_at_its_static_stub_is_fixed_by_its_adapters_call)
+{
+    char *dir = make_stub_first_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 1, 1);                      /* 1: A, stub, C2I: jz, no fixup */
+    tip(&e, ppt_tip, NMR + 5);          /*    ret */
+    tip(&e, ppt_tip, NMR);              /*    jmp *%rax */
+    tnt(&e, 0, 1);                      /* 2: A, stub, C2I calls into the VM */
+    tip(&e, ppt_tip_pgd, 0);
+    tip(&e, ppt_tip_pge, C2I + 4);
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tnt(&e, 1, 1);                      /* 3: A calls the callee, which returns: */
+    tip(&e, ppt_tip, NMR + 5);          /*    the packets of pass 1, which only */
+    tip(&e, ppt_tip, NMR);              /*    the site's state tells apart */
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 2, "passes 1 and 2 run the adapter");
+    cr_expect_gt(count_stub(&log, "callee"), 0, "pass 3 calls the callee");
+    cr_expect(callee_after_c2i(&log), "no call of the callee before the fixup");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
     g_free(dir);
