@@ -82,7 +82,10 @@ typedef struct rv_ranked {
 typedef struct rv_options {
     unsigned k;               /* anchor length in symbols (0: 8) */
     size_t window;            /* history events kept (0: 1 << 20) */
-    size_t max_fill;          /* events filled into one gap at most (0: 1 << 20) */
+    size_t max_fill;          /* events filled into one gap at most (0: 1 << 20); where
+                               * the gap's size is known, its bytecodes at the history's
+                               * events per bytecode if that is more, up to 16 times
+                               * as many */
     unsigned candidates;      /* N: candidates kept after ranking (0: 16; at most
                                * RV_MAX_CANDIDATES) */
     unsigned suffix_cap;      /* common suffix compared at most, events (0: 4096) */

@@ -287,6 +287,49 @@ Test(recover, a_counted_hole_is_sized_by_its_bytes)
     }
 }
 
+/* Bytecodes of M, each followed by a call of method 9 and its return, as
+ * compiled code shows them: events without bytecodes. */
+static void bcs_calling(feeder *fd, int from, int n)
+{
+    for (int b = from; b < from + n; b++) {
+        bcs(fd, &b, 1);
+        callret(fd, FL_CALL, 9);
+        callret(fd, FL_RETURN, 9);
+    }
+}
+
+/* The events a fill may hold follow the bytecodes the hole holds: here 8
+ * (80 bytes at 24 bytecodes in 240), each with a call and a return, where
+ * max_fill is 12 events. The fill, unconfirmed, ends with the 8th bytecode;
+ * a bound of 12 events would stop it after the 4th. */
+Test(recover, a_fill_holds_the_events_its_bytecodes_come_with)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    op.no_time = 0;
+    op.max_fill = 12;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    bcs_calling(&fd, 1, 20);
+    seg_counted(&fd, 200, 200, 0);
+    bcs_calling(&fd, 1, 4);
+    fd.tsc += 9;
+    seg_counted(&fd, 238, 240, 78);
+    BCS(&fd, 90, 91, 92, 93);
+    rv_finish(fd.f, NULL);
+    GArray *r = recovered(&o);
+    int want[24];
+    for (int i = 0; i < 8; i++) {
+        want[3 * i] = 5 + i;
+        want[3 * i + 1] = -100 - 9;
+        want[3 * i + 2] = -200 - 9;
+    }
+    expect(r, want, 22);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* The bytecodes per trace byte are those of the newest 1 MiB of decoded
  * trace, also where one stretch between two gaps spans several times that:
  * here 1000 bytecodes in a first MiB, 8000 in the next two. The newest MiB
