@@ -298,6 +298,7 @@ struct stream {
     size_t rlen;
     uint64_t fill;     /* bytes in the modelled AUX buffer */
     uint64_t dtsc;     /* TSC of the last drain update */
+    uint64_t drain_rem; /* drained since then below one byte, in billionths of a byte */
     bool lost;
     uint64_t lost_start;
     uint64_t trunc_off, trunc_size, trunc_tsc; /* chunk whose idx record awaits lost_bytes */
@@ -471,8 +472,17 @@ static bool account(struct stream *t, const uint8_t *pk, size_t n, uint64_t loff
 {
     uint64_t now = tsc_now();
     if (now > t->dtsc) {
-        unsigned __int128 d = (unsigned __int128)(now - t->dtsc) * g_drain_rate / 1000000000u;
-        t->fill = d >= t->fill ? 0 : t->fill - (uint64_t)d;
+        /* Packets come every few hundred ticks, often less than a byte's worth of drain:
+         * the fraction carries over, or the buffer would drain slower than its rate. */
+        unsigned __int128 d = (unsigned __int128)(now - t->dtsc) * g_drain_rate + t->drain_rem;
+        unsigned __int128 bytes = d / 1000000000u;
+        if (bytes >= t->fill) {
+            t->fill = 0;
+            t->drain_rem = 0; /* an empty buffer banks no drain */
+        } else {
+            t->fill -= (uint64_t)bytes;
+            t->drain_rem = (uint64_t)(d % 1000000000u);
+        }
         t->dtsc = now;
     }
     if (t->lost) {

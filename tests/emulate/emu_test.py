@@ -386,6 +386,40 @@ def loss_share(out):
     return 1.0 - pt / uncut if uncut else 0.0
 
 
+def check_buffer_model(out):
+    """The loss model drains at its stated rate: replaying this run's uncut streams through
+    bench/report's model of the buffer (from which bench/report and bench/recovery pick the
+    settings for a loss level) predicts the loss the run measured."""
+    import importlib.machinery
+    import importlib.util
+    report = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                          "report")
+    loader = importlib.machinery.SourceFileLoader("bench_report", report)
+    spec = importlib.util.spec_from_loader("bench_report", loader)
+    model = importlib.util.module_from_spec(spec)
+    loader.exec_module(model)
+    with open(os.path.join(out, "eval", "ptemu.json")) as f:
+        info = json.load(f)
+    aux, drain = info["aux_size"], info["drain_rate"]
+    uncut = lost = predicted = 0
+    for s in info["streams"]:
+        uncut += s["lossless_bytes"]
+        lost += s["lost_bytes"]
+        curve = model.fill_curve(os.path.join(out, "eval", "tid-%d.pt" % s["tid"]))
+        if len(curve) > 2:
+            predicted += model.simulate(curve, aux, drain)[0]
+    if not uncut:
+        return
+    measured, replayed = 100.0 * lost / uncut, 100.0 * predicted / uncut
+    print("buffer model: %.1f%% lost, %.1f%% replayed from the uncut streams" %
+          (measured, replayed))
+    # The replay spreads the bytes between two PSBs evenly over their time.
+    if abs(measured - replayed) > 1 + 0.05 * measured:
+        fail("the loss model lost %.1f%% of the trace, but replaying its uncut streams "
+             "through a %d-byte buffer drained at %g bytes per 1000 ticks loses %.1f%%"
+             % (measured, aux, drain, replayed))
+
+
 def run_ctl(args, out):
     """Filter changes while the program runs: every request must be answered, the streams
     must stay decodable across them (threads cut off and re-entering under the new range)."""
@@ -484,6 +518,8 @@ def main():
                                args.ptrec_args[m.end(1):])
         lossy = "aux_size=" in args.plugin_args or "--aux-size" in args.ptrec_args
         streams = check_formats(out, lossy, args.expect_reuse)
+        if lossy and os.path.isdir(os.path.join(out, "eval")):
+            check_buffer_model(out)
         nstreams, compared = run_ptcheck(args, out, False)
         if lossy:
             run_ptcheck(args, out, True)
