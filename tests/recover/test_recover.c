@@ -330,31 +330,31 @@ Test(recover, a_fill_holds_the_events_its_bytecodes_come_with)
     g_array_free(o.ev, TRUE);
 }
 
-/* The bytecodes per trace byte are those of the newest 1 MiB of decoded
+/* The bytecodes per trace byte are those of the newest 16 KiB of decoded
  * trace, also where one stretch between two gaps spans several times that:
- * here 1000 bytecodes in a first MiB, 8000 in the next two. The newest MiB
- * holds 4000 (at the second stretch's rate), so 256 KiB lost hold 1000;
- * the whole history's average (3000 per MiB) would say 750. */
+ * here 1000 bytecodes in a first 16 KiB, 8000 in the next 32 KiB. The
+ * newest 16 KiB hold 4000 (at the second stretch's rate), so 4 KiB lost
+ * hold 1000; the whole history's average (3000 per 16 KiB) would say 750. */
 Test(recover, a_long_stretch_keeps_the_byte_window_to_its_size)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.no_time = 0;
     feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
-    const uint64_t mib = 1u << 20;
+    const uint64_t window = 16u << 10;
     seg(&fd);
     for (int i = 0; i < 1000; i++)
         BCS(&fd, 1 + i % 8);
-    seg_counted(&fd, mib, mib, 0);   /* a break where nothing was lost */
+    seg_counted(&fd, window, window, 0);   /* a break where nothing was lost */
     for (int i = 1000; i < 9000; i++)
         BCS(&fd, 1 + i % 8);
     fd.tsc += 100;
-    seg_counted(&fd, 3 * mib, 3 * mib, mib / 4);
+    seg_counted(&fd, 3 * window, 3 * window, window / 4);
     BCS(&fd, 90, 91, 92, 93);
     rv_stats st;
     rv_finish(fd.f, &st);
     cr_assert(st.bytecodes >= 1000 - 8 && st.bytecodes <= 1000 + 8,
-              "%llu bytecodes recovered where 256 KiB at 4000 per MiB hold 1000",
+              "%llu bytecodes recovered where 4 KiB at 4000 per 16 KiB hold 1000",
               (unsigned long long)st.bytecodes);
     rv_free(fd.f);
     g_array_free(o.ev, TRUE);
