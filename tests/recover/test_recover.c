@@ -947,6 +947,36 @@ Test(recover, early_rejoin_passed_for_one_near_the_span)
     g_array_free(o.ev, TRUE);
 }
 
+/* The candidate meets the next segment's first symbols after 12 bytecodes,
+ * where the span holds about 20, and its segment ends 8 further on: a
+ * rejoin under 7/8 of the span is passed for the chain, which goes on from
+ * that segment's end (40 41 42 43) and rejoins there: 20 bytecodes. */
+Test(recover, a_rejoin_at_three_fifths_of_the_span_is_passed)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 30, 31, 32, 33, 40, 41,
+        42, 43);
+    seg(&fd);
+    BCS(&fd, 40, 41, 42, 43, 30, 31, 32, 33, 99);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    hole_of(&fd, 21);
+    BCS(&fd, 30, 31, 32, 33);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered_last(&o);
+    const int want[] = { 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 30, 31, 32, 33, 40, 41,
+                         42, 43 };
+    expect(r, want, 20);
+    cr_assert_eq(st.rejoined, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* Two candidates rejoin: the more recent one ranks first but rejoins after
  * 5 bytecodes, the other after 9, about what the span holds: that one. */
 Test(recover, rejoin_nearest_to_the_span)
