@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Run a program under qemu-x86_64 with libptemu.so (testlog=on), then check the trace
 directory: file formats (pt/*.idx, sideband/*.sb) and, with ptcheck, that libipt decodes
-every stream to exactly the instructions the plugin saw execute.
+every stream to exactly the instructions the plugin saw execute. With the loss model and
+keep_lossless, the share lost must be what bench/report's replay of the buffer gives on
+the uncut streams.
 
   native: any executable, with a fixed --filter.
   java:   a sample class on a JDK. This script plays ptrec's part on the plugin's control
