@@ -1281,7 +1281,10 @@ static int emit_fill(rv_filter *f, const GArray *pieces, uint64_t gap_start, uin
  * that led up to the next segment's first symbols. The seam is where both
  * run the same K symbols, the nearer to halfway the better (the same caller
  * preferred); where they share none, at halfway. The tail's frames are
- * taken there as found running (seam_stack). */
+ * taken there as found running (seam_stack). A hole of any size that no
+ * candidate continues from its start (the segment before it ran code the
+ * history never ran, or every candidate contradicts the stack) is filled
+ * with the tail alone. */
 #define SPLICE_MIN 4096u          /* bytecodes a hole must hold */
 #define SPLICE_TAILS 4u           /* earlier runs of the rejoin symbols tried */
 #define SPLICE_NEAR 8u            /* joints tried per place of a tail */
@@ -1346,14 +1349,16 @@ static void seam_take(seam *sm, uint64_t fwd, uint64_t x, uint64_t r, uint64_t s
 
 /* Replaces the part of the fill beyond about half of what the hole holds
  * (expect bytecodes) by the history that led to an earlier run of the next
- * segment's first symbols, so that the fill holds about expect bytecodes.
+ * segment's first symbols, so that the fill holds about expect bytecodes;
+ * an empty fill becomes that history alone, as much of it as reads back.
  * The tail reads back across breaks of the history where nothing or only a
  * decode error's skip is missing (seg_crossable), as long as the frames it
  * runs in agree. 1 when done (the fill then ends at the rejoin point). */
 static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t expect,
                        uint64_t span)
 {
-    if (expect < SPLICE_MIN || t->nwant < f->o.k || !pieces->len)
+    const int alone = !pieces->len;
+    if (expect < (alone ? f->o.k : SPLICE_MIN) || t->nwant < f->o.k)
         return 0;
     /* the earlier runs of the rejoin symbols, newest first */
     uint64_t want[64];
@@ -1476,8 +1481,9 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
                 e > f->hbase)
                 seam_take(&cut, expect - tb, e - 1, r, 0, back);
         }
-        /* a tail shorter than half the hole: the fill's part makes up the rest */
-        if (cut.score == UINT64_MAX && tb >= SPLICE_MIN / 2 && e > f->hbase)
+        /* a tail shorter than half the hole: the fill's part makes up the
+         * rest; without a fill, any tail is more than nothing */
+        if (cut.score == UINT64_MAX && (tb >= SPLICE_MIN / 2 || (alone && tb)) && e > f->hbase)
             seam_take(&cut, expect - tb, e - 1, r, 0, back);
     }
     seam *sm = joined.score != UINT64_MAX ? &joined : cut.score != UINT64_MAX ? &cut : NULL;
@@ -1710,7 +1716,8 @@ static void fill_gap(rv_filter *f)
             g_array_append_val(pieces, fb_piece);
         rejoined = 1;
     }
-    /* a long fill that never rejoined: its second half from the other end */
+    /* a long fill that never rejoined, or none at all: its second half (or
+     * all of it) from the other end */
     if (!rejoined && splice_tail(f, pieces, &t, expect, bd.span)) {
         f->st.spliced++;
         rejoined = 1;

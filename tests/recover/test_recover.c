@@ -1549,3 +1549,47 @@ Test(recover, a_tail_reads_back_across_a_decode_error_only)
         g_array_free(o.ev, TRUE);
     }
 }
+
+/* The segment before the hole ran 50-53, which the history never ran, so no
+ * candidate continues it; the next segment starts with 90-93, which the
+ * history ran after A (3000). The hole (2000 ticks at one bytecode a tick)
+ * is filled with the history before 90-93 alone: the end of A, rejoining
+ * at 90. When the next segment's start is unseen too (95-98), there is
+ * nothing to fill with. */
+Test(recover, a_hole_no_candidate_continues_is_filled_from_its_other_end)
+{
+    for (int unseen = 0; unseen < 2; unseen++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        stretch(&fd, 10000, 3000);                 /* A */
+        BCS(&fd, 90, 91, 92, 93, 94);
+        seg(&fd);
+        BCS(&fd, 50, 51, 52, 53);
+        hole_of(&fd, 2000);
+        if (unseen)
+            BCS(&fd, 95, 96, 97, 98);
+        else
+            BCS(&fd, 90, 91, 92, 93);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered_last(&o);
+        if (unseen) {
+            cr_assert_eq(r->len, 0);
+            cr_assert_eq(st.spliced, 0);
+            cr_assert_eq(st.no_candidate, 2);
+        } else {
+            cr_assert_eq(st.spliced, 1);
+            cr_assert(r->len >= 1990 && r->len <= 2000, "%u recovered", r->len);
+            cr_assert_eq(g_array_index(r, int, 0), 13000 - (int)r->len);
+            cr_assert_eq(g_array_index(r, int, r->len - 1), 12999);
+            cr_assert_eq(g_array_index(r, int, r->len - 2), 12998);
+            cr_assert_eq(find(r, 90), -1);
+        }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
