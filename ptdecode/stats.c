@@ -63,8 +63,12 @@ static void usage(FILE *f)
             "       recovered and guessed ones right in their hole, over the reference's\n"
             "       bytecodes\n"
             "Also printed: the shares of the flow's placed bytecodes that were decoded,\n"
-            "recovered and guessed, and the CPU time recovery took (matching and filling)\n"
-            "next to that of the whole flow (decoding, projection and recovery).\n"
+            "recovered and guessed, the CPU time recovery took (matching and filling)\n"
+            "next to that of the whole flow (decoding, projection and recovery), and\n"
+            "(lossless copy needed) the holes, the reference's stretches between two\n"
+            "aligned segments: how many, the bytecodes in them, the largest, and those of\n"
+            "100000 bytecodes or more (a few holes of a million bytecodes, as a large\n"
+            "buffer that filled leaves, are much harder to recover than many short ones).\n"
             "\n"
             "  --json         one JSON object: \"threads\" (one object each) and \"total\";\n"
             "                 percentages not available are null\n"
@@ -133,8 +137,27 @@ typedef struct tstats {
     uint64_t decoded_placed, recovered, guessed;
     uint64_t ref_bytecodes;          /* the lossless flow's bytecodes */
     uint64_t da_match, ra_match, ga_match;
+    /* Holes: the reference's stretches between two aligned segments. How
+     * the missing bytecodes are spread says how hard recovery is: a few
+     * holes of a million bytecodes (a large buffer that filled) are not
+     * many of a thousand. */
+    uint64_t holes, hole_bytecodes, largest_hole, large_holes, large_hole_bytecodes;
     uint64_t flow_ns;                /* decoding, projection and recovery of the thread */
 } tstats;
+
+#define LARGE_HOLE 100000u           /* bytecodes: a large hole holds this many or more */
+
+static void hole_add(tstats *ts, uint64_t n)
+{
+    ts->holes++;
+    ts->hole_bytecodes += n;
+    if (n > ts->largest_hole)
+        ts->largest_hole = n;
+    if (n >= LARGE_HOLE) {
+        ts->large_holes++;
+        ts->large_hole_bytecodes += n;
+    }
+}
 
 static bool same(const fsym *a, const fsym *b)
 {
@@ -295,10 +318,11 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         }
     }
 
-    /* the fills, between their segment's end and the next one's start */
+    /* the holes, between a segment's end and the next one's start, and the
+     * fills in them */
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
-        if (!s->fill->len || s->end < 0)
+        if (s->end < 0)
             continue;
         uint64_t q = (uint64_t)s->end, qend = nr;
         for (guint sj = si + 1; sj < segs->len; sj++) {
@@ -308,6 +332,10 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
                 break;
             }
         }
+        if (qend > q)
+            hole_add(ts, qend - q);
+        if (!s->fill->len)
+            continue;
         const fsym *x = (const fsym *)s->fill->data;
         size_t nx = s->fill->len;
         /* the fill against the hole by the alignment flowcmp's sequence
@@ -392,6 +420,12 @@ static void sum(tstats *a, const tstats *b)
     a->da_match += b->da_match;
     a->ra_match += b->ra_match;
     a->ga_match += b->ga_match;
+    a->holes += b->holes;
+    a->hole_bytecodes += b->hole_bytecodes;
+    if (b->largest_hole > a->largest_hole)
+        a->largest_hole = b->largest_hole;
+    a->large_holes += b->large_holes;
+    a->large_hole_bytecodes += b->large_hole_bytecodes;
     a->flow_ns += b->flow_ns;
 }
 
@@ -421,8 +455,12 @@ static void print_json(FILE *f, const tstats *t, bool total)
             t->dc.pt_bytes, t->dc.lost_bytes, t->dc.skipped_bytes, t->dc.insns, gaps(&t->dc),
             t->rp.bytecodes, t->rp.placed, t->rp.segments, t->eval ? "true" : "false");
     if (t->eval)
-        fprintf(f, ",\"reference_bytecodes\":%" PRIu64 ",\"da_matched\":%" PRIu64,
-                t->ref_bytecodes, t->da_match);
+        fprintf(f, ",\"reference_bytecodes\":%" PRIu64 ",\"da_matched\":%" PRIu64
+                ",\"holes\":{\"count\":%" PRIu64 ",\"bytecodes\":%" PRIu64
+                ",\"largest\":%" PRIu64 ",\"large_min\":%u,\"large\":%" PRIu64
+                ",\"large_bytecodes\":%" PRIu64 "}",
+                t->ref_bytecodes, t->da_match, t->holes, t->hole_bytecodes, t->largest_hole,
+                LARGE_HOLE, t->large_holes, t->large_hole_bytecodes);
     if (t->recover)
         fprintf(f, ",\"recovery\":{\"boundaries\":%" PRIu64 ",\"filled\":%" PRIu64
                 ",\"rejoined\":%" PRIu64 ",\"spliced\":%" PRIu64 ",\"no_anchor\":%" PRIu64
@@ -479,7 +517,10 @@ static void print_text(FILE *f, const tstats *t, const char *label)
             " bytecodes, %" PRIu64 " placed, %" PRIu64 " segments", "", t->dc.pt_bytes,
             t->dc.lost_bytes, gaps(&t->dc), t->rp.bytecodes, t->rp.placed, t->rp.segments);
     if (t->eval)
-        fprintf(f, "; reference %" PRIu64 " bytecodes", t->ref_bytecodes);
+        fprintf(f, "; reference %" PRIu64 " bytecodes, %" PRIu64 " of them in %" PRIu64
+                " holes (largest %" PRIu64 "; %" PRIu64 " of %u or more hold %" PRIu64 ")",
+                t->ref_bytecodes, t->hole_bytecodes, t->holes, t->largest_hole, t->large_holes,
+                LARGE_HOLE, t->large_hole_bytecodes);
     if (t->recover)
         fprintf(f, "; recovery filled %" PRIu64 " of %" PRIu64 " boundaries (%" PRIu64
                 " rejoined, %" PRIu64 " of them by a tail) with %" PRIu64 " bytecodes",

@@ -862,9 +862,10 @@ typedef struct early {
 /* The continuation of the history after p, as far as the stack allows and
  * the budget lasts: events (p, p + *len]. sim is updated. A rejoin met
  * short of what the span holds (under EARLY_EIGHTHS eighths of it) where
- * the candidate's own segment then ends is not taken: the continuation
- * ends at the segment (END_SEGMENT, to chain on) and the rejoin goes to
- * *er (er->sim NULL when there was none). */
+ * the candidate's own segment then ends, or its stack then contradicts the
+ * flow's, is not taken: the continuation ends at the segment (END_SEGMENT,
+ * to chain on) or is passed over (END_STACK), and the rejoin goes to *er
+ * (er->sim NULL when there was none). */
 static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
                         const budget *bd, uint64_t *len, uint64_t *nbc, uint64_t *ticks,
                         early *er)
@@ -954,7 +955,8 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
     if (x_sim)
         g_array_free(x_sim, TRUE);
     er->sim = NULL;
-    if (rejoined && end == END_SEGMENT && bd->expect && 8 * r_nbc < EARLY_EIGHTHS * bd->expect) {
+    if (rejoined && (end == END_SEGMENT || end == END_STACK) && bd->expect &&
+        8 * r_nbc < EARLY_EIGHTHS * bd->expect) {
         *er = (early){ r_len, r_nbc, r_ticks, r_sim };
         return end;
     }
@@ -1405,6 +1407,8 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
                             GUINT_TO_POINTER(i + 1));
     seam joined = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
     seam cut = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    seam part = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    uint64_t part_tb = 0;     /* the bytecodes of part's tail */
     GArray *back = g_array_new(FALSE, FALSE, sizeof(frame));
     for (unsigned tried = 0; a && tried < SPLICE_TAILS;) {
         uint64_t s = a - 1;
@@ -1482,11 +1486,16 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
                 seam_take(&cut, expect - tb, e - 1, r, 0, back);
         }
         /* a tail shorter than half the hole: the fill's part makes up the
-         * rest; without a fill, any tail is more than nothing */
-        if (cut.score == UINT64_MAX && (tb >= SPLICE_MIN / 2 || (alone && tb)) && e > f->hbase)
+         * rest; without a fill, the longest tail is more than nothing */
+        if (cut.score == UINT64_MAX && tb >= SPLICE_MIN / 2 && e > f->hbase)
             seam_take(&cut, expect - tb, e - 1, r, 0, back);
+        else if (alone && tb > part_tb && e > f->hbase) {
+            seam_take(&part, 0, e - 1, r, 0, back);
+            part_tb = tb;
+        }
     }
-    seam *sm = joined.score != UINT64_MAX ? &joined : cut.score != UINT64_MAX ? &cut : NULL;
+    seam *sm = joined.score != UINT64_MAX ? &joined : cut.score != UINT64_MAX ? &cut
+             : part.score != UINT64_MAX   ? &part : NULL;
     if (sm) {
         keep_bytecodes(f, pieces, sm->fwd);
         uint64_t t0 = ev_at(f, sm->x)->tsc, t1 = ev_at(f, sm->r - 1)->tsc;
@@ -1499,11 +1508,32 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     }
     g_array_free(joined.stk, TRUE);
     g_array_free(cut.stk, TRUE);
+    g_array_free(part.stk, TRUE);
     g_array_free(back, TRUE);
     g_array_free(sim, TRUE);
     g_array_free(joints, TRUE);
     g_hash_table_destroy(first);
     return sm != NULL;
+}
+
+/* The bytecodes in the fill's first n pieces. */
+static uint64_t bytecodes_in(rv_filter *f, const GArray *pieces, guint n)
+{
+    uint64_t nbc = 0;
+    for (guint k = 0; k < n && k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        for (uint64_t i = 0; i < pc->len; i++)
+            nbc += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
+    }
+    return nbc;
+}
+
+/* The fill becomes its first n pieces and the piece up to an early rejoin. */
+static void end_at_early(GArray *pieces, guint n, const piece *last)
+{
+    g_array_set_size(pieces, n);
+    if (last->len)
+        g_array_append_val(pieces, *last);
 }
 
 /* Fills the gap between the history's last segment and the held-back one. */
@@ -1591,6 +1621,10 @@ static void fill_gap(rv_filter *f)
          * most RV_MAX_CANDIDATES, so each one has its slot) */
         uint64_t cs[RV_MAX_CANDIDATES], cl[RV_MAX_CANDIDATES];
         unsigned nc = 0, pick_c = 0;
+        /* the first early rejoin of a candidate whose stack then contradicts
+         * the flow's: a fallback when the one picked has none */
+        early stack_er = { 0 };
+        uint64_t stack_er_start = 0;
         /* when every one of the top N contradicts the stack, the next ones
          * are tried: the ranking again with 4 times as many */
         for (unsigned n = f->o.candidates, tried = 0;;) {
@@ -1604,6 +1638,12 @@ static void fill_gap(rv_filter *f)
                 int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks, &er);
                 if (r == END_STACK) {
                     f->st.inconsistent++;
+                    if (er.sim && !stack_er.sim) {
+                        stack_er = er;
+                        stack_er_start = cd->p + 1;
+                    } else if (er.sim) {
+                        g_array_free(er.sim, TRUE);
+                    }
                     g_array_free(s, TRUE);
                     continue;
                 }
@@ -1638,6 +1678,15 @@ static void fill_gap(rv_filter *f)
                 break;
             tried = top->len;
             n = n * 4 < RV_MAX_CANDIDATES ? n * 4 : RV_MAX_CANDIDATES;
+        }
+        if (stack_er.sim && (pick < 0 || (pick_end != END_REJOIN && !pick_er.sim))) {
+            if (fb.sim)
+                g_array_free(fb.sim, TRUE);
+            fb = stack_er;
+            fb_pieces = pieces->len;
+            fb_piece = (piece){ stack_er_start, fb.len, bd.ticks, fb.len, NULL };
+        } else if (stack_er.sim) {
+            g_array_free(stack_er.sim, TRUE);
         }
         if (pick < 0)
             break;
@@ -1709,17 +1758,22 @@ static void fill_gap(rv_filter *f)
     }
     if (rejoined == 2)
         goto done;
-    if (!rejoined && fb.sim) {
-        /* the chain never rejoined: it ends at the latest early rejoin */
-        g_array_set_size(pieces, fb_pieces);
-        if (fb_piece.len)
-            g_array_append_val(pieces, fb_piece);
+    /* The chain never rejoined: it ends at the latest early rejoin. One
+     * short of half the hole comes after the tail (below). */
+    const int short_fb =
+        fb.sim && 2 * (bytecodes_in(f, pieces, fb_pieces) + fb.nbc) < expect;
+    if (!rejoined && fb.sim && !short_fb) {
+        end_at_early(pieces, fb_pieces, &fb_piece);
         rejoined = 1;
     }
     /* a long fill that never rejoined, or none at all: its second half (or
      * all of it) from the other end */
     if (!rejoined && splice_tail(f, pieces, &t, expect, bd.span)) {
         f->st.spliced++;
+        rejoined = 1;
+    }
+    if (!rejoined && fb.sim) {
+        end_at_early(pieces, fb_pieces, &fb_piece);
         rejoined = 1;
     }
     if (rejoined) {

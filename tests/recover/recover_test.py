@@ -97,11 +97,21 @@ def main():
           'pruning: %d of %d candidates ranked on tier 3 (%d pruned on tier 1, %d on tier 2)' %
           (rv['ranked_tier3'], rv['candidates'], rv['pruned_tier1'], rv['pruned_tier2']))
 
+    h = tot['holes']
+    check(0 < h['count'] and 0 < h['largest'] <= h['bytecodes'] and
+          h['bytecodes'] <= tot['reference_bytecodes'] - tot['da_matched'] and
+          h['large'] <= h['count'] and h['large_bytecodes'] <= h['bytecodes'] and
+          (h['large'] > 0) == (h['largest'] >= h['large_min']) and
+          h['count'] == sum(t['holes']['count'] for t in st['threads']),
+          'holes: %d holding %d bytecodes, at most the reference\'s not matched by decoding '
+          '(%d), largest %d' % (h['count'], h['bytecodes'],
+                                tot['reference_bytecodes'] - tot['da_matched'], h['largest']))
+
     p = run([ptdecode, 'stats', trace, '--json', '--no-recover'])
     nr = json.loads(p.stdout)['total']
     check(p.returncode == 0 and nr['pr'] is None and nr['ra'] is None and
-          abs(nr['da'] - tot['da']) < 1e-9,
-          '--no-recover: no PR/RA, the same DA')
+          abs(nr['da'] - tot['da']) < 1e-9 and nr['holes'] == h,
+          '--no-recover: no PR/RA, the same DA and holes')
 
     # a cut fill is a prefix of the whole one, and fills never enter the
     # history: cutting can only recover less

@@ -1593,3 +1593,80 @@ Test(recover, a_hole_no_candidate_continues_is_filled_from_its_other_end)
         g_array_free(o.ev, TRUE);
     }
 }
+
+/* The only candidate for the anchor 1 2 3 4 meets the next segment's
+ * 90-93 after 3 bytecodes, then runs a bytecode of method 9, which the
+ * flow's stack (M) contradicts. The hole holds 3000 bytecodes: such a
+ * rejoin, far short of it, is only a fallback, and one under half the hole
+ * comes after the tail. With a later run of 90-93 after X (4000), the fill
+ * is the end of X; without one, it is 5 6 7. */
+Test(recover, an_early_rejoin_whose_stack_then_contradicts_is_a_fallback)
+{
+    for (int tail = 0; tail < 2; tail++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        stretch(&fd, 30000, 500);
+        BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 90, 91, 92, 93);
+        BCS_IN(&fd, 9, 50);
+        seg(&fd);
+        stretch(&fd, 40000, 500);
+        if (tail) {
+            stretch(&fd, 20000, 4000);                 /* X */
+            BCS(&fd, 90, 91, 92, 93, 94);
+        }
+        seg(&fd);
+        BCS(&fd, 1, 2, 3, 4);
+        hole_of(&fd, 3000);
+        BCS(&fd, 90, 91, 92, 93);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered_last(&o);
+        if (tail) {
+            cr_assert_eq(st.spliced, 1);
+            cr_assert(r->len >= 2900 && r->len <= 3000, "%u recovered", r->len);
+            cr_assert_eq(g_array_index(r, int, r->len - 1), 23999);
+            cr_assert_eq(find(r, 5), -1);
+        } else {
+            int want[] = { 5, 6, 7 };
+            expect(r, want, 3);
+            cr_assert_eq(st.spliced, 0);
+        }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
+/* As above, with two earlier runs of 90-93, each after a segment's start:
+ * the newer after B (300), the older after A (1500). Neither reads back
+ * the whole hole (2000); the longer tail, A's, fills it. */
+Test(recover, the_longest_tail_fills_a_hole_no_candidate_continues)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = { .k = 4 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    seg(&fd);
+    stretch(&fd, 10000, 1500);                     /* A */
+    BCS(&fd, 90, 91, 92, 93, 94);
+    seg(&fd);
+    stretch(&fd, 60000, 300);                      /* B */
+    BCS(&fd, 90, 91, 92, 93, 94);
+    seg(&fd);
+    BCS(&fd, 50, 51, 52, 53);
+    hole_of(&fd, 2000);
+    BCS(&fd, 90, 91, 92, 93);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered_last(&o);
+    cr_assert_eq(st.spliced, 1);
+    cr_assert_eq(r->len, 1500);
+    cr_assert_eq(g_array_index(r, int, 0), 10000);
+    cr_assert_eq(g_array_index(r, int, 1499), 11499);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
