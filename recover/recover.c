@@ -1400,7 +1400,8 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
             g_array_append_val(joints, j);
         }
     }
-    qsort(joints->data, joints->len, sizeof(joint), by_key_nbc);
+    if (joints->len > 1)
+        qsort(joints->data, joints->len, sizeof(joint), by_key_nbc);
     GHashTable *first = g_hash_table_new(g_direct_hash, g_direct_equal);
     for (guint i = joints->len; i-- > 0;)
         g_hash_table_insert(first, (gpointer)(uintptr_t)g_array_index(joints, joint, i).key,
