@@ -22,6 +22,7 @@
 #include "recover/recover.h"
 
 #define ALIGN_K 8            /* symbols of an alignment anchor */
+#define LARGE_HOLE 100000u   /* bytecodes: a large hole holds this many or more */
 
 static void usage(FILE *f)
 {
@@ -67,7 +68,7 @@ static void usage(FILE *f)
             "next to that of the whole flow (decoding, projection and recovery), and\n"
             "(lossless copy needed) the holes, the reference's stretches between two\n"
             "aligned segments: how many, the bytecodes in them, the largest, and those of\n"
-            "100000 bytecodes or more (a few holes of a million bytecodes, as a large\n"
+            "%u bytecodes or more (a few holes of a million bytecodes, as a large\n"
             "buffer that filled leaves, are much harder to recover than many short ones).\n"
             "\n"
             "  --json         one JSON object: \"threads\" (one object each) and \"total\";\n"
@@ -87,7 +88,8 @@ static void usage(FILE *f)
             "example:\n"
             "  ptrec --emulate --aux-size 16K --drain-rate 2 --keep-lossless -o b.trace -- \\\n"
             "      java -Xint -cp samples/classes Branchy 60\n"
-            "  ptdecode stats b.trace\n");
+            "  ptdecode stats b.trace\n",
+            LARGE_HOLE);
 }
 
 /* A bytecode of a flow. */
@@ -144,8 +146,6 @@ typedef struct tstats {
     uint64_t holes, hole_bytecodes, largest_hole, large_holes, large_hole_bytecodes;
     uint64_t flow_ns;                /* decoding, projection and recovery of the thread */
 } tstats;
-
-#define LARGE_HOLE 100000u           /* bytecodes: a large hole holds this many or more */
 
 static void hole_add(tstats *ts, uint64_t n)
 {
