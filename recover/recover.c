@@ -1312,6 +1312,18 @@ static uint64_t caller_of(const GArray *stk)
     return stk->len >= 2 ? g_array_index(stk, frame, stk->len - 2).method_id : 0;
 }
 
+/* The bytecodes in the fill's first n pieces. */
+static uint64_t bytecodes_in(rv_filter *f, const GArray *pieces, guint n)
+{
+    uint64_t nbc = 0;
+    for (guint k = 0; k < n && k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        for (uint64_t i = 0; i < pc->len; i++)
+            nbc += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
+    }
+    return nbc;
+}
+
 /* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter). */
 static void keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
 {
@@ -1373,12 +1385,7 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     /* the seam goes where the fill and the tail share K symbols, the nearer
      * to halfway (or to the fill's end, when shorter) the better, else at
      * that place */
-    uint64_t fwd = 0;
-    for (guint k = 0; k < pieces->len; k++) {
-        const piece *pc = &g_array_index(pieces, piece, k);
-        for (uint64_t i = 0; i < pc->len; i++)
-            fwd += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
-    }
+    const uint64_t fwd = bytecodes_in(f, pieces, pieces->len);
     const uint64_t mid = fwd < expect / 2 ? fwd : expect / 2, tol = expect / 8;
     const uint64_t tail_want = expect - mid;
     GArray *joints = g_array_new(FALSE, FALSE, sizeof(joint));
@@ -1515,18 +1522,6 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     g_array_free(joints, TRUE);
     g_hash_table_destroy(first);
     return sm != NULL;
-}
-
-/* The bytecodes in the fill's first n pieces. */
-static uint64_t bytecodes_in(rv_filter *f, const GArray *pieces, guint n)
-{
-    uint64_t nbc = 0;
-    for (guint k = 0; k < n && k < pieces->len; k++) {
-        const piece *pc = &g_array_index(pieces, piece, k);
-        for (uint64_t i = 0; i < pc->len; i++)
-            nbc += ev_at(f, pc->start + i)->kind == FL_BYTECODE;
-    }
-    return nbc;
 }
 
 /* The fill becomes its first n pieces and the piece up to an early rejoin. */
@@ -1762,7 +1757,7 @@ static void fill_gap(rv_filter *f)
     /* The chain never rejoined: it ends at the latest early rejoin. One
      * short of half the hole comes after the tail (below). */
     const int short_fb =
-        fb.sim && 2 * (bytecodes_in(f, pieces, fb_pieces) + fb.nbc) < expect;
+        !rejoined && fb.sim && 2 * (bytecodes_in(f, pieces, fb_pieces) + fb.nbc) < expect;
     if (!rejoined && fb.sim && !short_fb) {
         end_at_early(pieces, fb_pieces, &fb_piece);
         rejoined = 1;
