@@ -1,13 +1,15 @@
 /* In-order agreement of two symbol sequences, for accuracy measures.
  *
  * seq_aligned walks both sequences together; at a difference it
- * resynchronizes at the nearest place (fewest symbols skipped on both sides,
- * each side at most SEQ_RESYNC_WINDOW ahead) where the next SEQ_RESYNC_GRAM
- * symbols agree, and when nothing is in reach skips that window on both
- * sides. The symbols it counts form a common subsequence, so it never counts
- * more than a longest common subsequence would; it is linear in the length
- * for sequences that mostly agree (a full LCS is quadratic, which millions of
- * bytecodes do not allow). */
+ * resynchronizes at the nearest place (fewest symbols skipped on both sides)
+ * where the next SEQ_RESYNC_GRAM symbols agree: first with each side at most
+ * SEQ_RESYNC_WINDOW ahead, else with one side that far and the other any
+ * distance (a loop that ran thousands of bytecodes longer in one sequence
+ * than in the other), and when nothing recurs at all it skips that window on
+ * both sides. The symbols it counts form a common subsequence, so it never
+ * counts more than a longest common subsequence would; it is linear in the
+ * length for sequences that mostly agree (a full LCS is quadratic, which
+ * millions of bytecodes do not allow). */
 #ifndef JPT_COMMON_SEQALIGN_H
 #define JPT_COMMON_SEQALIGN_H
 

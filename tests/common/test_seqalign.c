@@ -60,6 +60,30 @@ Test(seqalign, resynchronizes_after_a_different_loop_count)
     cr_assert_eq(same, lcs(a, n, b, m));
 }
 
+/* A loop that ran 5000 symbols longer in one sequence than in the other,
+ * more than the window either side may skip at once: the code after it is
+ * still found again (the side that ran the loop skips it all). */
+Test(seqalign, resynchronizes_past_a_difference_longer_than_the_window)
+{
+    enum { EXTRA = 5000 };
+    cr_assert_gt(EXTRA, SEQ_RESYNC_WINDOW);
+    uint64_t *a = g_new(uint64_t, 200), *b = g_new(uint64_t, 200 + EXTRA);
+    size_t n = 0, m = 0;
+    for (uint64_t s = 1000; s < 1100; s++)
+        a[n++] = b[m++] = s;
+    m = loop(b, m, EXTRA / 10);
+    for (uint64_t s = 2000; s < 2100; s++)
+        a[n++] = b[m++] = s;
+    for (int swap = 0; swap < 2; swap++) {
+        uint64_t same = swap ? seq_aligned(b, m, a, n, NULL) : seq_aligned(a, n, b, m, NULL);
+        cr_assert_eq(same, n, "%s: %llu of %zu matched", swap ? "b against a" : "a against b",
+                     (unsigned long long)same, n);
+    }
+    cr_assert_eq(lcs(a, n, b, m), n);
+    g_free(a);
+    g_free(b);
+}
+
 /* Whatever the inputs, what is counted is a common subsequence: never more
  * than an LCS, and the symbols marked matched are that many. */
 Test(seqalign, never_more_than_lcs)
