@@ -69,7 +69,10 @@ static void usage(FILE *f)
             "(lossless copy needed) the holes, the reference's stretches between two\n"
             "aligned segments: how many, the bytecodes in them, the largest, and those of\n"
             "%u bytecodes or more (a few holes of a million bytecodes, as a large\n"
-            "buffer that filled leaves, are much harder to recover than many short ones).\n"
+            "buffer that filled leaves, are much harder to recover than many short ones),\n"
+            "and how many of the holes' bytecodes are at a (method, bci) that no decoded\n"
+            "segment before the hole ran: recovery copies the thread's own history, so\n"
+            "those it cannot fill right (code that runs once, as start-up does).\n"
             "\n"
             "  --json         one JSON object: \"threads\" (one object each) and \"total\";\n"
             "                 percentages not available are null\n"
@@ -144,6 +147,10 @@ typedef struct tstats {
      * holes of a million bytecodes (a large buffer that filled) are not
      * many of a thousand. */
     uint64_t holes, hole_bytecodes, largest_hole, large_holes, large_hole_bytecodes;
+    /* Bytecodes of the holes at a (method, bci) that no decoded segment
+     * before the hole ran: recovery copies the thread's history, so it
+     * cannot fill those with the right bytecode. */
+    uint64_t hole_unseen;
     uint64_t flow_ns;                /* decoding, projection and recovery of the thread */
 } tstats;
 
@@ -319,9 +326,16 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
     }
 
     /* the holes, between a segment's end and the next one's start, and the
-     * fills in them */
+     * fills in them; seen: the symbols (fsym_key) of the decoded segments so
+     * far */
+    GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
+        for (guint i = 0; i < s->dec->len; i++) {
+            uint64_t k = fsym_key(&g_array_index(s->dec, fsym, i), 1);
+            if (!g_hash_table_contains(seen, &k))
+                g_hash_table_add(seen, g_memdup2(&k, sizeof k));
+        }
         if (s->end < 0)
             continue;
         uint64_t q = (uint64_t)s->end, qend = nr;
@@ -334,6 +348,10 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         }
         if (qend > q)
             hole_add(ts, qend - q);
+        for (uint64_t j = q; j < qend; j++) {
+            uint64_t k = fsym_key(&r[j], 1);
+            ts->hole_unseen += !g_hash_table_contains(seen, &k);
+        }
         if (!s->fill->len)
             continue;
         const fsym *x = (const fsym *)s->fill->data;
@@ -358,6 +376,7 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         }
         g_free(ok);
     }
+    g_hash_table_destroy(seen);
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
         g_array_free(s->dec, TRUE);
@@ -426,6 +445,7 @@ static void sum(tstats *a, const tstats *b)
         a->largest_hole = b->largest_hole;
     a->large_holes += b->large_holes;
     a->large_hole_bytecodes += b->large_hole_bytecodes;
+    a->hole_unseen += b->hole_unseen;
     a->flow_ns += b->flow_ns;
 }
 
@@ -458,9 +478,9 @@ static void print_json(FILE *f, const tstats *t, bool total)
         fprintf(f, ",\"reference_bytecodes\":%" PRIu64 ",\"da_matched\":%" PRIu64
                 ",\"holes\":{\"count\":%" PRIu64 ",\"bytecodes\":%" PRIu64
                 ",\"largest\":%" PRIu64 ",\"large_min\":%u,\"large\":%" PRIu64
-                ",\"large_bytecodes\":%" PRIu64 "}",
+                ",\"large_bytecodes\":%" PRIu64 ",\"unseen\":%" PRIu64 "}",
                 t->ref_bytecodes, t->da_match, t->holes, t->hole_bytecodes, t->largest_hole,
-                LARGE_HOLE, t->large_holes, t->large_hole_bytecodes);
+                LARGE_HOLE, t->large_holes, t->large_hole_bytecodes, t->hole_unseen);
     if (t->recover)
         fprintf(f, ",\"recovery\":{\"boundaries\":%" PRIu64 ",\"filled\":%" PRIu64
                 ",\"rejoined\":%" PRIu64 ",\"spliced\":%" PRIu64 ",\"no_anchor\":%" PRIu64
@@ -518,9 +538,10 @@ static void print_text(FILE *f, const tstats *t, const char *label)
             t->dc.lost_bytes, gaps(&t->dc), t->rp.bytecodes, t->rp.placed, t->rp.segments);
     if (t->eval)
         fprintf(f, "; reference %" PRIu64 " bytecodes, %" PRIu64 " of them in %" PRIu64
-                " holes (largest %" PRIu64 "; %" PRIu64 " of %u or more hold %" PRIu64 ")",
+                " holes (largest %" PRIu64 "; %" PRIu64 " of %u or more hold %" PRIu64
+                "; %" PRIu64 " never run before their hole)",
                 t->ref_bytecodes, t->hole_bytecodes, t->holes, t->largest_hole, t->large_holes,
-                LARGE_HOLE, t->large_hole_bytecodes);
+                LARGE_HOLE, t->large_hole_bytecodes, t->hole_unseen);
     if (t->recover)
         fprintf(f, "; recovery filled %" PRIu64 " of %" PRIu64 " boundaries (%" PRIu64
                 " rejoined, %" PRIu64 " of them by a tail) with %" PRIu64 " bytecodes",

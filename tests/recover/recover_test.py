@@ -107,6 +107,13 @@ def main():
           '(%d), largest %d' % (h['count'], h['bytecodes'],
                                 tot['reference_bytecodes'] - tot['da_matched'], h['largest']))
 
+    # a recovered bytecode is a copy of the thread's history: the ones that match their
+    # hole are at a (method, bci) some segment before the hole ran
+    check(0 <= h['unseen'] <= h['bytecodes'] and
+          rv['ra_matched'] <= h['bytecodes'] - h['unseen'],
+          'holes: %d bytecodes never run before their hole; %d recovered right, at most the '
+          'other %d' % (h['unseen'], rv['ra_matched'], h['bytecodes'] - h['unseen']))
+
     p = run([ptdecode, 'stats', trace, '--json', '--no-recover'])
     nr = json.loads(p.stdout)['total']
     check(p.returncode == 0 and nr['pr'] is None and nr['ra'] is None and
