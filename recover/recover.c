@@ -16,7 +16,8 @@ typedef struct hev {
     uint64_t method_id;
     uint64_t count;
     uint64_t key;             /* identity for suffix comparison; 0: a wall (unplaced bytecode) */
-    int64_t sym;              /* absolute index in syms, -1: not a placed bytecode */
+    int64_t sym;              /* absolute index in bc's symbols, -1: not a placed bytecode */
+    int64_t csym;             /* absolute index in cr's symbols, -1: not a call or return */
     uint32_t segno;
     uint32_t d1, d2;          /* distance back to the nearest tier-1 / tier-<=2 event at or
                                * before this one (NONE: none known) */
@@ -25,13 +26,24 @@ typedef struct hev {
     uint8_t kind, flags, tier;
 } hev;
 
-/* One placed bytecode of the history. */
+/* One anchor symbol of the history: a placed bytecode, or a call or return. */
 typedef struct hsym {
-    uint64_t s;               /* hash of (method, bci) */
+    uint64_t s;               /* hash of (method, bci), or the call's or return's key */
     uint64_t ev;              /* absolute index of its event */
     uint64_t prev;            /* earlier symbol ending the same K-gram, absolute + 1; 0 none */
-    uint32_t run;             /* placed bytecodes in a row ending here, same segment */
+    uint32_t run;             /* symbols in a row ending here, same segment, no wall between */
 } hsym;
+
+/* The history's symbols of one kind, indexed by the K-gram each one ends.
+ * Anchors are placed bytecodes; where a segment's past holds too few of them
+ * (compiled code runs without bytecodes: only its calls and returns of
+ * inlined frames show), its calls and returns are. */
+typedef struct symindex {
+    GArray *syms;             /* hsym */
+    uint64_t sbase;           /* absolute index of syms[0] */
+    GHashTable *head;         /* K-gram hash (| 1) -> absolute symbol index + 1 */
+    uint32_t run;             /* symbols in a row at the history's end */
+} symindex;
 
 /* A held-back event (the segment after a boundary, until its first K
  * symbols are known). */
@@ -91,6 +103,15 @@ typedef struct cand {
  * matched, to 40% of what the holes held (README.md). */
 #define FILL_SCALE_MAX 16u
 
+/* What the decoded trace held per byte, of one count (bytecodes, events):
+ * the closed decoded stretches' count and bytes, with a ring of checkpoints
+ * (bytes, count) at every multiple of BYTE_STEP bytes; where the open
+ * stretch began (stream offset, the count so far there). */
+typedef struct per_byte {
+    uint64_t count, total, from, from_count;
+    uint64_t ring[BYTE_SLOTS][2];
+} per_byte;
+
 struct rv_filter {
     rv_options o;
     fl_sink sink;
@@ -98,9 +119,8 @@ struct rv_filter {
     int stopped;
     GArray *h;                /* hev */
     uint64_t hbase;           /* absolute index of h[0] */
-    GArray *syms;             /* hsym */
-    uint64_t sbase;
-    GHashTable *head;         /* K-gram hash (| 1) -> absolute symbol index + 1 */
+    symindex bc;              /* placed bytecodes */
+    symindex cr;              /* calls and returns */
     /* uint8, parallel to segfirst: the segment continues the one before it
      * (seg_joined) */
     GArray *segjoin;
@@ -108,7 +128,6 @@ struct rv_filter {
                                * from segment segbase on (older ones left the window) */
     uint32_t segbase;
     uint32_t segno;
-    uint32_t run;
     uint64_t last1, last2;    /* absolute index + 1 of the newest tier-1 / tier-<=2 event */
     uint32_t tid;
     int seen_segment;
@@ -121,13 +140,9 @@ struct rv_filter {
     uint32_t rate_segno;
     int rate_started;
     uint64_t rate_ring[RATE_SLOTS][2];
-    /* Bytecodes per trace byte: all bytecodes so far; the closed decoded
-     * stretches' bytecodes and bytes, with a ring of checkpoints (bytes,
-     * bytecodes) at every multiple of BYTE_STEP bytes; where the open
-     * stretch began (stream offset, bytecodes so far there). */
-    uint64_t bytecodes;
-    uint64_t byte_bc, byte_total, byte_from, byte_from_bc;
-    uint64_t byte_ring[BYTE_SLOTS][2];
+    /* Bytecodes and events per trace byte: all of them so far */
+    uint64_t bytecodes, events;
+    per_byte bc_bytes, ev_bytes;
     GArray *stk;              /* frame: the current segment's call stack as far as known */
     GArray *pending;          /* pev */
     unsigned pending_syms;
@@ -190,17 +205,21 @@ static uint64_t key_of(const fl_event *ev, uint8_t tier)
     return mix64(x + (uint64_t)(uint32_t)ev->bci) | 1;
 }
 
-static hsym *sym_at(rv_filter *f, uint64_t abs)
+static hsym *si_at(const symindex *x, uint64_t abs)
 {
-    return &g_array_index(f->syms, hsym, abs - f->sbase);
+    return &g_array_index(x->syms, hsym, abs - x->sbase);
 }
+
+static uint64_t si_end(const symindex *x) { return x->sbase + x->syms->len; }
+
+static hsym *sym_at(rv_filter *f, uint64_t abs) { return si_at(&f->bc, abs); }
 
 static hev *ev_at(rv_filter *f, uint64_t abs)
 {
     return &g_array_index(f->h, hev, abs - f->hbase);
 }
 
-static uint64_t sym_end(const rv_filter *f) { return f->sbase + f->syms->len; }
+static uint64_t sym_end(const rv_filter *f) { return si_end(&f->bc); }
 static uint64_t ev_end(const rv_filter *f) { return f->hbase + f->h->len; }
 
 /* The K-gram hash of K symbols, newest first (the index and the anchor agree). */
@@ -212,26 +231,61 @@ static uint64_t kgram_of(const uint64_t *s, unsigned k)
     return x | 1;
 }
 
-/* The K-gram ending at symbol abs (its run must be >= K). */
-static uint64_t kgram_key(rv_filter *f, uint64_t abs)
+/* The K-gram ending at symbol abs of x (its run must be >= k). */
+static uint64_t si_kgram(const symindex *x, unsigned k, uint64_t abs)
 {
     uint64_t s[64];
-    for (unsigned i = 0; i < f->o.k; i++)
-        s[i] = sym_at(f, abs - i)->s;
-    return kgram_of(s, f->o.k);
+    for (unsigned i = 0; i < k; i++)
+        s[i] = si_at(x, abs - i)->s;
+    return kgram_of(s, k);
 }
 
-static void index_sym(rv_filter *f, uint64_t abs)
+static uint64_t kgram_key(rv_filter *f, uint64_t abs) { return si_kgram(&f->bc, f->o.k, abs); }
+
+static void si_index(symindex *x, unsigned k, uint64_t abs)
 {
-    hsym *s = sym_at(f, abs);
+    hsym *s = si_at(x, abs);
     s->prev = 0;
-    if (s->run < f->o.k)
+    if (s->run < k)
         return;
-    gpointer key = (gpointer)(uintptr_t)kgram_key(f, abs);
-    gpointer old = g_hash_table_lookup(f->head, key);
+    gpointer key = (gpointer)(uintptr_t)si_kgram(x, k, abs);
+    gpointer old = g_hash_table_lookup(x->head, key);
     if (old)
         s->prev = (uint64_t)(uintptr_t)old;
-    g_hash_table_insert(f->head, key, (gpointer)(uintptr_t)(abs + 1));
+    g_hash_table_insert(x->head, key, (gpointer)(uintptr_t)(abs + 1));
+}
+
+/* Appends the symbol s of history event ev and indexes it; returns its
+ * absolute index. */
+static int64_t si_add(symindex *x, unsigned k, uint64_t s, uint64_t ev)
+{
+    if (x->run < UINT32_MAX)
+        x->run++;
+    hsym hs = { .s = s, .ev = ev, .run = x->run };
+    uint64_t abs = si_end(x);
+    g_array_append_val(x->syms, hs);
+    si_index(x, k, abs);
+    return (int64_t)abs;
+}
+
+/* Drops the symbols of events before hbase and rebuilds the index. */
+static void si_compact(symindex *x, unsigned k, uint64_t hbase)
+{
+    size_t sdrop = 0;
+    while (sdrop < x->syms->len && g_array_index(x->syms, hsym, sdrop).ev < hbase)
+        sdrop++;
+    g_array_remove_range(x->syms, 0, (guint)sdrop);
+    x->sbase += sdrop;
+    g_hash_table_remove_all(x->head);
+    for (uint64_t a = x->sbase; a < si_end(x); a++) {
+        hsym *s = si_at(x, a);
+        /* runs that began before the window are cut at its start */
+        if (s->run > a - x->sbase + 1)
+            s->run = (uint32_t)(a - x->sbase + 1);
+        si_index(x, k, a);
+    }
+    if (x->run > x->syms->len)
+        x->run = x->syms->len;
 }
 
 /* Keeps the history within its window: drops the oldest half and rebuilds
@@ -243,21 +297,8 @@ static void compact(rv_filter *f)
     size_t drop = f->h->len - f->o.window;
     g_array_remove_range(f->h, 0, (guint)drop);
     f->hbase += drop;
-    size_t sdrop = 0;
-    while (sdrop < f->syms->len && g_array_index(f->syms, hsym, sdrop).ev < f->hbase)
-        sdrop++;
-    g_array_remove_range(f->syms, 0, (guint)sdrop);
-    f->sbase += sdrop;
-    g_hash_table_remove_all(f->head);
-    for (uint64_t a = f->sbase; a < sym_end(f); a++) {
-        hsym *s = sym_at(f, a);
-        /* runs that began before the window are cut at its start */
-        if (s->run > a - f->sbase + 1)
-            s->run = (uint32_t)(a - f->sbase + 1);
-        index_sym(f, a);
-    }
-    if (f->run > f->syms->len)
-        f->run = f->syms->len;
+    si_compact(&f->bc, f->o.k, f->hbase);
+    si_compact(&f->cr, f->o.k, f->hbase);
     /* segments whose events all left the window are never asked about again */
     guint sd = 0;
     while (sd + 1 < f->segfirst->len && g_array_index(f->segfirst, uint64_t, sd + 1) <= f->hbase)
@@ -329,37 +370,43 @@ static void recent_rate(const rv_filter *f, uint64_t *bytecodes, uint64_t *ticks
     *ticks -= slot[1];
 }
 
-/* A gap closes the open stretch of decoded trace at ev->gap_offset; the
- * next one opens where decoding resumed. */
+/* A gap closes the open stretch of decoded trace at ev->gap_offset, when
+ * the count was now; the next one opens where decoding resumed. */
+static void per_byte_gap(per_byte *pb, uint64_t now, const fl_event *ev)
+{
+    if (ev->gap_offset > pb->from) {
+        uint64_t total0 = pb->total, count0 = pb->count;
+        pb->count += now - pb->from_count;
+        pb->total += ev->gap_offset - pb->from;
+        ring_cross(pb->ring, BYTE_SLOTS, BYTE_STEP, total0, count0, pb->total, pb->count);
+    }
+    pb->from = ev->resume_offset;
+    pb->from_count = now;
+}
+
 static void bytes_add(rv_filter *f, const fl_event *ev)
 {
     if (!(ev->flags & FL_F_AFTER_GAP) || ev->resume_offset < ev->gap_offset)
         return;
-    if (ev->gap_offset > f->byte_from) {
-        uint64_t total0 = f->byte_total, bc0 = f->byte_bc;
-        f->byte_bc += f->bytecodes - f->byte_from_bc;
-        f->byte_total += ev->gap_offset - f->byte_from;
-        ring_cross(f->byte_ring, BYTE_SLOTS, BYTE_STEP, total0, bc0, f->byte_total, f->byte_bc);
-    }
-    f->byte_from = ev->resume_offset;
-    f->byte_from_bc = f->bytecodes;
+    per_byte_gap(&f->bc_bytes, f->bytecodes, ev);
+    per_byte_gap(&f->ev_bytes, f->events, ev);
 }
 
-/* Bytecodes and trace bytes of the newest decoded trace the ring covers
- * (all of it while it is shorter), the open stretch included: it ends at
- * gap_offset, and counts as if it closed there. */
-static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *bytecodes,
+/* The count (now so far) and trace bytes of the newest decoded trace the
+ * ring covers (all of it while it is shorter), the open stretch included:
+ * it ends at gap_offset, and counts as if it closed there. */
+static void recent_bytes(const per_byte *pb, uint64_t now, uint64_t gap_offset, uint64_t *count,
                          uint64_t *bytes)
 {
     uint64_t ring[BYTE_SLOTS][2];
-    memcpy(ring, f->byte_ring, sizeof ring);
-    uint64_t bc = f->byte_bc, by = f->byte_total;
-    if (gap_offset > f->byte_from) {
-        bc += f->bytecodes - f->byte_from_bc;
-        by += gap_offset - f->byte_from;
-        ring_cross(ring, BYTE_SLOTS, BYTE_STEP, f->byte_total, f->byte_bc, by, bc);
+    memcpy(ring, pb->ring, sizeof ring);
+    uint64_t c = pb->count, by = pb->total;
+    if (gap_offset > pb->from) {
+        c += now - pb->from_count;
+        by += gap_offset - pb->from;
+        ring_cross(ring, BYTE_SLOTS, BYTE_STEP, pb->total, pb->count, by, c);
     }
-    *bytecodes = bc;
+    *count = c;
     *bytes = by;
     uint64_t n = by / BYTE_STEP;
     if (n < BYTE_SLOTS)
@@ -367,7 +414,7 @@ static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *byte
     /* the oldest checkpoint still in the ring */
     const uint64_t *slot = ring[(n + 1) % BYTE_SLOTS];
     *bytes -= slot[0];
-    *bytecodes -= slot[1];
+    *count -= slot[1];
 }
 
 /* segjoin's bits: the segment continues the one before it where no time
@@ -388,7 +435,7 @@ static void recent_bytes(const rv_filter *f, uint64_t gap_offset, uint64_t *byte
  * every stretch of history there. */
 static void segment_start(rv_filter *f, const fl_event *ev)
 {
-    f->run = 0;
+    f->bc.run = f->cr.run = 0;
     bytes_add(f, ev);
     uint64_t first = ev_end(f);
     uint8_t joined = first > f->hbase &&
@@ -470,11 +517,12 @@ static void history_add(rv_filter *f, const fl_event *ev)
 {
     rate_add(f, ev);
     f->bytecodes += ev->kind == FL_BYTECODE;
+    f->events++;
     uint64_t abs = ev_end(f);
     uint8_t tier = tier_of(ev);
     hev e = { .kind = (uint8_t)ev->kind, .flags = (uint8_t)ev->flags, .tsc = ev->tsc,
               .method_id = ev->method_id, .bci = ev->bci, .opcode = (int16_t)ev->opcode,
-              .count = ev->count, .segno = f->segno, .sym = -1, .tier = tier,
+              .count = ev->count, .segno = f->segno, .sym = -1, .csym = -1, .tier = tier,
               .key = key_of(ev, tier) };
     if (tier <= 1)
         f->last1 = abs + 1;
@@ -482,20 +530,12 @@ static void history_add(rv_filter *f, const fl_event *ev)
         f->last2 = abs + 1;
     e.d1 = f->last1 && abs + 1 - f->last1 < NONE ? (uint32_t)(abs + 1 - f->last1) : NONE;
     e.d2 = f->last2 && abs + 1 - f->last2 < NONE ? (uint32_t)(abs + 1 - f->last2) : NONE;
-    if (ev->kind == FL_BYTECODE) {
-        if (placed(ev)) {
-            if (f->run < UINT32_MAX)
-                f->run++;
-            hsym s = { .s = sym_of(ev->method_id, ev->bci), .ev = abs, .run = f->run };
-            e.sym = (int64_t)sym_end(f);
-            g_array_append_val(f->syms, s);
-            g_array_append_val(f->h, e);
-            index_sym(f, (uint64_t)e.sym);
-            compact(f);
-            return;
-        }
-        f->run = 0;      /* an unplaced bytecode breaks the symbols' run */
-    }
+    if (ev->kind == FL_BYTECODE && placed(ev))
+        e.sym = si_add(&f->bc, f->o.k, sym_of(ev->method_id, ev->bci), abs);
+    else if (ev->kind == FL_BYTECODE)
+        f->bc.run = f->cr.run = 0;   /* an unplaced bytecode breaks the symbols' runs */
+    else if (tier == 1)
+        e.csym = si_add(&f->cr, f->o.k, e.key, abs);
     g_array_append_val(f->h, e);
     compact(f);
 }
@@ -666,18 +706,43 @@ typedef struct past {
     GArray *t1, *t2;          /* tsym */
     uint32_t span;            /* positions [0, span) hold the tail and the K anchor symbols */
     uint64_t kkey;            /* the anchor's K-gram */
+    const symindex *idx;      /* the index its symbols are in */
 } past;
 
-/* Prepares the past; 0 when it has no anchor (fewer than K placed bytecodes
- * before a wall or its start, or an unplaced bytecode after the last one). */
-static int past_prepare(rv_filter *f, past *ps)
+/* The past's newest K symbols of idx's kind (placed bytecodes, or calls and
+ * returns), before any wall (an unplaced bytecode): the anchor. 0: too few. */
+static int past_anchor(rv_filter *f, past *ps, const symindex *idx)
+{
+    uint64_t s[64];
+    unsigned ns = 0;
+    for (uint32_t i = 0; i < ps->len && ns < f->o.k; i++) {
+        const hev *x = ev_at(f, g_array_index(ps->a, uint64_t, i));
+        if (x->kind == FL_BYTECODE && x->sym < 0)
+            return 0;
+        int64_t a = idx == &f->bc ? x->sym : x->csym;
+        if (a < 0)
+            continue;
+        s[ns++] = si_at(idx, (uint64_t)a)->s;
+        ps->span = i + 1;
+    }
+    if (ns < f->o.k)
+        return 0;
+    ps->kkey = kgram_of(s, f->o.k);
+    ps->idx = idx;
+    return 1;
+}
+
+/* Prepares the past; 0 when it has no anchor: fewer than K placed bytecodes
+ * and (where calls is nonzero) fewer than K calls and returns before a wall
+ * or its start. The bytecodes are the anchor where there are enough of
+ * them; compiled code shows only its calls and returns, and a thread that
+ * has run nothing else for the past's length still has those (README.md,
+ * step 1). */
+static int past_prepare(rv_filter *f, past *ps, int calls)
 {
     ps->len = ps->a->len < f->o.suffix_cap ? ps->a->len : f->o.suffix_cap;
     g_array_set_size(ps->t1, 0);
     g_array_set_size(ps->t2, 0);
-    uint64_t s[64];
-    unsigned ns = 0;
-    ps->span = 0;
     for (uint32_t i = 0; i < ps->len; i++) {
         hev *x = ev_at(f, g_array_index(ps->a, uint64_t, i));
         tsym t = { i, x->key };
@@ -685,20 +750,9 @@ static int past_prepare(rv_filter *f, past *ps)
             g_array_append_val(ps->t1, t);
         if (x->tier <= 2)
             g_array_append_val(ps->t2, t);
-        if (ns < f->o.k) {
-            if (x->kind == FL_BYTECODE) {
-                if (x->sym < 0)
-                    return 0;
-                s[ns++] = sym_at(f, (uint64_t)x->sym)->s;
-                if (ns == f->o.k)
-                    ps->span = i + 1;
-            }
-        }
     }
-    if (ns < f->o.k)
-        return 0;
-    ps->kkey = kgram_of(s, f->o.k);
-    return 1;
+    ps->span = 0;
+    return past_anchor(f, ps, &f->bc) || (calls && past_anchor(f, ps, &f->cr));
 }
 
 /* The nearest tier-t event of the history at or before q and not before
@@ -766,17 +820,19 @@ static void rank(rv_filter *f, const past *ps, unsigned n, GArray *top)
     GArray *all = g_array_new(FALSE, FALSE, sizeof(cand));
     uint64_t tail = 0;
     /* the tail: events after the anchor's newest symbol */
-    for (uint32_t i = 0; i < ps->len; i++)
-        if (ev_at(f, g_array_index(ps->a, uint64_t, i))->kind == FL_BYTECODE) {
+    for (uint32_t i = 0; i < ps->len; i++) {
+        const hev *x = ev_at(f, g_array_index(ps->a, uint64_t, i));
+        if ((ps->idx == &f->bc ? x->sym : x->csym) >= 0) {
             tail = i;
             break;
         }
-    gpointer head = g_hash_table_lookup(f->head, (gpointer)(uintptr_t)ps->kkey);
+    }
+    gpointer head = g_hash_table_lookup(ps->idx->head, (gpointer)(uintptr_t)ps->kkey);
     unsigned walked = 0;
-    for (uint64_t c = (uint64_t)(uintptr_t)head; c && c - 1 >= f->sbase && walked < 4096;
+    for (uint64_t c = (uint64_t)(uintptr_t)head; c && c - 1 >= ps->idx->sbase && walked < 4096;
          walked++) {
         uint64_t j = c - 1;
-        hsym *cs = sym_at(f, j);
+        hsym *cs = si_at(ps->idx, j);
         c = cs->prev;
         uint64_t p = cs->ev + tail;
         if (p + 1 >= ev_end(f))
@@ -1378,7 +1434,7 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     uint64_t want[64];
     for (unsigned i = 0; i < f->o.k; i++)
         want[i] = t->want[f->o.k - 1 - i];
-    gpointer hit = g_hash_table_lookup(f->head, (gpointer)(uintptr_t)kgram_of(want, f->o.k));
+    gpointer hit = g_hash_table_lookup(f->bc.head, (gpointer)(uintptr_t)kgram_of(want, f->o.k));
     if (!hit)
         return 0;
     uint64_t a = (uint64_t)(uintptr_t)hit;   /* absolute symbol + 1 */
@@ -1421,7 +1477,7 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     for (unsigned tried = 0; a && tried < SPLICE_TAILS;) {
         uint64_t s = a - 1;
         a = sym_at(f, s)->prev;
-        if (s + 1 < f->sbase + f->o.k)
+        if (s + 1 < f->bc.sbase + f->o.k)
             break;
         uint64_t r = sym_at(f, s + 1 - f->o.k)->ev;   /* the run's first event */
         if (r < f->hbase || !rejoins_at(f, r, t))
@@ -1524,6 +1580,23 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     return sm != NULL;
 }
 
+/* A candidate's continuation as the search takes it: the history after p,
+ * how it ended (END_*), its events, bytecodes and ticks, and the stack
+ * where it ends. */
+typedef struct taken {
+    uint64_t p, len, nbc, ticks;
+    int end;
+    GArray *sim;
+} taken;
+
+static void take(taken *t, uint64_t p, int end, uint64_t len, uint64_t nbc, uint64_t ticks,
+                 const GArray *sim)
+{
+    *t = (taken){ p, len, nbc, ticks, end, t->sim };
+    g_array_set_size(t->sim, 0);
+    g_array_append_vals(t->sim, sim->data, sim->len);
+}
+
 /* The fill becomes its first n pieces and the piece up to an early rejoin. */
 static void end_at_early(GArray *pieces, guint n, const piece *last)
 {
@@ -1552,14 +1625,18 @@ static void fill_gap(rv_filter *f)
     /* the bytecodes the gap's trace bytes hold at the thread's recent rate
      * where the collector counted them, else those its time allows; twice
      * over (the trace's times are coarse) */
-    double holds = -1.0;
+    double holds = -1.0, holds_events = -1.0;
     uint64_t rate_bc, rate_den;
     if (bd.timed && !f->o.no_lost_bytes && next && next->kind == FL_SEGMENT &&
         (next->flags & FL_F_LOST_COUNTED) && next->resume_offset >= next->gap_offset) {
-        recent_bytes(f, next->gap_offset, &rate_bc, &rate_den);
+        const double bytes = (double)(next->lost_bytes + next->resume_offset - next->gap_offset);
+        recent_bytes(&f->bc_bytes, f->bytecodes, next->gap_offset, &rate_bc, &rate_den);
         if (rate_den && rate_bc)
-            holds = (double)(next->lost_bytes + next->resume_offset - next->gap_offset) *
-                (double)rate_bc / (double)rate_den;
+            holds = bytes * (double)rate_bc / (double)rate_den;
+        uint64_t rate_ev;
+        recent_bytes(&f->ev_bytes, f->events, next->gap_offset, &rate_ev, &rate_den);
+        if (rate_den)
+            holds_events = bytes * (double)rate_ev / (double)rate_den;
     }
     if (holds < 0 && bd.timed) {
         recent_rate(f, &rate_bc, &rate_den);
@@ -1571,7 +1648,7 @@ static void fill_gap(rv_filter *f)
         bd.expect = (uint64_t)holds;
         /* Compiled code's calls and returns are events without bytecodes:
          * the events allowed follow the history's events per bytecode. */
-        uint64_t nev = ev_end(f) - f->hbase, nbc = sym_end(f) - f->sbase;
+        uint64_t nev = ev_end(f) - f->hbase, nbc = sym_end(f) - f->bc.sbase;
         double scaled = nbc ? (double)bd.bytecodes * (double)nev / (double)nbc : 0.0;
         if (scaled > (double)bd.events)
             bd.events = scaled < (double)bd.events * FILL_SCALE_MAX ? (uint64_t)scaled
@@ -1583,7 +1660,7 @@ static void fill_gap(rv_filter *f)
     target_of(f, &t);
     past ps = { g_array_new(FALSE, FALSE, sizeof(uint64_t)), 0,
                 g_array_new(FALSE, FALSE, sizeof(tsym)), g_array_new(FALSE, FALSE, sizeof(tsym)),
-                0, 0 };
+                0, 0, NULL };
     for (uint64_t e = end; e > begin && ps.a->len < f->o.suffix_cap; e--) {
         uint64_t x = e - 1;
         g_array_append_val(ps.a, x);
@@ -1591,11 +1668,30 @@ static void fill_gap(rv_filter *f)
     GArray *top = g_array_new(FALSE, FALSE, sizeof(cand));
     GArray *pieces = g_array_new(FALSE, FALSE, sizeof(piece));
     GArray *sim = g_array_new(FALSE, FALSE, sizeof(frame));
-    GArray *best_sim = g_array_new(FALSE, FALSE, sizeof(frame));
+    /* the candidate picked, and the one that ran furthest before its stack
+     * contradicted the flow's (below) */
+    taken pk = { .sim = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    taken far = { .sim = g_array_new(FALSE, FALSE, sizeof(frame)) };
     GArray *guess = g_array_new(FALSE, FALSE, sizeof(fl_event));
-    int anchored = past_prepare(f, &ps);
+    /* A fill is bounded by the bytecodes its hole holds; one anchored on
+     * calls and returns runs compiled code, where only the events bound it.
+     * In a hole sized at no bytecodes (a decode error's skip: nothing was
+     * lost) that bound is far too long: on xalan with a 4 MiB buffer, 2,660
+     * such fills held 14.5 M events, and took 68 s (README.md). */
+    const int calls = holds < 0 || expect > 0;
+    int anchored = past_prepare(f, &ps, calls);
     if (!anchored)
         f->st.no_anchor++;
+    else if (ps.idx == &f->cr)
+        f->st.call_anchored++;
+    /* A fill anchored on compiled code's calls and returns may run no
+     * bytecode for long: the events the gap's bytes hold at the thread's
+     * recent events per byte bound it, twice over as its bytecodes are.
+     * The events bound alone let fills of holes sized at 50 bytecodes run
+     * to 1 M events (README.md, step 1). */
+    if (anchored && ps.idx == &f->cr && holds_events >= 0 &&
+        2.0 * holds_events + f->o.k < (double)bd.events)
+        bd.events = (uint64_t)(2.0 * holds_events) + f->o.k;
     int rejoined = 0;
     /* The latest early rejoin of a chained piece (continuation()): the fill
      * ends there if the chain never rejoins. fb_pieces pieces come before
@@ -1610,13 +1706,21 @@ static void fill_gap(rv_filter *f)
         /* the one that rejoins nearest to what the span holds (in rank order
          * the first that rejoins when that is unknown), else the first that
          * ran to its segment's end (to chain on), else the first bounded one */
-        int pick = -1, pick_end = -1;
-        uint64_t pick_len = 0, pick_nbc = 0, pick_ticks = 0;
+        int pick = -1;
+        pk.end = -1;
+        pk.len = pk.nbc = pk.ticks = 0;
         early pick_er = { 0 };
         /* every stack-consistent candidate's start and length (top holds at
          * most RV_MAX_CANDIDATES, so each one has its slot) */
         uint64_t cs[RV_MAX_CANDIDATES], cl[RV_MAX_CANDIDATES];
         unsigned nc = 0, pick_c = 0;
+        /* the candidate that ran the most bytecodes before its stack
+         * contradicted the flow's, without meeting the next segment's start
+         * on the way (that is stack_er): where every one contradicts, its
+         * continuation up to the contradiction is the piece, and the chain
+         * goes on from there (the history never saw this method return to
+         * the caller the flow shows) */
+        far.nbc = 0;
         /* the first early rejoin of a candidate whose stack then contradicts
          * the flow's: a fallback when the one picked has none */
         early stack_er = { 0 };
@@ -1634,6 +1738,8 @@ static void fill_gap(rv_filter *f)
                 int r = continuation(f, cd->p, &t, s, &bd, &len, &nbc, &ticks, &er);
                 if (r == END_STACK) {
                     f->st.inconsistent++;
+                    if (!er.sim && nbc > far.nbc)
+                        take(&far, cd->p, END_SEGMENT, len, nbc, ticks, s);
                     if (er.sim && !stack_er.sim) {
                         stack_er = er;
                         stack_er_start = cd->p + 1;
@@ -1645,21 +1751,16 @@ static void fill_gap(rv_filter *f)
                 }
                 /* of the candidates that rejoin, the one whose fill is
                  * nearest to what the span holds (the first among equals) */
-                int better = pick < 0 || r < pick_end ||
-                             (r == END_REJOIN && pick_end == END_REJOIN &&
-                              dist(nbc, bd.expect) < dist(pick_nbc, bd.expect));
+                int better = pick < 0 || r < pk.end ||
+                             (r == END_REJOIN && pk.end == END_REJOIN &&
+                              dist(nbc, bd.expect) < dist(pk.nbc, bd.expect));
                 unsigned c = nc++;
                 cs[c] = cd->p + 1;
                 cl[c] = len;
                 if (better) {
                     pick_c = c;
                     pick = (int)i;
-                    pick_end = r;
-                    pick_len = len;
-                    pick_nbc = nbc;
-                    pick_ticks = ticks;
-                    g_array_set_size(best_sim, 0);
-                    g_array_append_vals(best_sim, s->data, s->len);
+                    take(&pk, cd->p, r, len, nbc, ticks, s);
                     if (pick_er.sim)
                         g_array_free(pick_er.sim, TRUE);
                     pick_er = er;
@@ -1675,7 +1776,7 @@ static void fill_gap(rv_filter *f)
             tried = top->len;
             n = n * 4 < RV_MAX_CANDIDATES ? n * 4 : RV_MAX_CANDIDATES;
         }
-        if (stack_er.sim && (pick < 0 || (pick_end != END_REJOIN && !pick_er.sim))) {
+        if (stack_er.sim && (pick < 0 || (pk.end != END_REJOIN && !pick_er.sim))) {
             if (fb.sim)
                 g_array_free(fb.sim, TRUE);
             fb = stack_er;
@@ -1684,19 +1785,25 @@ static void fill_gap(rv_filter *f)
         } else if (stack_er.sim) {
             g_array_free(stack_er.sim, TRUE);
         }
-        if (pick < 0)
+        if (pick < 0 && far.nbc < f->o.k)
             break;
-        /* Without a rejoin the loop above ran every candidate: cs/cl hold
-         * all the stack-consistent continuations the agreement needs. */
-        const cand *cd = &g_array_index(top, cand, pick);
-        if (pick_end == END_REJOIN && !pick_len && !pieces->len) {
+        if (pick < 0) {
+            f->st.cut_at_stack++;
+            taken x = pk;
+            pk = far;
+            far = x;
+        }
+        if (pk.end == END_REJOIN && !pk.len && !pieces->len) {
             f->st.rejoined++;
             f->st.empty_rejoin++;
             rejoined = 2;
             break;
         }
-        piece pc = { cd->p + 1, pick_len, bd.ticks, pick_len, NULL };
-        if (pick_end != END_REJOIN)
+        piece pc = { pk.p + 1, pk.len, bd.ticks, pk.len, NULL };
+        /* Without a rejoin the loop above ran every candidate: cs/cl hold
+         * all the stack-consistent continuations the agreement needs (none:
+         * the piece up to a contradiction is not disputed by another). */
+        if (pk.end != END_REJOIN && pick >= 0)
             pc.agreed = agreement(f, cs, cl, nc, pick_c);
         if (pick_er.sim) {
             if (fb.sim)
@@ -1711,13 +1818,13 @@ static void fill_gap(rv_filter *f)
          * iterations as the span holds, without ranking each again. */
         const piece *prev = pieces->len ? &g_array_index(pieces, piece, pieces->len - 1) : NULL;
         uint64_t reps = 1;
-        if (prev && prev->start == pc.start && prev->len == pc.len && pick_end == END_SEGMENT &&
-            pick_nbc && bd.expect > pick_nbc && same_stack(sim, best_sim)) {
-            reps = bd.expect / pick_nbc;
-            if (reps > bd.events / pick_len)
-                reps = bd.events / pick_len;
-            if (reps > bd.bytecodes / pick_nbc)
-                reps = bd.bytecodes / pick_nbc;
+        if (prev && prev->start == pc.start && prev->len == pc.len && pk.end == END_SEGMENT &&
+            pk.nbc && bd.expect > pk.nbc && same_stack(sim, pk.sim)) {
+            reps = bd.expect / pk.nbc;
+            if (reps > bd.events / pk.len)
+                reps = bd.events / pk.len;
+            if (reps > bd.bytecodes / pk.nbc)
+                reps = bd.bytecodes / pk.nbc;
             if (!reps)
                 reps = 1;
         }
@@ -1725,19 +1832,19 @@ static void fill_gap(rv_filter *f)
             pc.ticks = bd.ticks;
             g_array_append_val(pieces, pc);
             f->st.links++;
-            bd.events -= pick_len < bd.events ? pick_len : bd.events;
-            bd.bytecodes -= pick_nbc < bd.bytecodes ? pick_nbc : bd.bytecodes;
+            bd.events -= pk.len < bd.events ? pk.len : bd.events;
+            bd.bytecodes -= pk.nbc < bd.bytecodes ? pk.nbc : bd.bytecodes;
             if (bd.expect)
-                bd.expect = pick_nbc < bd.expect ? bd.expect - pick_nbc : 1;
-            bd.ticks += pick_ticks;
+                bd.expect = pk.nbc < bd.expect ? bd.expect - pk.nbc : 1;
+            bd.ticks += pk.ticks;
         }
         g_array_set_size(sim, 0);
-        g_array_append_vals(sim, best_sim->data, best_sim->len);
-        if (pick_end == END_REJOIN) {
+        g_array_append_vals(sim, pk.sim->data, pk.sim->len);
+        if (pk.end == END_REJOIN) {
             rejoined = 1;
             break;
         }
-        if (pick_end != END_SEGMENT || !pick_len)
+        if (pk.end != END_SEGMENT || !pk.len)
             break;
         /* chaining: the piece becomes the newest part of the past */
         GArray *na = g_array_new(FALSE, FALSE, sizeof(uint64_t));
@@ -1749,7 +1856,7 @@ static void fill_gap(rv_filter *f)
             g_array_append_val(na, g_array_index(ps.a, uint64_t, i));
         g_array_free(ps.a, TRUE);
         ps.a = na;
-        if (!past_prepare(f, &ps))
+        if (!past_prepare(f, &ps, calls))
             break;
     }
     if (rejoined == 2)
@@ -1847,7 +1954,8 @@ done:
     g_array_free(top, TRUE);
     pieces_free(pieces);
     g_array_free(sim, TRUE);
-    g_array_free(best_sim, TRUE);
+    g_array_free(pk.sim, TRUE);
+    g_array_free(far.sim, TRUE);
     g_array_free(guess, TRUE);
 }
 
@@ -1961,8 +2069,10 @@ rv_filter *rv_new(const rv_options *opt, fl_sink sink, void *ctx)
     f->sink = sink;
     f->ctx = ctx;
     f->h = g_array_new(FALSE, FALSE, sizeof(hev));
-    f->syms = g_array_new(FALSE, FALSE, sizeof(hsym));
-    f->head = g_hash_table_new(g_direct_hash, g_direct_equal);
+    f->bc.syms = g_array_new(FALSE, FALSE, sizeof(hsym));
+    f->bc.head = g_hash_table_new(g_direct_hash, g_direct_equal);
+    f->cr.syms = g_array_new(FALSE, FALSE, sizeof(hsym));
+    f->cr.head = g_hash_table_new(g_direct_hash, g_direct_equal);
     f->pending = g_array_new(FALSE, FALSE, sizeof(pev));
     f->segfirst = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     f->segjoin = g_array_new(FALSE, FALSE, sizeof(uint8_t));
@@ -2025,11 +2135,13 @@ void rv_free(rv_filter *f)
         g_free(g_array_index(f->pending, pev, i).stack);
     g_array_free(f->pending, TRUE);
     g_array_free(f->h, TRUE);
-    g_array_free(f->syms, TRUE);
+    g_array_free(f->bc.syms, TRUE);
+    g_array_free(f->cr.syms, TRUE);
     g_array_free(f->segfirst, TRUE);
     g_array_free(f->segjoin, TRUE);
     g_array_free(f->stk, TRUE);
-    g_hash_table_destroy(f->head);
+    g_hash_table_destroy(f->bc.head);
+    g_hash_table_destroy(f->cr.head);
     g_free(f);
 }
 
@@ -2037,6 +2149,8 @@ void rv_stats_add(rv_stats *sum, const rv_stats *s)
 {
     sum->boundaries += s->boundaries;
     sum->no_anchor += s->no_anchor;
+    sum->call_anchored += s->call_anchored;
+    sum->cut_at_stack += s->cut_at_stack;
     sum->no_candidate += s->no_candidate;
     sum->filled += s->filled;
     sum->rejoined += s->rejoined;

@@ -4,9 +4,11 @@
  * order and passes them on to a sink, adding FL_RECOVERED (and, failing
  * that, FL_GUESSED) events where a segment ends before a gap. For every such
  * boundary it
- *   - anchors on the last K placed bytecodes of the segment that ends and
- *     looks them up in an index of the thread's earlier flow (a hash of every
- *     K symbols -> the positions where they end; a bounded window, no scan);
+ *   - anchors on the last K placed bytecodes of the segment that ends (or,
+ *     where it has fewer, as compiled code does, on its last K calls and
+ *     returns) and looks them up in an index of the thread's earlier flow (a
+ *     hash of every K symbols -> the positions where they end; a bounded
+ *     window, no scan);
  *   - ranks the candidates by their common suffix with the segment at three
  *     tiers: tier 1 the calls and returns, tier 2 the control structure
  *     (calls, returns, branches, switches, invokes, returns, throws), tier 3
@@ -18,8 +20,10 @@
  *     final rank is tier 3, the most recent first among equals;
  *   - of the top N whose continuation keeps the call stack consistent
  *     (returns leave the frames the flow shows, every bytecode runs in the
- *     frame on top) and reaches the next segment's first symbols with the
- *     stack that segment starts in (the rejoin point), takes the one whose
+ *     frame on top; where every one contradicts it, the one that went
+ *     furthest is kept up to its contradiction and chained on from) and
+ *     reaches the next segment's first symbols with the stack that segment
+ *     starts in (the rejoin point), takes the one whose
  *     fill is nearest to what the gap's time span holds at the thread's
  *     recent rate (the best ranked among equals; where the rejoin symbols
  *     recur along one continuation, its rejoin nearest to that length);
@@ -41,8 +45,8 @@
  *     FL_GUESSED events (needs rv_options.icfg);
  *   - emits nothing when nothing fits (the gap stays).
  * The next segment is held back until its first K symbols are known, it
- * ends, or 4 * K + RV_HOLD_EXTRA of its events are held (calls and returns
- * of compiled code carry no symbols), so memory is the history window plus
+ * ends, or 4 * K + RV_HOLD_EXTRA of its events are held (the rejoin is on
+ * bytecodes only), so memory is the history window plus
  * that short lookahead. */
 #ifndef JPT_RECOVER_RECOVER_H
 #define JPT_RECOVER_RECOVER_H
@@ -111,6 +115,9 @@ typedef struct rv_options {
 typedef struct rv_stats {
     uint64_t boundaries;      /* segment boundaries after a gap (holes to consider) */
     uint64_t no_anchor;       /* ... the segment ending there had fewer than K symbols */
+    uint64_t call_anchored;   /* ... anchored on calls and returns (too few bytecodes) */
+    uint64_t cut_at_stack;    /* links whose every candidate contradicted the stack,
+                               * continued up to the contradiction */
     uint64_t no_candidate;    /* ... nothing fitted: no fill, no path */
     uint64_t filled;          /* ... some events recovered or guessed */
     uint64_t rejoined;        /* ... the recovered fill reached the next segment's start */

@@ -287,6 +287,133 @@ Test(recover, a_counted_hole_is_sized_by_its_bytes)
     }
 }
 
+/* A past of compiled code only (calls and returns of inlined frames, no
+ * bytecode) is anchored on its newest K calls and returns: its continuation
+ * is the history after the same calls and returns. Not where the hole holds
+ * no bytecodes (its bytes, counted by the collector, hold none: a decode
+ * error's skip), since nothing but the events would bound such a fill. */
+Test(recover, compiled_past_anchored_on_calls_and_returns)
+{
+    for (int lost = 0; lost < 2; lost++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        op.no_time = 0;
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        seg(&fd);
+        BCS(&fd, 1, 2);
+        for (uint64_t m = 10; m < 13; m++) {
+            callret(&fd, FL_CALL, m);
+            callret(&fd, FL_RETURN, m);
+        }
+        BCS(&fd, 20, 21, 22, 30, 31, 32, 33);
+        /* the same bytecodes after other calls: a bytecode anchor would not
+         * tell the two apart */
+        callret(&fd, FL_CALL, 14);
+        callret(&fd, FL_RETURN, 14);
+        BCS(&fd, 1, 2, 40, 41, 30, 31, 32, 33, 50);
+        /* the incomplete segment, compiled code only; 22 bytecodes in 220
+         * bytes before it */
+        seg_counted(&fd, 220, 220, 0);
+        for (uint64_t m = 10; m < 13; m++) {
+            callret(&fd, FL_CALL, m);
+            callret(&fd, FL_RETURN, m);
+        }
+        fd.tsc += 3;
+        seg_counted(&fd, 240, 240, lost ? 30 : 0);   /* 3 bytecodes' worth, or none */
+        BCS(&fd, 30, 31, 32, 33, 34);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered(&o);
+        if (lost) {
+            const int want[] = { 20, 21, 22 };
+            expect(r, want, 3);
+            cr_assert_eq(st.call_anchored, 1);
+            cr_assert_eq(st.rejoined, 1);
+        } else {
+            cr_assert_eq(r->len, 0);
+            cr_assert_eq(st.call_anchored, 0);
+        }
+        cr_assert_eq(st.no_anchor, (uint64_t)!lost);
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
+/* A fill anchored on calls and returns that runs no bytecode for long is
+ * bounded by the events the hole's bytes hold: 100 bytes at 1,412 events
+ * in 2,006 bytes hold 70, so the fill holds at most 2 * 70 + K events, not
+ * the history's 1,000 calls and returns before its next bytecode. */
+Test(recover, a_fill_on_calls_holds_the_events_its_bytes_do)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    op.no_time = 0;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    for (int b = 1000; b < 1400; b++)
+        bcs(&fd, &b, 1);
+    for (uint64_t m = 10; m < 13; m++) {
+        callret(&fd, FL_CALL, m);
+        callret(&fd, FL_RETURN, m);
+    }
+    for (int i = 0; i < 500; i++) {
+        callret(&fd, FL_CALL, 20);
+        callret(&fd, FL_RETURN, 20);
+    }
+    BCS(&fd, 30, 31, 32, 33);
+    seg_counted(&fd, 2000, 2000, 0);
+    for (uint64_t m = 10; m < 13; m++) {
+        callret(&fd, FL_CALL, m);
+        callret(&fd, FL_RETURN, m);
+    }
+    fd.tsc += 3;
+    seg_counted(&fd, 2006, 2006, 100);
+    BCS(&fd, 90, 91, 92, 93);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    cr_assert_eq(st.call_anchored, 1);
+    cr_assert(r->len > 0 && r->len <= 2 * 70 + 4 + 1, "%u events recovered", r->len);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* The only run of M's 1 2 3 4 in the history returned to method 40; the
+ * flow's M was called from 30. The continuation is kept up to the return,
+ * where it contradicts the stack, rather than dropped: what M ran before
+ * returning does not depend on its caller. */
+Test(recover, a_continuation_every_candidate_contradicts_is_kept_up_to_the_contradiction)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS_IN(&fd, 40, 70);
+    callret(&fd, FL_CALL, M);
+    BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
+    callret(&fd, FL_RETURN, M);
+    BCS_IN(&fd, 40, 71, 72, 73, 74);
+    seg(&fd);                      /* the incomplete segment */
+    BCS_IN(&fd, 30, 50, 51);
+    callret(&fd, FL_CALL, M);
+    BCS(&fd, 1, 2, 3, 4);
+    fd.tsc += 100;
+    seg(&fd);                      /* after the gap */
+    BCS_IN(&fd, 30, 60, 61, 62, 63);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 5, 6, 7, 8, -200 - M };
+    expect(r, want, 5);
+    cr_assert_eq(st.cut_at_stack, 1);
+    cr_assert(st.inconsistent >= 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* Bytecodes of M, each followed by a call of method 9 and its return, as
  * compiled code shows them: events without bytecodes. */
 static void bcs_calling(feeder *fd, int from, int n)
