@@ -287,6 +287,16 @@ Test(recover, a_counted_hole_is_sized_by_its_bytes)
     }
 }
 
+/* Compiled code's flow: calls and returns of methods 10, 11 and 12 (inlined
+ * frames), no bytecode. */
+static void compiled_calls(feeder *fd)
+{
+    for (uint64_t m = 10; m < 13; m++) {
+        callret(fd, FL_CALL, m);
+        callret(fd, FL_RETURN, m);
+    }
+}
+
 /* A past of compiled code only (calls and returns of inlined frames, no
  * bytecode) is anchored on its newest K calls and returns: its continuation
  * is the history after the same calls and returns. Not where the hole holds
@@ -301,10 +311,7 @@ Test(recover, compiled_past_anchored_on_calls_and_returns)
         feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2);
-        for (uint64_t m = 10; m < 13; m++) {
-            callret(&fd, FL_CALL, m);
-            callret(&fd, FL_RETURN, m);
-        }
+        compiled_calls(&fd);
         BCS(&fd, 20, 21, 22, 30, 31, 32, 33);
         /* the same bytecodes after other calls: a bytecode anchor would not
          * tell the two apart */
@@ -314,10 +321,7 @@ Test(recover, compiled_past_anchored_on_calls_and_returns)
         /* the incomplete segment, compiled code only; 22 bytecodes in 220
          * bytes before it */
         seg_counted(&fd, 220, 220, 0);
-        for (uint64_t m = 10; m < 13; m++) {
-            callret(&fd, FL_CALL, m);
-            callret(&fd, FL_RETURN, m);
-        }
+        compiled_calls(&fd);
         fd.tsc += 3;
         seg_counted(&fd, 240, 240, lost ? 30 : 0);   /* 3 bytecodes' worth, or none */
         BCS(&fd, 30, 31, 32, 33, 34);
@@ -353,20 +357,14 @@ Test(recover, a_fill_on_calls_holds_the_events_its_bytes_do)
     seg(&fd);
     for (int b = 1000; b < 1400; b++)
         bcs(&fd, &b, 1);
-    for (uint64_t m = 10; m < 13; m++) {
-        callret(&fd, FL_CALL, m);
-        callret(&fd, FL_RETURN, m);
-    }
+    compiled_calls(&fd);
     for (int i = 0; i < 500; i++) {
         callret(&fd, FL_CALL, 20);
         callret(&fd, FL_RETURN, 20);
     }
     BCS(&fd, 30, 31, 32, 33);
     seg_counted(&fd, 2000, 2000, 0);
-    for (uint64_t m = 10; m < 13; m++) {
-        callret(&fd, FL_CALL, m);
-        callret(&fd, FL_RETURN, m);
-    }
+    compiled_calls(&fd);
     fd.tsc += 3;
     seg_counted(&fd, 2006, 2006, 100);
     BCS(&fd, 90, 91, 92, 93);
