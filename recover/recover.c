@@ -145,7 +145,8 @@ struct rv_filter {
     per_byte bc_bytes, ev_bytes;
     GArray *stk;              /* frame: the current segment's call stack as far as known */
     GArray *pending;          /* pev */
-    unsigned pending_syms;
+    unsigned pending_syms;    /* its bytecodes */
+    unsigned pending_calls;   /* its calls and returns before its first bytecode */
     rv_stats st;
 };
 
@@ -554,17 +555,33 @@ static int deliver(rv_filter *f, const fl_event *ev)
 typedef struct target {
     uint64_t want[64];        /* its first (up to K) symbols */
     unsigned nwant;
+    const symindex *idx;      /* the index want's symbols are in */
+    uint64_t lead[64];        /* want on bytecodes: the fewer than K calls and returns
+                               * the segment starts with before them */
+    unsigned nlead;
     uint64_t method_id;       /* its first placed bytecode, 0 none */
     int32_t bci;
-    GArray *stk;              /* frame: its stack at that bytecode, as far as known */
+    GArray *stk;              /* frame: its stack at its first symbol, as far as known */
 } target;
 
+/* What the next segment starts with: its first K placed bytecodes, or,
+ * where it starts in compiled code (K calls and returns of inlined frames
+ * before its first bytecode, if any), those calls and returns, as a past of
+ * compiled code is anchored on them. A rejoin on the bytecodes would come
+ * after those calls and returns, and the fill would hold them as well as
+ * the segment; fewer than K are lead, which a fill that rejoins on the
+ * bytecodes ends before (README.md, step 5). */
 static void target_of(rv_filter *f, target *t)
 {
     t->nwant = 0;
+    t->nlead = 0;
+    t->idx = &f->bc;
     t->method_id = 0;
     t->bci = -1;
     t->stk = g_array_new(FALSE, FALSE, sizeof(frame));
+    uint64_t calls[64];
+    unsigned ncalls = 0;
+    GArray *cstk = g_array_new(FALSE, FALSE, sizeof(frame));
     for (guint i = 0; i < f->pending->len; i++) {
         const fl_event *ev = &g_array_index(f->pending, pev, i).ev;
         if (ev->kind == FL_SEGMENT) {
@@ -575,6 +592,13 @@ static void target_of(rv_filter *f, target *t)
             continue;
         }
         if (ev->kind != FL_BYTECODE) {
+            /* a frame found already running is no call (FL_F_CONTEXT) */
+            if (tier_of(ev) == 1 && !(ev->flags & FL_F_CONTEXT) && !t->method_id &&
+                ncalls < f->o.k) {
+                if (!ncalls)
+                    g_array_append_vals(cstk, t->stk->data, t->stk->len);
+                calls[ncalls++] = key_of(ev, 1);
+            }
             if (!t->method_id)
                 stack_apply(t->stk, ev);
             continue;
@@ -589,6 +613,19 @@ static void target_of(rv_filter *f, target *t)
         if (t->nwant >= f->o.k)
             break;
     }
+    memcpy(t->lead, calls, ncalls * sizeof *calls);
+    t->nlead = ncalls;
+    if (ncalls >= f->o.k) {
+        t->nlead = 0;
+        memcpy(t->want, calls, ncalls * sizeof *calls);
+        t->nwant = ncalls;
+        t->idx = &f->cr;
+        t->method_id = 0;
+        t->bci = -1;
+        g_array_set_size(t->stk, 0);
+        g_array_append_vals(t->stk, cstk->data, cstk->len);
+    }
+    g_array_free(cstk, TRUE);
 }
 
 /* Frames of known context the next segment must start with for
@@ -627,17 +664,32 @@ static int stack_meets(const GArray *sim, const target *t)
 static int rejoins_at(rv_filter *f, uint64_t e, const target *t)
 {
     hev *x = ev_at(f, e);
-    if (x->sym < 0 || !t->nwant)
+    int64_t first = t->idx == &f->bc ? x->sym : x->csym;
+    if (first < 0 || !t->nwant)
         return 0;
-    uint64_t a = (uint64_t)x->sym;
+    uint64_t a = (uint64_t)first;
     for (unsigned i = 0; i < t->nwant; i++) {
-        if (a + i >= sym_end(f))
+        if (a + i >= si_end(t->idx))
             return 0;
-        hsym *s = sym_at(f, a + i);
-        if (s->s != t->want[i] || (i > 0 && s->run < sym_at(f, a)->run + i))
+        hsym *s = si_at(t->idx, a + i);
+        if (s->s != t->want[i] || (i > 0 && s->run < si_at(t->idx, a)->run + i))
             return 0;
     }
     return 1;
+}
+
+/* A rejoin at event e on the next segment's bytecodes: how many of the
+ * events before it, after p, are the calls and returns the segment starts
+ * with before them (all of them, else 0). The fill ends before those: the
+ * segment holds them. */
+static uint64_t lead_before(rv_filter *f, uint64_t p, uint64_t e, const target *t)
+{
+    if (!t->nlead || e < p + 1 + t->nlead)
+        return 0;
+    for (unsigned i = 0; i < t->nlead; i++)
+        if (ev_at(f, e - t->nlead + i)->key != t->lead[i])
+            return 0;
+    return t->nlead;
 }
 
 static uint64_t dist(uint64_t a, uint64_t b)
@@ -966,7 +1018,7 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
             uint64_t diff = dist(b, bd->expect);
             if (diff < r_diff) {
                 r_diff = diff;
-                r_len = n;
+                r_len = n - lead_before(f, p, e, t);
                 r_nbc = b;
                 r_ticks = *ticks;
                 if (!r_sim)
@@ -1428,7 +1480,7 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
                        uint64_t span)
 {
     const int alone = !pieces->len;
-    if (expect < (alone ? f->o.k : SPLICE_MIN) || t->nwant < f->o.k)
+    if (expect < (alone ? f->o.k : SPLICE_MIN) || t->nwant < f->o.k || t->idx != &f->bc)
         return 0;
     /* the earlier runs of the rejoin symbols, newest first */
     uint64_t want[64];
@@ -1564,7 +1616,8 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
         keep_bytecodes(f, pieces, sm->fwd);
         uint64_t t0 = ev_at(f, sm->x)->tsc, t1 = ev_at(f, sm->r - 1)->tsc;
         uint64_t took = t1 > t0 ? t1 - t0 : 0;
-        piece tail = { sm->x + 1, sm->r - (sm->x + 1), span > took ? span - took : 0, 0, NULL };
+        uint64_t len = sm->r - (sm->x + 1) - lead_before(f, sm->x, sm->r, t);
+        piece tail = { sm->x + 1, len, span > took ? span - took : 0, 0, NULL };
         tail.agreed = tail.len;
         tail.seam = g_array_new(FALSE, FALSE, sizeof(frame));
         g_array_append_vals(tail.seam, sm->stk->data, sm->stk->len);
@@ -1658,6 +1711,8 @@ static void fill_gap(rv_filter *f)
 
     target t;
     target_of(f, &t);
+    if (t.idx == &f->cr)
+        f->st.rejoin_on_calls++;
     past ps = { g_array_new(FALSE, FALSE, sizeof(uint64_t)), 0,
                 g_array_new(FALSE, FALSE, sizeof(tsym)), g_array_new(FALSE, FALSE, sizeof(tsym)),
                 0, 0, NULL };
@@ -1983,6 +2038,7 @@ static int release(rv_filter *f)
     }
     g_array_set_size(f->pending, 0);
     f->pending_syms = 0;
+    f->pending_calls = 0;
     return f->stopped;
 }
 
@@ -2005,6 +2061,8 @@ static void hold(rv_filter *f, const fl_event *ev)
     g_array_append_val(f->pending, p);
     if (ev->kind == FL_BYTECODE)
         f->pending_syms++;
+    else if (!f->pending_syms && tier_of(ev) == 1 && !(ev->flags & FL_F_CONTEXT))
+        f->pending_calls++;
 }
 
 /* ---- the program's ICFG ----------------------------------------------- */
@@ -2106,10 +2164,13 @@ int rv_event(const fl_event *ev, void *vf)
     }
     if (f->holding) {
         hold(f, ev);
-        /* Calls and returns alone (compiled code) never complete the K
-         * symbols: past a few per symbol, the next segment's start is taken
-         * as it is, so the lookahead stays short. */
-        if (f->pending_syms >= f->o.k || f->pending->len >= hold_cap(f))
+        /* Its first K bytecodes, or K calls and returns before any (it
+         * starts in compiled code: target_of), are what it is met on. Calls
+         * and returns after a bytecode never complete them: past a few per
+         * symbol, the next segment's start is taken as it is, so the
+         * lookahead stays short. */
+        if (f->pending_syms >= f->o.k || f->pending_calls >= f->o.k ||
+            f->pending->len >= hold_cap(f))
             return release(f);
         return 0;
     }
@@ -2150,6 +2211,7 @@ void rv_stats_add(rv_stats *sum, const rv_stats *s)
     sum->boundaries += s->boundaries;
     sum->no_anchor += s->no_anchor;
     sum->call_anchored += s->call_anchored;
+    sum->rejoin_on_calls += s->rejoin_on_calls;
     sum->cut_at_stack += s->cut_at_stack;
     sum->no_candidate += s->no_candidate;
     sum->filled += s->filled;

@@ -22,8 +22,11 @@
  *     (returns leave the frames the flow shows, every bytecode runs in the
  *     frame on top; where every one contradicts it, the one that went
  *     furthest is kept up to its contradiction and chained on from) and
- *     reaches the next segment's first symbols with the stack that segment
- *     starts in (the rejoin point), takes the one whose
+ *     reaches the next segment's first symbols (its first K placed
+ *     bytecodes, or its first K calls and returns where it starts with K of
+ *     them: compiled code) with the stack that segment starts in (the
+ *     rejoin point; the fill ends before the calls and returns the segment
+ *     starts with), takes the one whose
  *     fill is nearest to what the gap's time span holds at the thread's
  *     recent rate (the best ranked among equals; where the rejoin symbols
  *     recur along one continuation, its rejoin nearest to that length);
@@ -45,9 +48,9 @@
  *     FL_GUESSED events (needs rv_options.icfg);
  *   - emits nothing when nothing fits (the gap stays).
  * The next segment is held back until its first K symbols are known, it
- * ends, or 4 * K + RV_HOLD_EXTRA of its events are held (the rejoin is on
- * bytecodes only), so memory is the history window plus
- * that short lookahead. */
+ * ends, or 4 * K + RV_HOLD_EXTRA of its events are held (calls and returns
+ * complete them only before its first bytecode), so memory is the history
+ * window plus that short lookahead. */
 #ifndef JPT_RECOVER_RECOVER_H
 #define JPT_RECOVER_RECOVER_H
 
@@ -116,6 +119,7 @@ typedef struct rv_stats {
     uint64_t boundaries;      /* segment boundaries after a gap (holes to consider) */
     uint64_t no_anchor;       /* ... the segment ending there had fewer than K symbols */
     uint64_t call_anchored;   /* ... anchored on calls and returns (too few bytecodes) */
+    uint64_t rejoin_on_calls; /* ... whose next segment is met on its calls and returns */
     uint64_t cut_at_stack;    /* links whose every candidate contradicted the stack,
                                * continued up to the contradiction */
     uint64_t no_candidate;    /* ... nothing fitted: no fill, no path */

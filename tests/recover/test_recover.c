@@ -344,6 +344,68 @@ Test(recover, compiled_past_anchored_on_calls_and_returns)
     }
 }
 
+/* The next segment starts in compiled code (calls and returns of inlined
+ * frames, no bytecode): it is met on those calls and returns. Of the two
+ * stretches that continue the anchor, the one that reaches them is the
+ * fill, up to them; without that target neither would be confirmed. */
+Test(recover, a_next_segment_of_compiled_code_is_met_on_its_calls_and_returns)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 200, 1, 2, 3, 4, 5, 6, 40, 41, 42, 43, 44, 45, 46, 47);
+    seg(&fd);
+    BCS(&fd, 100, 1, 2, 3, 4, 5, 6, 20, 21, 22);
+    compiled_calls(&fd);
+    BCS(&fd, 60, 61);
+    seg(&fd);                      /* the incomplete segment */
+    BCS(&fd, 1, 2, 3, 4, 5, 6);
+    fd.tsc += 100;
+    seg(&fd);                      /* after the gap: compiled code */
+    compiled_calls(&fd);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 20, 21, 22 };
+    expect(r, want, 3);
+    cr_assert_eq(st.rejoin_on_calls, 1);
+    cr_assert_eq(st.rejoined, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
+/* The next segment starts with a call (fewer than K calls and returns
+ * before its first bytecode): the fill rejoins on its bytecodes and ends
+ * before the call, which the segment holds. */
+Test(recover, a_rejoin_leaves_the_calls_the_next_segment_starts_with_to_it)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 100, 1, 2, 3, 4, 5, 6, 20, 21);
+    callret(&fd, FL_CALL, 9);
+    BCS_IN(&fd, 9, 50, 51, 52, 53, 54);
+    seg(&fd);                      /* the incomplete segment */
+    BCS(&fd, 1, 2, 3, 4, 5, 6);
+    fd.tsc += 100;
+    seg(&fd);                      /* after the gap */
+    callret(&fd, FL_CALL, 9);
+    BCS_IN(&fd, 9, 50, 51, 52, 53);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 20, 21 };
+    expect(r, want, 2);
+    cr_assert_eq(st.rejoined, 1);
+    cr_assert_eq(st.rejoin_on_calls, 0);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* A fill anchored on calls and returns that runs no bytecode for long is
  * bounded by the events the hole's bytes hold: 100 bytes at 1,412 events
  * in 2,006 bytes hold 70, so the fill holds at most 2 * 70 + K events, not
