@@ -493,8 +493,9 @@ static void print_json(FILE *f, const tstats *t, bool total)
                 ",\"pruned_tier2\":%" PRIu64 ",\"ranked_tier3\":%" PRIu64
                 ",\"inconsistent\":%" PRIu64 ",\"seconds\":%.3f%s",
                 t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.spliced, t->rv.no_anchor,
-                t->rv.call_anchored, t->rv.rejoin_on_calls, t->rv.cut_at_stack, t->rv.no_candidate, t->rv.events, t->rv.bytecodes,
-                t->rv.guessed_gaps, t->rv.guessed_events, t->rv.guessed_bytecodes, t->rv.links, t->rv.candidates,
+                t->rv.call_anchored, t->rv.rejoin_on_calls, t->rv.cut_at_stack,
+                t->rv.no_candidate, t->rv.events, t->rv.bytecodes, t->rv.guessed_gaps,
+                t->rv.guessed_events, t->rv.guessed_bytecodes, t->rv.links, t->rv.candidates,
                 t->rv.pruned_t1, t->rv.pruned_t2, t->rv.ranked_t3, t->rv.inconsistent,
                 (double)t->rv.ns / 1e9, t->eval ? "" : "}");
     if (t->recover && t->eval)

@@ -552,12 +552,19 @@ static int deliver(rv_filter *f, const fl_event *ev)
 
 /* ---- what the next segment starts with ------------------------------- */
 
+/* A call or return the next segment may be met on (target_of): a frame
+ * found already running (FL_F_CONTEXT) is no call. */
+static int lead_symbol(const fl_event *ev)
+{
+    return tier_of(ev) == 1 && !(ev->flags & FL_F_CONTEXT);
+}
+
 typedef struct target {
     uint64_t want[64];        /* its first (up to K) symbols */
     unsigned nwant;
     const symindex *idx;      /* the index want's symbols are in */
-    uint64_t lead[64];        /* want on bytecodes: the fewer than K calls and returns
-                               * the segment starts with before them */
+    uint64_t lead[64];        /* the calls and returns it starts with before its first
+                               * bytecode (fewer than K: want is on bytecodes) */
     unsigned nlead;
     uint64_t method_id;       /* its first placed bytecode, 0 none */
     int32_t bci;
@@ -579,8 +586,7 @@ static void target_of(rv_filter *f, target *t)
     t->method_id = 0;
     t->bci = -1;
     t->stk = g_array_new(FALSE, FALSE, sizeof(frame));
-    uint64_t calls[64];
-    unsigned ncalls = 0;
+    unsigned ncalls = 0;      /* calls and returns before the first bytecode, in lead */
     GArray *cstk = g_array_new(FALSE, FALSE, sizeof(frame));
     for (guint i = 0; i < f->pending->len; i++) {
         const fl_event *ev = &g_array_index(f->pending, pev, i).ev;
@@ -592,12 +598,10 @@ static void target_of(rv_filter *f, target *t)
             continue;
         }
         if (ev->kind != FL_BYTECODE) {
-            /* a frame found already running is no call (FL_F_CONTEXT) */
-            if (tier_of(ev) == 1 && !(ev->flags & FL_F_CONTEXT) && !t->method_id &&
-                ncalls < f->o.k) {
+            if (lead_symbol(ev) && !t->method_id && ncalls < f->o.k) {
                 if (!ncalls)
                     g_array_append_vals(cstk, t->stk->data, t->stk->len);
-                calls[ncalls++] = key_of(ev, 1);
+                t->lead[ncalls++] = key_of(ev, 1);
             }
             if (!t->method_id)
                 stack_apply(t->stk, ev);
@@ -613,11 +617,10 @@ static void target_of(rv_filter *f, target *t)
         if (t->nwant >= f->o.k)
             break;
     }
-    memcpy(t->lead, calls, ncalls * sizeof *calls);
     t->nlead = ncalls;
     if (ncalls >= f->o.k) {
         t->nlead = 0;
-        memcpy(t->want, calls, ncalls * sizeof *calls);
+        memcpy(t->want, t->lead, ncalls * sizeof *t->lead);
         t->nwant = ncalls;
         t->idx = &f->cr;
         t->method_id = 0;
@@ -2061,7 +2064,7 @@ static void hold(rv_filter *f, const fl_event *ev)
     g_array_append_val(f->pending, p);
     if (ev->kind == FL_BYTECODE)
         f->pending_syms++;
-    else if (!f->pending_syms && tier_of(ev) == 1 && !(ev->flags & FL_F_CONTEXT))
+    else if (!f->pending_syms && lead_symbol(ev))
         f->pending_calls++;
 }
 
