@@ -483,7 +483,8 @@ static void print_json(FILE *f, const tstats *t, bool total)
                 LARGE_HOLE, t->large_holes, t->large_hole_bytecodes, t->hole_unseen);
     if (t->recover)
         fprintf(f, ",\"recovery\":{\"boundaries\":%" PRIu64 ",\"filled\":%" PRIu64
-                ",\"rejoined\":%" PRIu64 ",\"spliced\":%" PRIu64 ",\"no_anchor\":%" PRIu64
+                ",\"rejoined\":%" PRIu64 ",\"empty_rejoin\":%" PRIu64 ",\"spliced\":%" PRIu64
+                ",\"no_anchor\":%" PRIu64
                 ",\"call_anchored\":%" PRIu64 ",\"rejoin_on_calls\":%" PRIu64
                 ",\"cut_at_stack\":%" PRIu64
                 ",\"no_candidate\":%" PRIu64
@@ -492,7 +493,8 @@ static void print_json(FILE *f, const tstats *t, bool total)
                 ",\"links\":%" PRIu64 ",\"candidates\":%" PRIu64 ",\"pruned_tier1\":%" PRIu64
                 ",\"pruned_tier2\":%" PRIu64 ",\"ranked_tier3\":%" PRIu64
                 ",\"inconsistent\":%" PRIu64 ",\"seconds\":%.3f%s",
-                t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.spliced, t->rv.no_anchor,
+                t->rv.boundaries, t->rv.filled, t->rv.rejoined, t->rv.empty_rejoin, t->rv.spliced,
+                t->rv.no_anchor,
                 t->rv.call_anchored, t->rv.rejoin_on_calls, t->rv.cut_at_stack,
                 t->rv.no_candidate, t->rv.events, t->rv.bytecodes, t->rv.guessed_gaps,
                 t->rv.guessed_events, t->rv.guessed_bytecodes, t->rv.links, t->rv.candidates,

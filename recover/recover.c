@@ -1436,6 +1436,23 @@ static uint64_t bytecodes_in(rv_filter *f, const GArray *pieces, guint n)
 }
 
 /* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter). */
+/* The fill becomes its first n events. */
+static void keep_events(GArray *pieces, uint64_t n)
+{
+    for (guint k = 0; k < pieces->len; k++) {
+        piece *pc = &g_array_index(pieces, piece, k);
+        if (pc->len < n) {
+            n -= pc->len;
+            continue;
+        }
+        pc->len = n;
+        if (pc->agreed > pc->len)
+            pc->agreed = pc->len;
+        g_array_set_size(pieces, pc->len ? k + 1 : k);
+        return;
+    }
+}
+
 static void keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
 {
     if (!nbc) {
@@ -1954,9 +1971,13 @@ static void fill_gap(rv_filter *f)
         }
         /* Unconfirmed, it is kept as long as the span holds at the thread's
          * rate: the bound above allows twice as much for a rejoin to be found
-         * in. */
-        if (expect)
+         * in. A fill of compiled code runs out of bytecodes before that: it
+         * is kept to the events the hole's bytes hold. */
+        if (expect) {
             keep_bytecodes(f, pieces, expect);
+            if (holds_events >= 1 && bytecodes_in(f, pieces, pieces->len) < expect)
+                keep_events(pieces, (uint64_t)holds_events);
+        }
         /* the stack where what is kept ends */
         g_array_set_size(sim, 0);
         g_array_append_vals(sim, f->stk->data, f->stk->len);

@@ -40,9 +40,10 @@
  *     more) with the history that led up to an earlier run of the next
  *     segment's first symbols, from about halfway, joined where both run
  *     the same symbols if they do (the tail's frames found running there);
- *   - keeps a fill that never rejoins as far as the span holds (with
- *     cut_disputed, only as far as the top candidates' continuations mostly
- *     agree: beyond, the history went several ways);
+ *   - keeps a fill that never rejoins as far as the span holds (one of
+ *     compiled code that runs fewer bytecodes: the events the hole's bytes
+ *     hold; with cut_disputed, only as far as the top candidates'
+ *     continuations mostly agree: beyond, the history went several ways);
  *   - when the fill does not rejoin, looks for a shortest ICFG path from the
  *     last placed bytecode to the next segment's first one and adds it as
  *     FL_GUESSED events (needs rv_options.icfg);

@@ -84,6 +84,9 @@ def main():
     check(rv['filled'] > 0 and rv['bytecodes'] > 0,
           'recovery filled %d gaps with %d bytecodes' % (rv['filled'], rv['bytecodes']))
     check(tot['pr'] > 0 and tot['ra'] > 0, 'PR %.2f and RA %.2f reported' % (tot['pr'], tot['ra']))
+    check(0 <= rv['empty_rejoin'] <= rv['rejoined'] <= rv['boundaries'],
+          'boundaries %d, rejoined %d, at once (nothing missing) %d' %
+          (rv['boundaries'], rv['rejoined'], rv['empty_rejoin']))
     check(tot['ga'] is None or 0 <= tot['ga'] <= 100,
           'GA %s: none guessed or a percentage' % tot['ga'])
     right = tot['da_matched'] + rv['ra_matched'] + rv['ga_matched']

@@ -408,8 +408,9 @@ Test(recover, a_rejoin_leaves_the_calls_the_next_segment_starts_with_to_it)
 
 /* A fill anchored on calls and returns that runs no bytecode for long is
  * bounded by the events the hole's bytes hold: 100 bytes at 1,412 events
- * in 2,006 bytes hold 70, so the fill holds at most 2 * 70 + K events, not
- * the history's 1,000 calls and returns before its next bytecode. */
+ * in 2,006 bytes hold 70, so the search runs at most 2 * 70 + K events, not
+ * the history's 1,000 calls and returns before its next bytecode, and a
+ * fill that never rejoins keeps 70 of them. */
 Test(recover, a_fill_on_calls_holds_the_events_its_bytes_do)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
@@ -434,7 +435,10 @@ Test(recover, a_fill_on_calls_holds_the_events_its_bytes_do)
     rv_finish(fd.f, &st);
     GArray *r = recovered(&o);
     cr_assert_eq(st.call_anchored, 1);
+    cr_assert_eq(st.rejoined, 0);
     cr_assert(r->len > 0 && r->len <= 2 * 70 + 4 + 1, "%u events recovered", r->len);
+    /* unconfirmed by a rejoin, it keeps what the hole holds: 70 */
+    cr_assert(r->len <= 70, "%u events kept", r->len);
     g_array_free(r, TRUE);
     rv_free(fd.f);
     g_array_free(o.ev, TRUE);
