@@ -1435,8 +1435,7 @@ static uint64_t bytecodes_in(rv_filter *f, const GArray *pieces, guint n)
     return nbc;
 }
 
-/* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter). */
-/* The fill becomes its first n events. */
+/* The fill becomes its first n events (all of it when shorter). */
 static void keep_events(GArray *pieces, uint64_t n)
 {
     for (guint k = 0; k < pieces->len; k++) {
@@ -1453,6 +1452,7 @@ static void keep_events(GArray *pieces, uint64_t n)
     }
 }
 
+/* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter). */
 static void keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
 {
     if (!nbc) {
@@ -1971,8 +1971,9 @@ static void fill_gap(rv_filter *f)
         }
         /* Unconfirmed, it is kept as long as the span holds at the thread's
          * rate: the bound above allows twice as much for a rejoin to be found
-         * in. A fill of compiled code runs out of bytecodes before that: it
-         * is kept to the events the hole's bytes hold. */
+         * in. One with fewer bytecodes than that (compiled code runs few)
+         * is kept to the events the hole's bytes hold, where they are
+         * known. */
         if (expect) {
             keep_bytecodes(f, pieces, expect);
             if (holds_events >= 1 && bytecodes_in(f, pieces, pieces->len) < expect)
