@@ -1452,26 +1452,26 @@ static void keep_events(GArray *pieces, uint64_t n)
     }
 }
 
-/* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter). */
-static void keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
+/* Cuts the fill after its nbc-th bytecode (keeps all of it when shorter);
+ * returns the bytecodes kept. */
+static uint64_t keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
 {
+    uint64_t n = 0, b = 0;
     if (!nbc) {
-        g_array_set_size(pieces, 0);
-        return;
+        keep_events(pieces, 0);
+        return 0;
     }
-    uint64_t n = 0;
     for (guint k = 0; k < pieces->len; k++) {
-        piece *pc = &g_array_index(pieces, piece, k);
+        const piece *pc = &g_array_index(pieces, piece, k);
         for (uint64_t i = 0; i < pc->len; i++) {
-            if (ev_at(f, pc->start + i)->kind != FL_BYTECODE || ++n < nbc)
-                continue;
-            pc->len = i + 1;
-            if (pc->agreed > pc->len)
-                pc->agreed = pc->len;
-            g_array_set_size(pieces, k + 1);
-            return;
+            n++;
+            if (ev_at(f, pc->start + i)->kind == FL_BYTECODE && ++b == nbc) {
+                keep_events(pieces, n);
+                return b;
+            }
         }
     }
+    return b;
 }
 
 /* A way for the fill to end: after its fwd-th bytecode, the history's
@@ -1975,8 +1975,7 @@ static void fill_gap(rv_filter *f)
          * is kept to the events the hole's bytes hold, where they are
          * known. */
         if (expect) {
-            keep_bytecodes(f, pieces, expect);
-            if (holds_events >= 1 && bytecodes_in(f, pieces, pieces->len) < expect)
+            if (keep_bytecodes(f, pieces, expect) < expect && holds_events >= 1)
                 keep_events(pieces, (uint64_t)holds_events);
         }
         /* the stack where what is kept ends */
