@@ -438,6 +438,7 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
 #define RETRY_BUDGET 256      /* decoding attempts per chunk */
 #define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
 #define RETRY_GROUPS 6        /* attempts per error (next_versions) */
+#define MADE_UP_TRIES 4       /* more attempts per error: made-up states (with_made_up_states) */
 #define RETRY_STAGES 8        /* kept retries from one checkpoint whose patches add up */
 #define ENTRY_SPAN 64         /* bytes from a compiled method's start that are its entries */
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
@@ -461,6 +462,7 @@ typedef struct spec {
     size_t n;
     uint64_t after;
     bool done;
+    int family;               /* nonzero: alternatives of one another (with_made_up_states) */
 } spec;
 
 /* One decoder's run over a chunk. A decoder reads the segment's bytes, or
@@ -879,6 +881,104 @@ static int next_versions(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guin
     return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng, now);
 }
 
+/* Where a group holds a call-site resolution with made-up states
+ * (model.h), each of those states is an alternative to it: the group with
+ * the state in the resolution's place, and the fill of the static call stub
+ * the state calls if that stub's first change after now comes with the
+ * resolution's scan. A chunk starts from the code as recorded at its start,
+ * so a site its thread resolved in an earlier chunk calls the resolver
+ * again, and the trace contradicts that; the resolver is not passed again,
+ * so only a retry can give the site the state the resolver gave it
+ * (di_image_resolve_to). The alternatives go before the group, the earlier
+ * states first, and all of them form a family (retry keeps the one that
+ * decodes furthest). Up to max groups in g afterwards. */
+static int with_made_up_states(wctx *w, spec *g, int ng, int max, uint64_t now)
+{
+    const dm_model *m = w->m;
+    for (int gi = 0; gi < ng && ng < max; gi++) {
+        int made = 0, family = gi + 1;
+        for (size_t q = 0; q < g[gi].n && ng < max; q++) {
+            const dm_patch *p = &m->patches[g[gi].idx[q]];
+            for (uint32_t s = p->first_state; s < p->first_state + p->nstates && ng < max; s++) {
+                spec alt = g[gi];
+                alt.idx[q] = s;
+                uint64_t to = m->patches[s].new_target;
+                uint32_t first;
+                if (!m->patches[s].direct &&
+                    di_cache_patches_in(w->cache, to, to + CALLEE_STUB_SPAN, now, &first, 1) &&
+                    m->patches[first].start_tsc <= p->tsc + SCAN_SPAN)
+                    same_scan(w, &alt, m->patches[first].start_tsc, 0, to,
+                              to + CALLEE_STUB_SPAN, INT64_MIN);
+                alt.family = family;
+                memmove(&g[gi + made + 1], &g[gi + made], (size_t)(ng - gi - made) * sizeof *g);
+                g[gi + made++] = alt;
+                ng++;
+            }
+        }
+        if (made)
+            g[gi + made].family = family;
+        gi += made;
+    }
+    return ng;
+}
+
+/* How far a decoding run got: to its end (UINT64_MAX), or to its error. */
+static uint64_t progress(const pass *ps)
+{
+    return ps->boundary || ps->status >= 0 || ps->status == -pte_eos ? UINT64_MAX : ps->err_off;
+}
+
+/* One attempt of retry: decodes from checkpoint ck again with the patches
+ * of the retries kept from it, then sp's (applied once `after` trace-offs
+ * have been decoded), into np (its ops after k's). false if no decoder
+ * could be made (np is freed). Each attempt takes one of the budget's. */
+static bool attempt(wctx *w, chunk *k, const pass *ps, const ckpt *ck, uint64_t stop,
+                    const struct pt_config *cfg, di_store *store, const uint32_t *early,
+                    spec *sp, guint after, int *budget, pass *np)
+{
+    char err[512];
+    (*budget)--;
+    w->retries++;
+    sp->after = after;
+    *np = (pass){ .dis = g_array_new(FALSE, FALSE, sizeof(guint)), .base = ps->base,
+                  .base_end = ps->base_end, .shift = ps->shift };
+    k->st = ck->st;
+    w->tsc = ck->tsc;
+    w->res = ck->res;
+    np->dec = pt_blk_alloc_decoder(cfg);
+    np->im = np->dec ? di_image_new_in(w->cache, store, ck->tsc, early, ck->nearly, err,
+                                       sizeof err)
+                     : NULL;
+    if (!np->im || (np->status = pt_blk_sync_set(np->dec, ck->psb)) < 0) {
+        pass_free(np);
+        return false;
+    }
+    pt_blk_set_image(np->dec, di_image_get(np->im));
+    op *so = push_op(k, OP_SYNC, w->tsc);
+    so->ip = k->seg->begin + ck->sync_off;
+    checkpoint(w, k, np, ck->psb);
+    if (ps->stages_psb == ck->psb && ps->nstages) {
+        np->nstages = ps->nstages < RETRY_STAGES ? ps->nstages : RETRY_STAGES - 1;
+        memcpy(np->stages, ps->stages, (size_t)np->nstages * sizeof *np->stages);
+    }
+    np->stages[np->nstages++] = *sp;
+    np->stages_psb = ck->psb;
+    for (int si = 0; si < np->nstages; si++)
+        np->stages[si].done = false;
+    decode_run(w, k, np, stop);
+    return true;
+}
+
+/* Drops attempt np: k's ops, runs and blocks back to their lengths before. */
+static void drop_attempt(chunk *k, pass *np, guint nops, guint nruns, guint nblocks)
+{
+    g_array_set_size(k->ops, nops);
+    g_array_set_size(k->runs, nruns);
+    if (k->blocks)
+        g_array_set_size(k->blocks, nblocks);
+    pass_free(np);
+}
+
 /* Tries to decode the stretch before ps's error again with later code
  * (above). On success ps is the better run (its ops replace the old ones)
  * and true is returned; else everything is as it was. */
@@ -893,9 +993,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     size_t nlog;
     const uint32_t *log = di_image_early_log(ps->im, &nlog);
     uint32_t *early = g_memdup2(log, (nlog ? nlog : 1) * sizeof *log);
-    uint64_t tries = 0;
     bool kept = false;
-    char err[512];
     /* From the last checkpoint, with the patches applied after the last
      * trace-off (from the PSB if there was none): an earlier checkpoint or
      * trace-off rarely helps (measured on JIT-heavy workloads), and each
@@ -903,8 +1001,9 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     const ckpt ck = ps->ck[ps->nck - 1];
     guint ndis = ps->dis->len - ck.ndis;
     guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
-    spec g[RETRY_GROUPS];
+    spec g[RETRY_GROUPS + MADE_UP_TRIES];
     int ng = next_versions(w, k, ps, &ck, from, orig_ops, g);
+    ng = with_made_up_states(w, g, ng, RETRY_GROUPS + MADE_UP_TRIES, ck.tsc);
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
     uint64_t key = 0;
@@ -926,38 +1025,34 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
             ng = 0;
     }
     for (int gi = 0; gi < ng && !kept && *budget > 0; gi++) {
-        (*budget)--;
-        tries++;
-        g[gi].after = ndis;
-        pass np = { .dis = g_array_new(FALSE, FALSE, sizeof(guint)), .base = ps->base,
-                    .base_end = ps->base_end, .shift = ps->shift };
-        k->st = ck.st;
-        w->tsc = ck.tsc;
-        w->res = ck.res;
-        np.dec = pt_blk_alloc_decoder(cfg);
-        np.im = np.dec ? di_image_new_in(w->cache, store, ck.tsc, early, ck.nearly, err,
-                                         sizeof err)
-                       : NULL;
-        if (!np.im || (np.status = pt_blk_sync_set(np.dec, ck.psb)) < 0) {
-            pass_free(&np);
+        int pick = gi;
+        if (g[gi].family) {
+            /* a family: each member is tried, and the one that gets
+             * furthest (the first of equals) is decoded again below */
+            int end = gi;
+            while (end < ng && g[end].family == g[gi].family)
+                end++;
+            uint64_t best = 0;
+            pick = -1;
+            for (int fi = gi; fi < end && *budget > 0; fi++) {
+                pass np;
+                if (!attempt(w, k, ps, &ck, stop, cfg, store, early, &g[fi], ndis, budget, &np))
+                    continue;
+                uint64_t got = progress(&np);
+                drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+                if (got > best) {
+                    best = got;
+                    pick = fi;
+                }
+            }
+            gi = end - 1;
+            if (pick < 0 || best <= ps->err_off)
+                continue;
+        }
+        pass np;
+        if (!attempt(w, k, ps, &ck, stop, cfg, store, early, &g[pick], ndis, budget, &np))
             continue;
-        }
-        pt_blk_set_image(np.dec, di_image_get(np.im));
-        op *so = push_op(k, OP_SYNC, w->tsc);
-        so->ip = k->seg->begin + ck.sync_off;
-        checkpoint(w, k, &np, ck.psb);
-        /* the patches of the retries kept from this checkpoint, then the group's */
-        if (ps->stages_psb == ck.psb && ps->nstages) {
-            np.nstages = ps->nstages < RETRY_STAGES ? ps->nstages : RETRY_STAGES - 1;
-            memcpy(np.stages, ps->stages, (size_t)np.nstages * sizeof *np.stages);
-        }
-        np.stages[np.nstages++] = g[gi];
-        np.stages_psb = ck.psb;
-        for (int si = 0; si < np.nstages; si++)
-            np.stages[si].done = false;
-        decode_run(w, k, &np, stop);
-        bool better = np.boundary || np.status >= 0 || np.status == -pte_eos ||
-                      np.err_off > ps->err_off;
+        bool better = progress(&np) > ps->err_off;
         if (better) {
             /* the retry's ops replace the old ones after the checkpoint; its
              * checkpoints and trace-off positions move down with them */
@@ -979,11 +1074,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
             *ps = np;
             kept = true;
         } else {
-            g_array_set_size(k->ops, orig_ops);
-            g_array_set_size(k->runs, orig_runs);
-            if (k->blocks)
-                g_array_set_size(k->blocks, orig_blocks);
-            pass_free(&np);
+            drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
         }
     }
     if (ng && !kept) {
@@ -997,7 +1088,6 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         w->tsc = orig_tsc;
         w->res = orig_res;
     }
-    w->retries += tries;
     if (kept)
         w->retries_kept++;
     return kept;

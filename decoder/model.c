@@ -672,6 +672,13 @@ static bool is_stub_call_resolver_at(const dm_model *m, uint64_t addr, uint64_t 
            (strstr(c->name, "resolve_static_call") || strstr(c->name, "resolve_opt_virtual_call"));
 }
 
+/* The resolver of inline-cache (virtual) call sites. */
+static bool is_virtual_call_resolver_at(const dm_model *m, uint64_t addr, uint64_t tsc)
+{
+    const dm_code *c = dm_code_at(m, addr, tsc);
+    return c && c->kind == DM_CODE_STUB && c->name && strstr(c->name, "resolve_virtual_call");
+}
+
 /* See model.h: patches that resolve call sites. The bytes a patch replaced
  * are its owner's snapshot with the earlier patches of the same owner laid
  * over it (a site may be patched more than once: resolve stub, then c2i
@@ -1184,6 +1191,15 @@ static bool resolves_stub_call(const dm_model *m, const dm_patch *p)
            searchable(m, p) && is_stub_call_resolver_at(m, p->old_target, p->tsc);
 }
 
+/* The same for an inline-cache site: its resolver points it at the
+ * callee's unverified entry (the receiver's class check) but jumps on to
+ * the verified one, the check being done. */
+static bool resolves_virtual_call(const dm_model *m, const dm_patch *p)
+{
+    return p->site && p->vaddr >= p->site + 1 && p->vaddr + p->size <= p->site + 5 &&
+           searchable(m, p) && is_virtual_call_resolver_at(m, p->old_target, p->tsc);
+}
+
 static bool resolves_to_own_code(const dm_model *m, const dm_patch *p)
 {
     const dm_code *c = &m->codes[p->owner];
@@ -1274,13 +1290,16 @@ static int tier_of(const dm_code *c)
     return c->level >= 1 && c->level <= 3 ? TIER_C1 : c->level == 4 ? TIER_C2 : -1;
 }
 
-/* The verified-entry offsets of each tier, from the resolutions' targets. */
-static entry_offsets verified_entries(const dm_model *m)
+/* The entry offsets of each tier, from the targets of the resolutions
+ * `of` accepts: the verified entries (static and opt-virtual calls,
+ * may_have_states), or the unverified ones (resolves_virtual_call). */
+static entry_offsets entries_from(const dm_model *m,
+                                  bool (*of)(const dm_model *, const dm_patch *))
 {
     uint32_t seen[2][ENTRY_SPAN] = { { 0 } };
     for (size_t i = 0; i < m->npatches; i++) {
         const dm_patch *p = &m->patches[i];
-        if (!may_have_states(m, p))
+        if (!of(m, p))
             continue;
         const dm_code *c = dm_code_at(m, p->new_target, p->tsc);
         int t = c && c->kind == DM_CODE_NMETHOD ? tier_of(c) : -1;
@@ -1313,10 +1332,12 @@ static entry_offsets verified_entries(const dm_model *m)
 /* The made-up states resolution p may have gone through: the versions of
  * its callee's method other than `to` (the compiled code it calls) that
  * were there before p's record, after its owner's load, appended to
- * out[*n..MAX_STUB_EXITS). */
+ * out[*n..MAX_STUB_EXITS). The site calls a version at its entry of
+ * offsets `call` (the j-th guess), its resolver went on to the one of
+ * offsets `then`: the same entry but for inline-cache sites. */
 static void older_version_states(const dm_model *m, const dm_patch *p, const dm_code *to,
-                                 const entry_offsets *e, const method_version *v, size_t nv,
-                                 site_state *out, size_t *n)
+                                 const entry_offsets *call, const entry_offsets *then,
+                                 const method_version *v, size_t nv, site_state *out, size_t *n)
 {
     const dm_code *owner = &m->codes[p->owner];
     size_t lo = 0, hi = nv;
@@ -1332,10 +1353,11 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const dm_
         int t = tier_of(c);
         if (c == to || t < 0 || c->load_tsc > p->tsc || c->end_tsc <= owner->start_tsc)
             continue;
-        for (size_t j = 0; j < e->n[t] && *n < MAX_STUB_EXITS; j++) {
-            uint64_t entry = c->vaddr + e->off[t][j];
-            if (entry < c->vaddr + c->size && !state_known(out, *n, entry))
-                out[(*n)++] = (site_state){ entry, entry, true };
+        for (size_t j = 0; j < call->n[t] && j < then->n[t] && *n < MAX_STUB_EXITS; j++) {
+            uint64_t entry = c->vaddr + call->off[t][j], goes = c->vaddr + then->off[t][j];
+            if (entry < c->vaddr + c->size && goes < c->vaddr + c->size &&
+                !state_known(out, *n, goes))
+                out[(*n)++] = (site_state){ entry, goes, true };
         }
     }
 }
@@ -1462,7 +1484,8 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     g_free(ord.pos);
     sort_n(fills->data, fills->len, sizeof(stub_fill), cmp_stub_fill);
     const stub_fill *all = (const stub_fill *)(void *)fills->data;
-    const entry_offsets entries = verified_entries(m);
+    const entry_offsets entries = entries_from(m, may_have_states);
+    const entry_offsets unverified = entries_from(m, resolves_virtual_call);
     size_t nversions;
     method_version *versions = versions_by_method(m, &nversions);
     size_t nrepoints;
@@ -1475,14 +1498,18 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
         dm_patch *p = &m->patches[i];
         size_t n = 0;
         const dm_code *callee;
+        const entry_offsets *call_at = &entries;
         if (may_have_states(m, p)) {
             stub_states(p, all, fills->len, st, &n);
             callee = entry_called(m, p);
+        } else if (resolves_virtual_call(m, p)) {
+            callee = entry_called(m, p);
+            call_at = &unverified;
         } else {
             callee = callee_after_own_stub(m, p, repoints, nrepoints);
         }
         if (callee)
-            older_version_states(m, p, callee, &entries, versions, nversions, st, &n);
+            older_version_states(m, p, callee, call_at, &entries, versions, nversions, st, &n);
         for (size_t j = 0; j < n; j++) {
             int32_t rel = (int32_t)(int64_t)(st[j].call - (p->site + 5));
             dm_patch q = *p;

@@ -51,7 +51,10 @@
  *   the callee's method that a newer one replaced before the watcher's next
  *   scan: each version there before the record gives a made-up state too
  *   (dm_patch.direct), the site calling that version's verified entry (at
- *   the offset the recorded resolutions show for its tier).
+ *   the offset the recorded resolutions show for its tier). An inline-cache
+ *   site resolved through resolve_virtual_call gets the same states, but
+ *   calling the version's unverified entry (the offset of the recorded
+ *   inline-cache resolutions), where its resolver jumps to the verified one.
  * - A site resolved to its own static call stub may have called a version
  *   of its callee that was made not entrant before the watcher's next scan:
  *   where the site's next record re-points it from the stub to compiled

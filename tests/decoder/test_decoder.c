@@ -1555,14 +1555,14 @@ Test(decode, call_sites_resolve_when_the_thread_goes_through_the_resolver)
 #define C2I 0x85000ull
 #define C2I_CODE "\x74\x02\xff\xd0\xc3"
 
-static char *make_interpreted_first_trace(void)
+static char *make_interpreted_first_trace_with(const void *resolver, size_t resolver_len)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
-    stub(w, &b, RS_STATIC, "resolve_static_call", "\xff\xe0", 2);
+    stub(w, &b, RS_STATIC, "resolve_static_call", resolver, resolver_len);
     stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
     stub(w, &b, CALLEE, "callee", "\x74\x00\xc3", 3);   /* jz; ret: as C2I without its call */
     uint8_t nm[0x40];
@@ -1586,6 +1586,11 @@ static char *make_interpreted_first_trace(void)
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
     return dir;
+}
+
+static char *make_interpreted_first_trace(void)
+{
+    return make_interpreted_first_trace_with("\xff\xe0", 2);
 }
 
 /* Where made-up state st's call goes: its rel32, in the model's own bytes,
@@ -1685,6 +1690,49 @@ Test(decode, a_site_resolved_to_the_interpreter_runs_its_static_stub_until_fixed
     cr_expect(callee_after_c2i(&log), "no call of the callee before the fixup");
     cr_expect_eq(st.states_made_up, 1);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* As above, but the stream (a chunk of a longer one) begins after the
+ * resolver's pass: it starts from the code as recorded then, where A still
+ * calls the resolver. Here the resolver calls into the VM first (a direct
+ * call out of the traced code, which would end in a trace-off), so the
+ * packets contradict it at once. A retry tries the made-up state (with the
+ * stub's fill) next to the record: both decode to the end here (the callee
+ * is C2I without its call), and the made-up state, the earlier one, comes
+ * first; the fixup in pass 3 then applies the record. */
+Test(decode, a_chunk_after_the_resolvers_pass_retries_the_made_up_state)
+{
+    uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
+    int32_t to_vm = (int32_t)(0x1000 - (int64_t)(RS_STATIC + 5));
+    memcpy(resolver + 1, &to_vm, 4);
+    char *dir = make_interpreted_first_trace_with(resolver, sizeof resolver);
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 1, 1);                      /* 1: A, stub, C2I: no fixup */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tnt(&e, 1, 1);                      /* 2: the same */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tnt(&e, 0, 1);                      /* 3: A, stub, C2I calls into the VM */
+    tip(&e, ppt_tip_pgd, 0);
+    tip(&e, ppt_tip_pge, C2I + 4);
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tnt(&e, 1, 1);                      /* 4: A calls the callee */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 0);
+    cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 3, "passes 1 to 3 run the adapter");
+    cr_expect_gt(count_stub(&log, "callee"), 0, "pass 4 calls the callee");
+    cr_expect(callee_after_c2i(&log), "no call of the callee before the fixup");
+    cr_expect_eq(st.retries_kept, 1, "kept %" PRIu64 " of %" PRIu64, st.retries_kept, st.retries);
     remove_tree(dir);
     g_free(dir);
 }
@@ -1804,7 +1852,12 @@ static void decode_two_passes(const char *dir, evlog *log, dc_stats *st)
     decode_encoded(dir, &e, log, st);
 }
 
-static char *make_replaced_callee_trace(void)
+/* With inline_cache, site A is an inline-cache site instead: it calls
+ * resolve_virtual_call (RS_VIRT), and its record's target, NEW_C2+0x10, is
+ * the C2 version's unverified entry. */
+#define RS_VIRT 0x80200ull
+
+static char *make_replaced_callee_trace_at(bool inline_cache)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
@@ -1814,10 +1867,15 @@ static char *make_replaced_callee_trace(void)
     method(w, &b, M2, "two");
     method(w, &b, M3, "three");
     stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
     compiled(w, &b, 100, OLD_C1, M2, 3);
     compiled(w, &b, 100, M3_C1, M3, 3);
     uint8_t nm[0x20];
     two_resolver_sites(nm, sizeof nm);
+    if (inline_cache) {
+        int32_t to_virt = (int32_t)(RS_VIRT - (NMR + 5));
+        memcpy(nm + 1, &to_virt, 4);
+    }
     load_at_nmr(w, &b, nm, sizeof nm);
     compiled(w, &b, 5000, NEW_C2, M2, 4);
     int32_t rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
@@ -1831,22 +1889,37 @@ static char *make_replaced_callee_trace(void)
     return dir;
 }
 
+static char *make_replaced_callee_trace(void)
+{
+    return make_replaced_callee_trace_at(false);
+}
+
+/* The resolution of the site at `site` (*res, NULL if none) and the
+ * model's made-up states: how many, the last in *st (NULL if none). */
+static size_t site_and_states(const dm_model *m, uint64_t site, const dm_patch **res,
+                              const dm_patch **st)
+{
+    size_t states = 0;
+    *res = *st = NULL;
+    for (size_t i = 0; i < m->npatches; i++) {
+        if (m->patches[i].site == site)
+            *res = &m->patches[i];
+        if (m->patches[i].made_up) {
+            *st = &m->patches[i];
+            states++;
+        }
+    }
+    return states;
+}
+
 Test(model, a_site_resolved_to_a_replaced_version_gets_that_versions_state)
 {
     char *dir = make_replaced_callee_trace();
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
-    const dm_patch *a = NULL, *st = NULL;
-    size_t states = 0;
-    for (size_t i = 0; i < m->npatches; i++) {
-        if (m->patches[i].site == NMR)
-            a = &m->patches[i];
-        if (m->patches[i].made_up) {
-            st = &m->patches[i];
-            states++;
-        }
-    }
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
     cr_assert_not_null(a);
     cr_assert_eq(states, 1, "A's callee had another version; B's had not");
     cr_expect_eq(a->nstates, 1);
@@ -1879,6 +1952,54 @@ Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
     cr_expect_eq(old, 3, "every pass runs the version A was resolved to");
     cr_expect_eq(new, 0, "nothing ran the version of A's record");
     cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 2);
+    cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* As above with A an inline-cache site: its resolver goes on to OLD_C1's
+ * verified entry (+0x20, the offset of B's record), the site calls its
+ * unverified one (+0x10, the offset of A's own record in the C2 version:
+ * C1 has no inline-cache record of its own and takes C2's). */
+Test(model, an_inline_cache_site_resolved_to_a_replaced_version_calls_its_unverified_entry)
+{
+    char *dir = make_replaced_callee_trace_at(true);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
+    cr_assert_not_null(a);
+    cr_assert_eq(states, 1);
+    cr_expect_eq(a->nstates, 1);
+    cr_expect(st->direct);
+    cr_expect_eq(st->new_target, OLD_C1 + 0x10, "the site calls the unverified entry");
+    cr_expect_eq(st->stub_to, OLD_C1 + 0x20, "its resolver goes on to the verified one");
+    cr_expect_eq(made_up_call_target(m, st), OLD_C1 + 0x10);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Pass 1: A's resolver goes on to OLD_C1+0x20; pass 2 calls OLD_C1+0x10. */
+Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_its_record)
+{
+    char *dir = make_replaced_callee_trace_at(true);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_two_passes(dir, &log, &st);
+    size_t verified = 0, unverified = 0, new = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        verified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
+        unverified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x10;
+        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
+               log.ev[i].ip < NEW_C2 + 0x40;
+    }
+    cr_expect_eq(verified, 1, "the resolver's jump");
+    cr_expect_eq(unverified, 2, "pass 2, and once more where the stream ends");
+    cr_expect_eq(new, 0, "nothing ran the version of A's record");
+    cr_expect_eq(count_stub(&log, "resolve_virtual_call"), 1);
     cr_expect_eq(st.states_made_up, 1);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
@@ -2229,7 +2350,7 @@ Test(decode, code_re_pointed_before_its_record_is_decoded_again_with_it)
     cr_expect_eq(count_stub(&log, "b"), 1);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     cr_expect_geq(st.retries, 1);
-    cr_expect_eq(st.retries_kept, 1);
+    cr_expect_eq(st.retries_kept, 1, "kept %" PRIu64 " of %" PRIu64, st.retries_kept, st.retries);
     remove_tree(dir);
     g_free(dir);
 }
