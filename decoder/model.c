@@ -763,7 +763,7 @@ static void bytes_before(const dm_model *m, const owner_order *o, const uint8_t 
  * *other: whether it changes bytes outside them. */
 static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t *code, size_t i,
                           site_change *out, size_t max, bool *other, uint64_t *call_to,
-                          uint64_t *call_from)
+                          uint64_t *call_from, uint64_t *call_at)
 {
     const dm_patch *p = &m->patches[i];
     const dm_code *c = &m->codes[p->owner];
@@ -790,6 +790,7 @@ static size_t patch_sites(const dm_model *m, const owner_order *o, const uint8_t
             if (!*call_to) {
                 *call_to = a + 5 + (uint64_t)(int64_t)rel_new;
                 *call_from = from;
+                *call_at = a;
             }
             continue;
         }
@@ -861,14 +862,16 @@ static void find_call_sites(dm_model *m, const uint8_t *code)
         dm_patch *p = &m->patches[i];
         size_t k = 0;
         bool other = false;
-        uint64_t call_to = 0, call_from = 0;
+        uint64_t call_to = 0, call_from = 0, call_at = 0;
         const dm_code *c = p->owner >= 0 ? &m->codes[p->owner] : NULL;
         if (c && p->vaddr >= c->vaddr && p->vaddr + p->size <= c->vaddr + c->size &&
             p->size <= MAX_SITE_PATCH)
-            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other, &call_to, &call_from);
+            k = patch_sites(m, &ord, code, i, sites, MAX_SITES, &other, &call_to, &call_from,
+                            &call_at);
         if (k == 0) {
             p->call_to = call_to;
             p->call_from = call_from;
+            p->call_at = call_at;
         }
         if (k == 1 && !other) {
             p->site = sites[0].call;
@@ -1362,6 +1365,31 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const dm_
     }
 }
 
+/* A patch that only re-points a call (its rel32, not from a resolver) away
+ * from an entry of compiled code: that code. A site calling one version of
+ * a method may have called others before the watcher's next scan (the
+ * version made not entrant, the site re-resolved to a newer one): they
+ * give made-up states as for resolutions, tried only by retries (decode.c,
+ * with_made_up_states). */
+static const dm_code *repointed_from_version(const dm_model *m, const dm_patch *p)
+{
+    if (!p->call_to || p->site || p->made_up || p->vaddr < p->call_at + 1 ||
+        p->vaddr + p->size > p->call_at + 5)
+        return NULL;
+    const dm_code *c = dm_code_at(m, p->call_from, p->tsc);
+    return c && c->kind == DM_CODE_NMETHOD && p->call_from - c->vaddr < ENTRY_SPAN ? c : NULL;
+}
+
+/* Whether addr is at one of the entry offsets e of code c's tier. */
+static bool at_entry(const entry_offsets *e, const dm_code *c, uint64_t addr)
+{
+    int t = tier_of(c);
+    for (size_t j = 0; t >= 0 && j < e->n[t]; j++)
+        if (addr == c->vaddr + e->off[t][j])
+            return true;
+    return false;
+}
+
 /* The compiled code resolution p calls, if it calls an entry of some. */
 static const dm_code *entry_called(const dm_model *m, const dm_patch *p)
 {
@@ -1505,15 +1533,19 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
         } else if (resolves_virtual_call(m, p)) {
             callee = entry_called(m, p);
             call_at = &unverified;
+        } else if ((callee = repointed_from_version(m, p))) {
+            if (at_entry(&unverified, callee, p->call_from))
+                call_at = &unverified;
         } else {
             callee = callee_after_own_stub(m, p, repoints, nrepoints);
         }
         if (callee)
             older_version_states(m, p, callee, call_at, &entries, versions, nversions, st, &n);
+        const uint64_t call = p->site ? p->site : p->call_at;
         for (size_t j = 0; j < n; j++) {
-            int32_t rel = (int32_t)(int64_t)(st[j].call - (p->site + 5));
+            int32_t rel = (int32_t)(int64_t)(st[j].call - (call + 5));
             dm_patch q = *p;
-            q.vaddr = p->site + 1;   /* the whole rel32 (a record holds the bytes that changed) */
+            q.vaddr = call + 1;      /* the whole rel32 (a record holds the bytes that changed) */
             q.size = 4;
             q.code_offset = bytes->len;
             q.own_bytes = true;
@@ -1531,10 +1563,11 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
             p->nstates++;
             g_array_append_val(made, q);
         }
-        if (n && (p->vaddr != p->site + 1 || p->size != 4)) {
+        if (n && (p->vaddr != call + 1 || p->size != 4)) {
             /* over a made-up state, the recorded one must set all of the rel32 */
-            int32_t rel = (int32_t)(int64_t)(p->new_target - (p->site + 5));
-            p->vaddr = p->site + 1;
+            uint64_t to = p->site ? p->new_target : p->call_to;
+            int32_t rel = (int32_t)(int64_t)(to - (call + 5));
+            p->vaddr = call + 1;
             p->size = 4;
             p->code_offset = bytes->len;
             p->own_bytes = true;

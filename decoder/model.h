@@ -55,6 +55,12 @@
  *   site resolved through resolve_virtual_call gets the same states, but
  *   calling the version's unverified entry (the offset of the recorded
  *   inline-cache resolutions), where its resolver jumps to the verified one.
+ * - A record that re-points a call (no resolver: dm_patch.call_to) away from
+ *   an entry of one compiled version gets a made-up state per other version
+ *   of that method there before the record, at the same kind of entry: the
+ *   site may have called them in between (the version made not entrant,
+ *   the site re-resolved to a newer one, then gone megamorphic). Such
+ *   states apply only where a retry tries them (decode.c).
  * - A site resolved to its own static call stub may have called a version
  *   of its callee that was made not entrant before the watcher's next scan:
  *   where the site's next record re-points it from the stub to compiled
@@ -173,6 +179,7 @@ typedef struct dm_patch {
      * stub's fill of the same scan too (decode.c). */
     uint64_t call_to;
     uint64_t call_from;          /* with call_to: where the call went before */
+    uint64_t call_at;            /* with call_to: the call instruction */
     /* A state of a call site that no record holds, made up at load: the
      * site calling a static call stub of its method (new_target), whose
      * recorded fill jumps on to stub_to (a c2i adapter). HotSpot resolves a

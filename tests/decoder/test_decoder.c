@@ -1809,15 +1809,24 @@ Test(decode, a_site_first_recorded_at_its_static_stub_is_fixed_by_its_adapters_c
 #define NEW_C2 0xc1000ull
 #define M3_C1 0xc2000ull
 
-static void compiled(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
-                     int32_t level)
+/* A compiled version of method id at `at`: nops, with entry (at 0x10 and
+ * 0x20) each the bytes of `entry`. */
+static void compiled_with(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
+                          int32_t level, const char *entry, size_t n)
 {
     uint8_t code[0x40];
     memset(code, 0x90, sizeof code);
-    code[0x10] = code[0x20] = 0xc3;
+    memcpy(code + 0x10, entry, n);
+    memcpy(code + 0x20, entry, n);
     jm_put_u64(b, at); jm_put_u64(b, sizeof code); jm_put_u64(b, 0);
     jm_put_u64(b, id); jm_put_i32(b, level); jm_put_u32(b, 0);
     emit(w, JM_NMETHOD_LOAD, tsc, b, code, sizeof code);
+}
+
+static void compiled(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
+                     int32_t level)
+{
+    compiled_with(w, b, tsc, at, id, level, "\xc3", 1);
 }
 
 /* M1's code: site A (NMR) and site B (NMR+5) call resolve_opt_virtual_call,
@@ -1894,15 +1903,17 @@ static char *make_replaced_callee_trace(void)
     return make_replaced_callee_trace_at(false);
 }
 
-/* The resolution of the site at `site` (*res, NULL if none) and the
- * model's made-up states: how many, the last in *st (NULL if none). */
+/* The patch that changes the call at `site` (a resolution or a
+ * re-pointing: *res, NULL if none) and the model's made-up states: how
+ * many, the last in *st (NULL if none). */
 static size_t site_and_states(const dm_model *m, uint64_t site, const dm_patch **res,
                               const dm_patch **st)
 {
     size_t states = 0;
     *res = *st = NULL;
     for (size_t i = 0; i < m->npatches; i++) {
-        if (m->patches[i].site == site)
+        if (m->patches[i].site == site ||
+            (m->patches[i].call_to && m->patches[i].call_at == site && !m->patches[i].made_up))
             *res = &m->patches[i];
         if (m->patches[i].made_up) {
             *st = &m->patches[i];
@@ -2001,6 +2012,96 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
     cr_expect_eq(new, 0, "nothing ran the version of A's record");
     cr_expect_eq(count_stub(&log, "resolve_virtual_call"), 1);
     cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A site re-pointed away from a version its callee replaced. M1 at NMR:
+ * site A (NMR) calls OLD_C1+0x20 (resolved before M1's load record), site
+ * B (NMR+5) calls resolve_opt_virtual_call, then jmp *%rax at NMR+10.
+ * NEW_C2 (t 5000) replaces OLD_C1; the site went on to NEW_C2+0x20, which
+ * no record holds: its only record (t 9000) re-points it from OLD_C1+0x20
+ * to a vtable stub (VTABLE: jmp *%rax) once the site went megamorphic. B's
+ * record (t 9000, M3_C1+0x20) gives the entry offset. OLD_C1's entries are
+ * `jz; ret`, NEW_C2's a ret: the packets tell them apart. */
+#define VTABLE 0x80300ull
+
+static char *make_repointed_from_replaced_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, VTABLE, "vtable stub", "\xff\xe0", 2);
+    compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\xc3", 3);
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x20];
+    two_resolver_sites(nm, sizeof nm);
+    int32_t rel = (int32_t)(OLD_C1 + 0x20 - (NMR + 5));
+    memcpy(nm + 1, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled(w, &b, 5000, NEW_C2, M2, 4);
+    rel = (int32_t)(VTABLE - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
+    patch(w, &b, 9000, NMR + 6, &rel, 4);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    return dir;
+}
+
+Test(model, a_site_repointed_away_from_a_replaced_version_gets_the_other_versions_states)
+{
+    char *dir = make_repointed_from_replaced_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
+    cr_assert_not_null(a);
+    cr_expect_eq(a->call_to, VTABLE);
+    cr_expect_eq(a->call_from, OLD_C1 + 0x20);
+    cr_assert_eq(states, 1);
+    cr_expect_eq(a->nstates, 1);
+    cr_expect_eq(&m->patches[st->state_of], a);
+    cr_expect_eq(made_up_call_target(m, st), NEW_C2 + 0x20);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* After t 5000, A calls NEW_C2 (a ret) where the recorded code has OLD_C1
+ * (`jz; ret`): the jz meets a TIP, and a retry tries the made-up state
+ * next to the record. Both decode to the end (the vtable stub's jump takes
+ * the same TIPs); the made-up state, the earlier one, is kept. */
+Test(decode, a_site_repointed_away_from_a_replaced_version_calls_the_newer_one_until_its_record)
+{
+    char *dir = make_repointed_from_replaced_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 6000, NMR);
+    tip(&e, ppt_tip, NMR + 5);          /* 1: NEW_C2 returns */
+    tip(&e, ppt_tip, M3_C1 + 0x20);     /*    B's resolver goes on to M3_C1 */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    tip(&e, ppt_tip, NMR + 5);          /* 2: the same, B straight */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    size_t new = 0;
+    for (size_t i = 0; i < log.n; i++)
+        new += log.ev[i].kind == DC_JIT && log.ev[i].ip == NEW_C2 + 0x20;
+    cr_expect_eq(new, 3, "both passes, and once more where the stream ends");
+    cr_expect_eq(count_stub(&log, "vtable stub"), 0);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
     g_free(dir);
