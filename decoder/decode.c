@@ -881,8 +881,19 @@ static int next_versions(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guin
     return version_groups(w, cand, nc, g, ng, RETRY_GROUPS - ng, now);
 }
 
+/* Whether a block of ops[from, to) ends at the call at `call`. */
+static bool calls_at(const chunk *k, guint from, guint to, uint64_t call)
+{
+    const op *ops = (const op *)(void *)k->ops->data;
+    for (guint i = from; i < to; i++)
+        if (ops[i].type == OP_BLOCK && ops[i].end_ip == call)
+            return true;
+    return false;
+}
+
 /* Where a group holds a call-site resolution with made-up states
- * (model.h), each of those states is an alternative to it: the group with
+ * (model.h) whose call the stretch ops[from, to) ran, each of those states
+ * is an alternative to it: the group with
  * the state in the resolution's place, and the fill of the static call stub
  * the state calls if that stub's first change after now comes with the
  * resolution's scan. A chunk starts from the code as recorded at its start,
@@ -892,23 +903,26 @@ static int next_versions(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guin
  * (di_image_resolve_to). The alternatives go before the group, the earlier
  * states first, and all of them form a family (retry keeps the one that
  * decodes furthest). Up to max groups in g afterwards. */
-static int with_made_up_states(wctx *w, spec *g, int ng, int max, uint64_t now)
+static int with_made_up_states(wctx *w, const chunk *k, guint from, guint to, spec *g, int ng,
+                               int max, uint64_t now)
 {
     const dm_model *m = w->m;
     for (int gi = 0; gi < ng && ng < max; gi++) {
         int made = 0, family = gi + 1;
         for (size_t q = 0; q < g[gi].n && ng < max; q++) {
             const dm_patch *p = &m->patches[g[gi].idx[q]];
+            if (p->nstates && !calls_at(k, from, to, p->site ? p->site : p->call_at))
+                continue;
             for (uint32_t s = p->first_state; s < p->first_state + p->nstates && ng < max; s++) {
                 spec alt = g[gi];
                 alt.idx[q] = s;
-                uint64_t to = m->patches[s].new_target;
+                uint64_t stub = m->patches[s].new_target;
                 uint32_t first;
                 if (!m->patches[s].direct &&
-                    di_cache_patches_in(w->cache, to, to + CALLEE_STUB_SPAN, now, &first, 1) &&
+                    di_cache_patches_in(w->cache, stub, stub + CALLEE_STUB_SPAN, now, &first, 1) &&
                     m->patches[first].start_tsc <= p->tsc + SCAN_SPAN)
-                    same_scan(w, &alt, m->patches[first].start_tsc, 0, to,
-                              to + CALLEE_STUB_SPAN, INT64_MIN);
+                    same_scan(w, &alt, m->patches[first].start_tsc, 0, stub,
+                              stub + CALLEE_STUB_SPAN, INT64_MIN);
                 alt.family = family;
                 memmove(&g[gi + made + 1], &g[gi + made], (size_t)(ng - gi - made) * sizeof *g);
                 g[gi + made++] = alt;
@@ -1003,7 +1017,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
     spec g[RETRY_GROUPS + MADE_UP_TRIES];
     int ng = next_versions(w, k, ps, &ck, from, orig_ops, g);
-    ng = with_made_up_states(w, g, ng, RETRY_GROUPS + MADE_UP_TRIES, ck.tsc);
+    ng = with_made_up_states(w, k, from, orig_ops, g, ng, RETRY_GROUPS + MADE_UP_TRIES, ck.tsc);
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
     uint64_t key = 0;
@@ -1026,19 +1040,26 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     }
     for (int gi = 0; gi < ng && !kept && *budget > 0; gi++) {
         int pick = gi;
+        pass np;
+        bool decoded = false;
         if (g[gi].family) {
             /* a family: each member is tried, and the one that gets
-             * furthest (the first of equals) is decoded again below */
+             * furthest (the first of equals) is decoded again below; one
+             * that decodes to its end is kept as it is */
             int end = gi;
             while (end < ng && g[end].family == g[gi].family)
                 end++;
             uint64_t best = 0;
             pick = -1;
-            for (int fi = gi; fi < end && *budget > 0; fi++) {
-                pass np;
+            for (int fi = gi; fi < end && *budget > 0 && !decoded; fi++) {
                 if (!attempt(w, k, ps, &ck, stop, cfg, store, early, &g[fi], ndis, budget, &np))
                     continue;
                 uint64_t got = progress(&np);
+                if (got == UINT64_MAX) {
+                    decoded = true;
+                    pick = fi;
+                    break;
+                }
                 drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
                 if (got > best) {
                     best = got;
@@ -1046,11 +1067,11 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 }
             }
             gi = end - 1;
-            if (pick < 0 || best <= ps->err_off)
+            if (!decoded && (pick < 0 || best <= ps->err_off))
                 continue;
         }
-        pass np;
-        if (!attempt(w, k, ps, &ck, stop, cfg, store, early, &g[pick], ndis, budget, &np))
+        if (!decoded &&
+            !attempt(w, k, ps, &ck, stop, cfg, store, early, &g[pick], ndis, budget, &np))
             continue;
         bool better = progress(&np) > ps->err_off;
         if (better) {

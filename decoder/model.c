@@ -1366,18 +1366,26 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const dm_
 }
 
 /* A patch that only re-points a call (its rel32, not from a resolver) away
- * from an entry of compiled code: that code. A site calling one version of
- * a method may have called others before the watcher's next scan (the
- * version made not entrant, the site re-resolved to a newer one): they
- * give made-up states as for resolutions, tried only by retries (decode.c,
- * with_made_up_states). */
-static const dm_code *repointed_from_version(const dm_model *m, const dm_patch *p)
+ * from an entry of compiled code that was made not entrant before the
+ * patch's watcher scan (not_entrant: per code version, the first record
+ * that made it so, UINT64_MAX if none): that code. A site calling one
+ * version of a method may then have called others before the scan (the
+ * site re-resolved to a newer version, then gone megamorphic): they give
+ * made-up states as for resolutions, tried only by retries (decode.c,
+ * with_made_up_states). Other re-pointings (an inline cache going
+ * megamorphic, a transition stub) got none: on JDK 17 they cost retries
+ * and gained nothing. */
+static const dm_code *repointed_from_version(const dm_model *m, const dm_patch *p,
+                                             const uint64_t *not_entrant)
 {
     if (!p->call_to || p->site || p->made_up || p->vaddr < p->call_at + 1 ||
         p->vaddr + p->size > p->call_at + 5)
         return NULL;
     const dm_code *c = dm_code_at(m, p->call_from, p->tsc);
-    return c && c->kind == DM_CODE_NMETHOD && p->call_from - c->vaddr < ENTRY_SPAN ? c : NULL;
+    return c && c->kind == DM_CODE_NMETHOD && p->call_from - c->vaddr < ENTRY_SPAN &&
+                   not_entrant[c->index] <= p->tsc + SCAN_SPREAD
+               ? c
+               : NULL;
 }
 
 /* Whether addr is at one of the entry offsets e of code c's tier. */
@@ -1514,6 +1522,14 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     const stub_fill *all = (const stub_fill *)(void *)fills->data;
     const entry_offsets entries = entries_from(m, may_have_states);
     const entry_offsets unverified = entries_from(m, resolves_virtual_call);
+    uint64_t *not_entrant = g_new(uint64_t, m->ncodes + 1);
+    for (size_t i = 0; i <= m->ncodes; i++)
+        not_entrant[i] = UINT64_MAX;
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (writes_not_entrant(m, p, code) && p->tsc < not_entrant[p->owner])
+            not_entrant[p->owner] = p->tsc;
+    }
     size_t nversions;
     method_version *versions = versions_by_method(m, &nversions);
     size_t nrepoints;
@@ -1533,7 +1549,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
         } else if (resolves_virtual_call(m, p)) {
             callee = entry_called(m, p);
             call_at = &unverified;
-        } else if ((callee = repointed_from_version(m, p))) {
+        } else if ((callee = repointed_from_version(m, p, not_entrant))) {
             if (at_entry(&unverified, callee, p->call_from))
                 call_at = &unverified;
         } else {
@@ -1580,6 +1596,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
         warn(m, "cannot make a memory file for made-up call-site states: %s", g_strerror(errno));
     }
     g_free(before);
+    g_free(not_entrant);
     g_free(versions);
     g_free(repoints);
     g_byte_array_free(bytes, TRUE);

@@ -2022,12 +2022,15 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
  * B (NMR+5) calls resolve_opt_virtual_call, then jmp *%rax at NMR+10.
  * NEW_C2 (t 5000) replaces OLD_C1; the site went on to NEW_C2+0x20, which
  * no record holds: its only record (t 9000) re-points it from OLD_C1+0x20
- * to a vtable stub (VTABLE: jmp *%rax) once the site went megamorphic. B's
- * record (t 9000, M3_C1+0x20) gives the entry offset. OLD_C1's entries are
+ * to a vtable stub (VTABLE: jmp *%rax) once the site went megamorphic.
+ * OLD_C1 was made not entrant at t 5000 (a jump to wrong_method_stub over
+ * its entry at +0x10), which is what let the site move on. B's record
+ * (t 9000, M3_C1+0x20) gives the entry offset. OLD_C1's entries are
  * `jz; ret`, NEW_C2's a ret: the packets tell them apart. */
 #define VTABLE 0x80300ull
+#define WRONG_METHOD 0x80400ull
 
-static char *make_repointed_from_replaced_trace(void)
+static char *make_repointed_from_replaced_trace_if(bool made_not_entrant)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
@@ -2038,6 +2041,7 @@ static char *make_repointed_from_replaced_trace(void)
     method(w, &b, M3, "three");
     stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
     stub(w, &b, VTABLE, "vtable stub", "\xff\xe0", 2);
+    stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
     compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\xc3", 3);
     compiled(w, &b, 100, M3_C1, M3, 3);
     uint8_t nm[0x20];
@@ -2046,6 +2050,11 @@ static char *make_repointed_from_replaced_trace(void)
     memcpy(nm + 1, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
     compiled(w, &b, 5000, NEW_C2, M2, 4);
+    uint8_t not_entrant[5] = { 0xe9 };
+    rel = (int32_t)(WRONG_METHOD - (OLD_C1 + 0x15));
+    memcpy(not_entrant + 1, &rel, 4);
+    if (made_not_entrant)
+        patch(w, &b, 5000, OLD_C1 + 0x10, not_entrant, sizeof not_entrant);
     rel = (int32_t)(VTABLE - (NMR + 5));
     patch(w, &b, 9000, NMR + 1, &rel, 4);
     rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
@@ -2055,6 +2064,11 @@ static char *make_repointed_from_replaced_trace(void)
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
     return dir;
+}
+
+static char *make_repointed_from_replaced_trace(void)
+{
+    return make_repointed_from_replaced_trace_if(true);
 }
 
 Test(model, a_site_repointed_away_from_a_replaced_version_gets_the_other_versions_states)
@@ -2072,6 +2086,23 @@ Test(model, a_site_repointed_away_from_a_replaced_version_gets_the_other_version
     cr_expect_eq(a->nstates, 1);
     cr_expect_eq(&m->patches[st->state_of], a);
     cr_expect_eq(made_up_call_target(m, st), NEW_C2 + 0x20);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* The same re-pointing from a version never made not entrant (an inline
+ * cache going megamorphic): no made-up states. */
+Test(model, a_site_repointed_away_from_a_live_version_gets_no_states)
+{
+    char *dir = make_repointed_from_replaced_trace_if(false);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a, *st;
+    cr_expect_eq(site_and_states(m, NMR, &a, &st), 0);
+    cr_assert_not_null(a);
+    cr_expect_eq(a->nstates, 0);
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
