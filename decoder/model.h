@@ -56,11 +56,12 @@
  *   calling the version's unverified entry (the offset of the recorded
  *   inline-cache resolutions), where its resolver jumps to the verified one.
  * - A record that re-points a call (no resolver: dm_patch.call_to) away from
- *   an entry of one compiled version gets a made-up state per other version
- *   of that method there before the record, at the same kind of entry: the
- *   site may have called them in between (the version made not entrant,
- *   the site re-resolved to a newer one, then gone megamorphic). Such
- *   states apply only where a retry tries them (decode.c).
+ *   an entry of one compiled version, made not entrant before the record's
+ *   scan, gets a made-up state per other version of that method there
+ *   before the record, at the same kind of entry: the site may have called
+ *   them in between (re-resolved to a newer version, then gone
+ *   megamorphic). Such states apply only where a retry tries them
+ *   (decode.c).
  * - A site resolved to its own static call stub may have called a version
  *   of its callee that was made not entrant before the watcher's next scan:
  *   where the site's next record re-points it from the stub to compiled
