@@ -1044,7 +1044,8 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         bool decoded = false;
         if (g[gi].family) {
             /* a family: each member is tried, and the one that gets
-             * furthest (the first of equals) is decoded again below; one
+             * furthest is decoded again below (of equals the last: the
+             * record, where the trace does not tell them apart); the first
              * that decodes to its end is kept as it is */
             int end = gi;
             while (end < ng && g[end].family == g[gi].family)
@@ -1061,7 +1062,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                     break;
                 }
                 drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
-                if (got > best) {
+                if (got >= best) {
                     best = got;
                     pick = fi;
                 }
