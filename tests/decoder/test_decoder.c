@@ -1861,12 +1861,22 @@ static void decode_two_passes(const char *dir, evlog *log, dc_stats *st)
     decode_encoded(dir, &e, log, st);
 }
 
-/* With inline_cache, site A is an inline-cache site instead: it calls
- * resolve_virtual_call (RS_VIRT), and its record's target, NEW_C2+0x10, is
- * the C2 version's unverified entry. */
-#define RS_VIRT 0x80200ull
+/* What the traces of the tests below vary: where site A goes in M1's load
+ * record and in A's record (t 9000), OLD_C1's entries, and whether OLD_C1
+ * is made not entrant at t 5000 (a jump to wrong_method_stub over its entry
+ * at +0x10). All have B resolved to M3_C1+0x20 at t 9000 and NEW_C2
+ * loaded at t 5000. */
+#define VTABLE 0x80300ull
+#define WRONG_METHOD 0x80400ull
 
-static char *make_replaced_callee_trace_at(bool inline_cache)
+typedef struct replaced_trace {
+    uint64_t a_calls, a_record;
+    const char *old_entry;
+    size_t old_entry_len;
+    bool not_entrant;
+} replaced_trace;
+
+static char *make_replaced_trace(const replaced_trace *t)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
@@ -1877,17 +1887,23 @@ static char *make_replaced_callee_trace_at(bool inline_cache)
     method(w, &b, M3, "three");
     stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
     stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
-    compiled(w, &b, 100, OLD_C1, M2, 3);
+    stub(w, &b, VTABLE, "vtable stub", "\xff\xe0", 2);
+    stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
+    compiled_with(w, &b, 100, OLD_C1, M2, 3, t->old_entry, t->old_entry_len);
     compiled(w, &b, 100, M3_C1, M3, 3);
     uint8_t nm[0x20];
     two_resolver_sites(nm, sizeof nm);
-    if (inline_cache) {
-        int32_t to_virt = (int32_t)(RS_VIRT - (NMR + 5));
-        memcpy(nm + 1, &to_virt, 4);
-    }
+    int32_t rel = (int32_t)(t->a_calls - (NMR + 5));
+    memcpy(nm + 1, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
     compiled(w, &b, 5000, NEW_C2, M2, 4);
-    int32_t rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    if (t->not_entrant) {
+        uint8_t jmp[5] = { 0xe9 };
+        rel = (int32_t)(WRONG_METHOD - (OLD_C1 + 0x15));
+        memcpy(jmp + 1, &rel, 4);
+        patch(w, &b, 5000, OLD_C1 + 0x10, jmp, sizeof jmp);
+    }
+    rel = (int32_t)(t->a_record - (NMR + 5));
     patch(w, &b, 9000, NMR + 1, &rel, 4);
     rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
     patch(w, &b, 9000, NMR + 6, &rel, 4);
@@ -1896,6 +1912,15 @@ static char *make_replaced_callee_trace_at(bool inline_cache)
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
     return dir;
+}
+
+/* Site A calls resolve_opt_virtual_call, or with inline_cache
+ * resolve_virtual_call, and its record NEW_C2+0x10 (for an inline-cache
+ * site, the C2 version's unverified entry). */
+static char *make_replaced_callee_trace_at(bool inline_cache)
+{
+    replaced_trace t = { inline_cache ? RS_VIRT : RS_OPT, NEW_C2 + 0x10, "\xc3", 1, false };
+    return make_replaced_trace(&t);
 }
 
 static char *make_replaced_callee_trace(void)
@@ -2023,47 +2048,13 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
  * NEW_C2 (t 5000) replaces OLD_C1; the site went on to NEW_C2+0x20, which
  * no record holds: its only record (t 9000) re-points it from OLD_C1+0x20
  * to a vtable stub (VTABLE: jmp *%rax) once the site went megamorphic.
- * OLD_C1 was made not entrant at t 5000 (a jump to wrong_method_stub over
- * its entry at +0x10), which is what let the site move on. B's record
- * (t 9000, M3_C1+0x20) gives the entry offset. OLD_C1's entries are
- * `jz; ret`, NEW_C2's a ret: the packets tell them apart. */
-#define VTABLE 0x80300ull
-#define WRONG_METHOD 0x80400ull
-
+ * OLD_C1 made not entrant at t 5000 is what let the site move on. B's
+ * record gives the entry offset. OLD_C1's entries are `jz; ret`, NEW_C2's
+ * a ret: the packets tell them apart. */
 static char *make_repointed_from_replaced_trace_if(bool made_not_entrant)
 {
-    char *dir;
-    jm_writer *w = open_trace_dir(&dir);
-    jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
-    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
-    stub(w, &b, VTABLE, "vtable stub", "\xff\xe0", 2);
-    stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
-    compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\xc3", 3);
-    compiled(w, &b, 100, M3_C1, M3, 3);
-    uint8_t nm[0x20];
-    two_resolver_sites(nm, sizeof nm);
-    int32_t rel = (int32_t)(OLD_C1 + 0x20 - (NMR + 5));
-    memcpy(nm + 1, &rel, 4);
-    load_at_nmr(w, &b, nm, sizeof nm);
-    compiled(w, &b, 5000, NEW_C2, M2, 4);
-    uint8_t not_entrant[5] = { 0xe9 };
-    rel = (int32_t)(WRONG_METHOD - (OLD_C1 + 0x15));
-    memcpy(not_entrant + 1, &rel, 4);
-    if (made_not_entrant)
-        patch(w, &b, 5000, OLD_C1 + 0x10, not_entrant, sizeof not_entrant);
-    rel = (int32_t)(VTABLE - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
-    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
-    patch(w, &b, 9000, NMR + 6, &rel, 4);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
-    return dir;
+    replaced_trace t = { OLD_C1 + 0x20, VTABLE, "\x74\x00\xc3", 3, made_not_entrant };
+    return make_replaced_trace(&t);
 }
 
 static char *make_repointed_from_replaced_trace(void)
