@@ -1054,6 +1054,7 @@ static void start_at_new_version(dm_model *m, const uint8_t *code)
         replaced_by[old->index] = nv->index + 1;
         if (nv->load_tsc < p->start_tsc && nv->load_tsc >= old->start_tsc) {
             p->start_tsc = nv->load_tsc;
+            p->after_new_version = true;
             moved = true;
             m->patches_at_new_version++;
         }
@@ -1070,6 +1071,7 @@ static void start_at_new_version(dm_model *m, const uint8_t *code)
         uint64_t floor = site_changed_last(m, p, to->load_tsc);
         if (floor < p->start_tsc) {
             p->start_tsc = floor;
+            p->after_new_version = true;
             moved = true;
             m->patches_at_new_version++;
         }

@@ -1862,10 +1862,10 @@ static void decode_two_passes(const char *dir, evlog *log, dc_stats *st)
 }
 
 /* What the traces of the tests below vary: where site A goes in M1's load
- * record and in A's record (t 9000), OLD_C1's entries, and whether OLD_C1
- * is made not entrant at t 5000 (a jump to wrong_method_stub over its entry
- * at +0x10). All have B resolved to M3_C1+0x20 at t 9000 and NEW_C2
- * loaded at t 5000. */
+ * record, in A's record (t 9000) and in A's next record (t 9100, if any),
+ * OLD_C1's entries, and when OLD_C1's being made not entrant (a jump to
+ * wrong_method_stub over its entry at +0x10) is recorded, if it is. All
+ * have B resolved to M3_C1+0x20 at t 9000 and NEW_C2 loaded at t 5000. */
 #define VTABLE 0x80300ull
 #define WRONG_METHOD 0x80400ull
 
@@ -1873,7 +1873,9 @@ typedef struct replaced_trace {
     uint64_t a_calls, a_record;
     const char *old_entry;
     size_t old_entry_len;
-    bool not_entrant;
+    uint64_t not_entrant_at;     /* 0: never */
+    uint64_t a_then;             /* 0: none */
+    uint64_t later;              /* added to every time from NEW_C2's load on */
 } replaced_trace;
 
 static char *make_replaced_trace(const replaced_trace *t)
@@ -1896,17 +1898,21 @@ static char *make_replaced_trace(const replaced_trace *t)
     int32_t rel = (int32_t)(t->a_calls - (NMR + 5));
     memcpy(nm + 1, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
-    compiled(w, &b, 5000, NEW_C2, M2, 4);
-    if (t->not_entrant) {
+    compiled(w, &b, t->later + 5000, NEW_C2, M2, 4);
+    if (t->not_entrant_at) {
         uint8_t jmp[5] = { 0xe9 };
         rel = (int32_t)(WRONG_METHOD - (OLD_C1 + 0x15));
         memcpy(jmp + 1, &rel, 4);
-        patch(w, &b, 5000, OLD_C1 + 0x10, jmp, sizeof jmp);
+        patch(w, &b, t->later + t->not_entrant_at, OLD_C1 + 0x10, jmp, sizeof jmp);
     }
     rel = (int32_t)(t->a_record - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    patch(w, &b, t->later + 9000, NMR + 1, &rel, 4);
     rel = (int32_t)(M3_C1 + 0x20 - (NMR + 10));
-    patch(w, &b, 9000, NMR + 6, &rel, 4);
+    patch(w, &b, t->later + 9000, NMR + 6, &rel, 4);
+    if (t->a_then) {
+        rel = (int32_t)(t->a_then - (NMR + 5));
+        patch(w, &b, t->later + 9100, NMR + 1, &rel, 4);
+    }
     jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
     emit(w, JM_THREAD_START, 20, &b, NULL, 0);
     cr_assert_eq(jm_writer_close(w), 0);
@@ -1919,7 +1925,7 @@ static char *make_replaced_trace(const replaced_trace *t)
  * site, the C2 version's unverified entry). */
 static char *make_replaced_callee_trace_at(bool inline_cache)
 {
-    replaced_trace t = { inline_cache ? RS_VIRT : RS_OPT, NEW_C2 + 0x10, "\xc3", 1, false };
+    replaced_trace t = { inline_cache ? RS_VIRT : RS_OPT, NEW_C2 + 0x10, "\xc3", 1, 0, 0, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2053,7 +2059,8 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
  * a ret: the packets tell them apart. */
 static char *make_repointed_from_replaced_trace_if(bool made_not_entrant)
 {
-    replaced_trace t = { OLD_C1 + 0x20, VTABLE, "\x74\x00\xc3", 3, made_not_entrant };
+    replaced_trace t = { OLD_C1 + 0x20, VTABLE, "\x74\x00\xc3", 3, made_not_entrant ? 5000 : 0,
+                         0, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2124,6 +2131,92 @@ Test(decode, a_site_repointed_away_from_a_replaced_version_calls_the_newer_one_u
         new += log.ev[i].kind == DC_JIT && log.ev[i].ip == NEW_C2 + 0x20;
     cr_expect_eq(new, 3, "both passes, and once more where the stream ends");
     cr_expect_eq(count_stub(&log, "vtable stub"), 0);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A site resolved to a version that a newer one replaced much later, the
+ * scan after that seeing it all at once: A was resolved to OLD_C1+0x20
+ * before M1's load record had it (A still calls resolve_opt_virtual_call
+ * there); NEW_C2 is loaded at MUCH_LATER + 5000; the records 4000 ticks
+ * after show OLD_C1 made not entrant and A resolved to OLD_C1, and 100
+ * after those A re-pointed to NEW_C2+0x20. The model dates the mark back
+ * to NEW_C2's load and the re-pointing to A's previous change (the
+ * resolution's record). OLD_C1's entries are `jz; ret`, NEW_C2's a ret:
+ * the packets tell them apart. */
+#define MUCH_LATER 10000000ull      /* TSC ticks: more than a watcher scan lasts */
+
+static char *make_resolved_before_replaced_trace(void)
+{
+    replaced_trace t = { RS_OPT, OLD_C1 + 0x20, "\x74\x00\xc3", 3, 9000, NEW_C2 + 0x20,
+                         MUCH_LATER };
+    return make_replaced_trace(&t);
+}
+
+Test(model, changes_that_follow_a_new_version_are_dated_to_it)
+{
+    char *dir = make_resolved_before_replaced_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *mark = NULL, *res = NULL, *repoint = NULL;
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (p->made_up)
+            continue;
+        if (p->vaddr == OLD_C1 + 0x10)
+            mark = p;
+        else if (p->site == NMR)
+            res = p;
+        else if (p->call_at == NMR)
+            repoint = p;
+    }
+    cr_assert(mark && res && repoint);
+    cr_expect(mark->after_new_version);
+    cr_expect_eq(mark->start_tsc, MUCH_LATER + 5000, "the mark applies from NEW_C2's load");
+    cr_expect(!res->after_new_version);
+    cr_expect_eq(res->start_tsc, MUCH_LATER + 9000);
+    cr_expect(repoint->after_new_version);
+    cr_expect_eq(repoint->start_tsc, MUCH_LATER + 9000, "no earlier than A's previous change");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* The thread calls A straight into OLD_C1 from t 1000, where the recorded
+ * code has A calling the resolver: its jmp *%rax takes the ret's TIP, and
+ * the jz's bit (not taken) then meets M3_C1's ret, which is no compressed
+ * return. A retry takes A's records: both date from the resolution's, but
+ * the re-pointing to NEW_C2 is not true before NEW_C2's load; taken with
+ * the resolution, it would send every call of A to NEW_C2, whose ret
+ * meets the jz's bit at once. */
+Test(decode, a_retry_leaves_out_what_a_new_version_caused_before_its_load)
+{
+    char *dir = make_resolved_before_replaced_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 0, 1);                      /* 1: OLD_C1's jz, not taken */
+    tip(&e, ppt_tip, NMR + 5);          /*    its ret */
+    tip(&e, ppt_tip, M3_C1 + 0x20);     /*    B's resolver goes on to M3_C1 */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    tnt(&e, 0, 1);                      /* 2: the same, B straight */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    size_t old = 0, new = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
+        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
+               log.ev[i].ip < NEW_C2 + 0x40;
+    }
+    cr_expect_eq(old, 3, "both passes run OLD_C1, and once more where the stream ends");
+    cr_expect_eq(new, 0, "nothing ran NEW_C2");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
     g_free(dir);
