@@ -168,10 +168,11 @@ typedef struct dm_blob {
 typedef struct dm_patch {
     uint64_t vaddr, size, code_offset, tsc;
     uint64_t start_tsc;          /* when the bytes apply: tsc, or earlier (below) */
-    /* start_tsc is the load record of a version that replaced the one this
-     * patch marks not entrant or re-points a call away from (model.c,
-     * start_at_new_version): the change follows that install, so the bytes
-     * are not true before it. */
+    /* start_tsc was moved back to the load record of a version that
+     * replaced the one this patch marks not entrant or re-points a call
+     * away from (for a call, no earlier than the site's previous change;
+     * model.c, start_at_new_version): the change follows that install, so
+     * the bytes are not true before it. */
     bool after_new_version;
     int64_t owner;               /* index of the patched code version, -1 blob area */
     /* Call-site resolutions (above): the address of the call instruction,
