@@ -605,6 +605,7 @@ static void find_branch_exits(dm_model *m, const uint8_t *code)
 
 static void start_at_stub_fill(dm_model *m);
 static void start_at_new_version(dm_model *m, const uint8_t *code);
+static void start_at_callee_code(dm_model *m);
 
 /* See model.h: patches over zeros apply from the start of their owner;
  * call-site resolutions are marked. */
@@ -637,6 +638,7 @@ static void classify_patches(dm_model *m)
     find_call_sites(m, code);
     start_at_stub_fill(m);
     start_at_new_version(m, code);
+    start_at_callee_code(m);
     make_up_site_states(m, code);
     find_branch_exits(m, code);
     munmap(map, m->code_size);
@@ -994,6 +996,8 @@ static void start_at_stub_fill(dm_model *m)
  * xalan, dating such sites by the recompiled version let a retry send
  * them to a version recorded 5 s later). */
 #define NEW_VERSION_SPAN 400000000ull   /* TSC ticks: load record to patch record, at most */
+#define ENTRY_SPAN 64                   /* bytes from a compiled method's start that are its
+                                           entries */
 #define ENTRY_JMP_SEARCH 8              /* where in a patch a not-entrant jump may start */
 
 /* Whether patch p writes a jump to wrong_method_stub (HotSpot's not-entrant
@@ -1077,6 +1081,48 @@ static void start_at_new_version(dm_model *m, const uint8_t *code)
         }
     }
     g_free(replaced_by);
+    if (moved)
+        sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
+}
+
+/* A site resolved to an interpreted callee calls its static call stub,
+ * whose fill goes on to the callee's c2i adapter. Once the callee has
+ * compiled code, the adapter re-points the site at it the next time the
+ * site is called (HotSpot's fixup_callers_callsite), and the watcher
+ * records that up to a scan later, often much later. So a re-pointing from
+ * the site's own stub (the only code of its own method a call goes to) to
+ * the entry of a compiled version applies from that version's load record
+ * (no earlier than the site's previous change): a site called in a loop is
+ * re-pointed at its first call after the install. Within a chunk that
+ * holds the load, the decoder saw the fixup itself (di_image_stub_fixup)
+ * and loses the one call that made it; a chunk that starts later began
+ * with the stub and followed it into the adapter, which the trace need not
+ * contradict (its branches took the compiled callee's packets): on a xalan
+ * JDK 17 recording, `NormalizerBase.next` calling
+ * `AbstractStringBuilder.codePointAt` (113K instructions not in place) and
+ * `scanStartElement` calling `scanAttribute` (100K). */
+static void start_at_callee_code(dm_model *m)
+{
+    bool moved = false;
+    for (size_t i = 0; i < m->npatches; i++) {
+        dm_patch *p = &m->patches[i];
+        if (!p->call_to || p->site || p->made_up || p->owner < 0)
+            continue;
+        const dm_code *owner = &m->codes[p->owner];
+        if (owner->kind != DM_CODE_NMETHOD || p->call_from < owner->vaddr ||
+            p->call_from >= owner->vaddr + owner->size)
+            continue;
+        const dm_code *to = dm_code_at(m, p->call_to, p->tsc);
+        if (!to || to->kind != DM_CODE_NMETHOD || p->call_to - to->vaddr >= ENTRY_SPAN ||
+            to->load_tsc >= p->start_tsc || p->tsc - to->load_tsc > NEW_VERSION_SPAN)
+            continue;
+        uint64_t floor = site_changed_last(m, p, to->load_tsc);
+        if (floor < p->start_tsc) {
+            p->start_tsc = floor;
+            moved = true;
+            m->patches_at_callee_code++;
+        }
+    }
     if (moved)
         sort_n(m->patches, m->npatches, sizeof(dm_patch), cmp_patch);
 }
@@ -1257,7 +1303,6 @@ static void stub_states(const dm_patch *p, const stub_fill *fills,
  * is at the offset the records show for its tier (C1, C2). */
 #define TIER_C1 0
 #define TIER_C2 1
-#define ENTRY_SPAN 64            /* bytes from a compiled method's start that are its entries */
 #define ENTRY_GUESSES 2          /* verified-entry offsets tried per tier, most seen first */
 
 typedef struct entry_offsets {

@@ -254,6 +254,8 @@ typedef struct dm_model {
     size_t patches_at_new_version; /* not-entrant marks and re-pointed sites started at the new
                                     * version's load (model.c) */
     size_t patches_from_fill;    /* site re-pointings to a transition stub started at its fill */
+    size_t patches_at_callee_code; /* sites re-pointed from their static call stub to compiled
+                                      code, started at its load */
     uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
     size_t patches_cut;          /* recorded patches cut into sites and the rest
                                     (the counts above are of pieces) */

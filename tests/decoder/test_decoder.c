@@ -1499,6 +1499,91 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
     }
 }
 
+/* A site resolved to an interpreted callee calls its own static call stub;
+ * the c2i adapter re-points it at the callee's compiled code on the first
+ * call after the callee's load. M1's call at NMR+10 calls its stub at
+ * NMR+0x20 (mov rbx, imm64; jmp ADAPTER); M2's first compiled version (NEWV)
+ * is loaded at new_load; the watcher records the site's re-pointing from
+ * the stub to NEWV at t 30001 (from_stub false: from OLDV, a version the
+ * new one did not replace). */
+#define ADAPTER 0x83000ull
+
+static void callee_code_trace(char **dir, uint64_t new_load, uint64_t site_change,
+                              bool from_stub)
+{
+    jm_writer *w = open_trace_dir(dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    stub(w, &b, ADAPTER, "I2C/C2I adapters", "\xff\xe0", 2);
+    uint8_t callee[16];
+    memset(callee, 0x90, sizeof callee);
+    callee[15] = 0xc3;
+    jm_put_u64(&b, OLDV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M3); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, callee, sizeof callee);
+    uint8_t nm[0x30];
+    memset(nm, 0x90, sizeof nm);
+    uint64_t first = from_stub ? NMR + 0x20 : OLDV;
+    int32_t rel = (int32_t)(first - (NMR + 15));
+    nm[10] = 0xe8;
+    memcpy(nm + 11, &rel, 4);
+    nm[0x20] = 0x48;                    /* mov rbx, imm64; jmp ADAPTER */
+    nm[0x21] = 0xbb;
+    nm[0x2a] = 0xe9;
+    rel = (int32_t)(ADAPTER - (NMR + 0x2f));
+    memcpy(nm + 0x2b, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    jm_put_u64(&b, NEWV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M2); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, new_load, &b, callee, sizeof callee);
+    if (site_change) {   /* a change just before the call: the site's too */
+        uint8_t mov = 0x91;
+        patch(w, &b, site_change, NMR + 2, &mov, 1);
+    }
+    rel = (int32_t)(NEWV - (NMR + 15));
+    patch(w, &b, 30001, NMR + 11, &rel, 4);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+}
+
+Test(model, a_site_repointed_from_its_stub_changes_at_the_callees_load)
+{
+    struct {
+        uint64_t new_load, site_change;
+        bool from_stub;
+        uint64_t site_start;
+        size_t moved;
+        const char *why;
+    } cases[] = {
+        { 20000, 0, true, 20000, 1, "from the compiled callee's load" },
+        { 20000, 25000, true, 25000, 1, "no earlier than the site's previous change" },
+        { 31000, 0, true, 30001, 0, "code loaded after the record was not the target then" },
+        { 20000, 0, false, 30001, 0, "not from the site's own stub" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir;
+        callee_code_trace(&dir, cases[i].new_load, cases[i].site_change, cases[i].from_stub);
+        char err[512];
+        dm_model *m = dm_load(dir, err, sizeof err);
+        cr_assert_not_null(m, "%s", err);
+        const dm_patch *site = NULL;
+        for (size_t k = 0; k < m->npatches; k++)
+            if (m->patches[k].vaddr == NMR + 11 && m->patches[k].tsc == 30001)
+                site = &m->patches[k];
+        cr_assert_not_null(site);
+        cr_expect_eq(site->call_from, cases[i].from_stub ? NMR + 0x20 : OLDV);
+        cr_expect_eq(site->call_to, NEWV);
+        cr_expect_eq(site->start_tsc, cases[i].site_start, "%s", cases[i].why);
+        cr_expect_eq(m->patches_at_callee_code, cases[i].moved, "%s", cases[i].why);
+        dm_free(m);
+        remove_tree(dir);
+        g_free(dir);
+    }
+}
+
 /* Both sites resolved on the first pass, straight to their targets on the
  * second, with the resolutions recorded as two records or as one. */
 static void expect_sites_resolved_on_first_pass(bool one_record)
