@@ -26,6 +26,7 @@ static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, c
         qsort(base, n, size, cmp);
 }
 
+#define JVM_ACC_STATIC 0x0008     /* a method's access flag (JVMS 4.6) */
 #define MAX_WARNINGS 50
 #define MAX_CODE_SIZE (1ull << 30)    /* one code record above 1 GiB is corrupt */
 #define MAX_DESC 512
@@ -274,7 +275,8 @@ static void add_record(loader *L, const jm_record *rec)
     case JM_METHOD: {
         dm_method mt = { .id = r.u.method.method_id,
                          .class_sig = clean_str(r.u.method.class_sig),
-                         .name = clean_str(r.u.method.name), .sig = clean_str(r.u.method.sig) };
+                         .name = clean_str(r.u.method.name), .sig = clean_str(r.u.method.sig),
+                         .is_static = (r.u.method.modifiers & JVM_ACC_STATIC) != 0 };
         g_array_append_val(L->methods, mt);
         break;
     }
@@ -1520,6 +1522,200 @@ static const dm_code *callee_after_own_stub(const dm_model *m, const dm_patch *p
     return to && to->kind == DM_CODE_NMETHOD && q->call_to - to->vaddr < ENTRY_SPAN ? to : NULL;
 }
 
+/* ---- inline-cache sites resolved to an interpreted callee ---------------
+ *
+ * resolve_virtual_call points an inline-cache site whose callee has no
+ * compiled code at the callee's c2i adapter: at its unverified entry (the
+ * receiver's class check), jumping on to its c2i entry itself. Once the
+ * callee has compiled code the site is pointed at that, and when both
+ * happened between two watcher scans only the second was recorded (luindex
+ * JDK 25: `AttributeSource.clearAttributes` calling an interpreted `clear`
+ * through an adapter 132 times, each call decoded through a later state of
+ * the site). HotSpot shares one adapter among the methods of one calling
+ * convention (its AdapterFingerPrint: the receiver and the parameters as
+ * basic types, boolean, byte, char and short as int, references as long),
+ * and the model learns which adapter serves a convention from the records:
+ * a static call stub's fill jumps to the c2i entry of the adapter of the
+ * method its site is re-pointed to later, and a site re-pointed from an
+ * adapter's unverified entry to compiled code had called that method's
+ * adapter. A resolution to compiled code then gets a made-up state for its
+ * callee's adapter: the site calling the unverified entry, applied only
+ * where its resolver went on to the c2i entry. The two entries are a fixed
+ * distance apart in every adapter (the same class check code): measured
+ * where one adapter shows both, and from the code before a c2i entry (the
+ * unverified entry follows the i2c part's last instruction). */
+
+static bool is_adapter(const dm_code *c)
+{
+    return c && c->kind == DM_CODE_STUB && c->name && strstr(c->name, "adapters");
+}
+
+/* A method's calling convention as a key (see above), NULL if its
+ * signature does not parse. */
+static char *convention_of(const dm_method *mt)
+{
+    const char *s = mt ? mt->sig : NULL;
+    if (!s || *s != '(')
+        return NULL;
+    GString *k = g_string_new(mt->is_static ? "" : "J");
+    for (s++; *s && *s != ')'; s++) {
+        bool reference = *s == '[';
+        while (*s == '[')
+            s++;
+        if (*s == 'L') {
+            s = strchr(s, ';');
+            reference = true;
+        } else if (!*s || !strchr("ZBCSIJFD", *s)) {
+            s = NULL;
+        }
+        if (!s)
+            break;
+        if (reference)
+            g_string_append_c(k, 'J');
+        else if (*s == 'J' || *s == 'D')
+            g_string_append(k, *s == 'J' ? "JV" : "DV");
+        else
+            g_string_append_c(k, *s == 'F' ? 'F' : 'I');
+    }
+    if (!s || *s != ')') {
+        g_string_free(k, TRUE);
+        return NULL;
+    }
+    return g_string_free(k, FALSE);
+}
+
+/* What the records show of one adapter's entries (0: not seen). */
+typedef struct adapter_seen {
+    uint32_t code;
+    uint64_t unverified, c2i;
+} adapter_seen;
+
+/* Notes in by (convention key -> adapter_seen) that the method of the
+ * compiled code at `to` (at time t) uses the adapter holding `at`, at its
+ * c2i entry or its unverified one. */
+static void note_adapter(const dm_model *m, GHashTable *by, uint64_t to, uint64_t t, uint64_t at,
+                         bool c2i)
+{
+    const dm_code *callee = dm_code_at(m, to, t), *a = dm_code_at(m, at, t);
+    if (!callee || callee->kind != DM_CODE_NMETHOD || to - callee->vaddr >= ENTRY_SPAN ||
+        !is_adapter(a))
+        return;
+    char *key = convention_of(dm_method_get(m, callee->method_id));
+    if (!key)
+        return;
+    adapter_seen *e = g_hash_table_lookup(by, key);
+    if (!e) {
+        e = g_new0(adapter_seen, 1);
+        e->code = a->index;
+        g_hash_table_insert(by, key, e);
+    } else {
+        g_free(key);
+        if (e->code != a->index)
+            return;              /* another adapter: the key is coarser than HotSpot's */
+    }
+    if (c2i)
+        e->c2i = at;
+    else
+        e->unverified = at;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The adapters of calling conventions, from the records (see above): a key
+ * -> adapter_seen table, each entry with both entries filled in. */
+static GHashTable *learn_adapters(const dm_model *m, const uint8_t *code, const stub_fill *fills,
+                                  size_t nfills, const repoint *r, size_t nr)
+{
+    GHashTable *by = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (size_t f = 0; f < nfills; f++) {
+        /* the first re-pointing of the stub's site from the stub after the fill */
+        repoint key = { fills[f].owner, fills[f].at, fills[f].tsc, 0 };
+        size_t lo = 0, hi = nr;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (cmp_repoint(&r[mid], &key) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < nr && r[lo].owner == key.owner && r[lo].from == key.from) {
+            const dm_patch *q = &m->patches[r[lo].idx];
+            note_adapter(m, by, q->call_to, q->tsc, fills[f].to, true);
+        }
+    }
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *q = &m->patches[i];
+        if (q->call_to && !q->site && !q->made_up)
+            note_adapter(m, by, q->call_to, q->tsc, q->call_from, false);
+    }
+    /* the distance from the unverified entry to the c2i one, the most
+     * common of: where an adapter shows both; where the c2i entry is
+     * known, from the end of the i2c part's last instruction (`jmp *%r11`)
+     * before it, where the unverified entry begins */
+    GHashTableIter it;
+    gpointer k, v;
+    uint64_t gaps[64];
+    size_t ngaps = 0;
+    g_hash_table_iter_init(&it, by);
+    while (g_hash_table_iter_next(&it, &k, &v) && ngaps < 64) {
+        const adapter_seen *e = v;
+        const dm_code *a = &m->codes[e->code];
+        if (e->unverified && e->c2i > e->unverified && e->c2i - e->unverified < ENTRY_SPAN)
+            gaps[ngaps++] = e->c2i - e->unverified;
+        if (!e->c2i || e->c2i - a->vaddr < 3 || a->code_offset > m->code_size ||
+            m->code_size - a->code_offset < e->c2i - a->vaddr)
+            continue;
+        const uint8_t *c2i = code + a->code_offset + (e->c2i - a->vaddr);
+        for (uint64_t back = 3; back < ENTRY_SPAN && back <= e->c2i - a->vaddr && ngaps < 64;
+             back++)
+            if (!memcmp(c2i - back, "\x41\xff\xe3", 3)) {
+                gaps[ngaps++] = back - 3;
+                break;
+            }
+    }
+    sort_n(gaps, ngaps, sizeof *gaps, cmp_u64);
+    uint64_t gap = 0;
+    for (size_t i = 0, best = 0; i < ngaps;) {
+        size_t j = i;
+        while (j < ngaps && gaps[j] == gaps[i])
+            j++;
+        if (j - i > best) {
+            best = j - i;
+            gap = gaps[i];
+        }
+        i = j;
+    }
+    g_hash_table_iter_init(&it, by);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        adapter_seen *e = v;
+        if (!e->c2i && e->unverified && gap)
+            e->c2i = e->unverified + gap;
+        else if (!e->unverified && e->c2i && gap)
+            e->unverified = e->c2i - gap;
+        if (!e->c2i || !e->unverified)
+            g_hash_table_iter_remove(&it);
+    }
+    return by;
+}
+
+/* The made-up state of inline-cache resolution p to the compiled code
+ * `to` where its callee was still interpreted: its adapter's (above),
+ * appended to out[*n..MAX_STUB_EXITS). */
+static void adapter_state(const dm_model *m, const dm_patch *p, const dm_code *to,
+                          GHashTable *adapters, site_state *out, size_t *n)
+{
+    char *key = convention_of(dm_method_get(m, to->method_id));
+    const adapter_seen *e = key ? g_hash_table_lookup(adapters, key) : NULL;
+    g_free(key);
+    if (e && *n < MAX_STUB_EXITS && m->codes[e->code].load_tsc <= p->tsc &&
+        !state_known(out, *n, e->c2i))
+        out[(*n)++] = (site_state){ e->unverified, e->c2i, true };
+}
+
 /* The made-up bytes into a memory file of the model's own: libipt reads
  * code from files. false if it cannot be made. */
 static bool write_made_up(dm_model *m, const GByteArray *bytes)
@@ -1581,6 +1777,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     method_version *versions = versions_by_method(m, &nversions);
     size_t nrepoints;
     repoint *repoints = repoints_by_origin(m, &nrepoints);
+    GHashTable *adapters = learn_adapters(m, code, all, fills->len, repoints, nrepoints);
     site_state st[MAX_STUB_EXITS];
     GArray *made = g_array_new(FALSE, FALSE, sizeof(dm_patch));
     GByteArray *bytes = g_byte_array_new();
@@ -1596,6 +1793,8 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
         } else if (resolves_virtual_call(m, p)) {
             callee = entry_called(m, p);
             call_at = &unverified;
+            if (callee)
+                adapter_state(m, p, callee, adapters, st, &n);
         } else if ((callee = repointed_from_version(m, p, not_entrant))) {
             if (at_entry(&unverified, callee, p->call_from))
                 call_at = &unverified;
@@ -1646,6 +1845,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     g_free(not_entrant);
     g_free(versions);
     g_free(repoints);
+    g_hash_table_destroy(adapters);
     g_byte_array_free(bytes, TRUE);
     g_array_free(fills, TRUE);
     if (made->len) {
@@ -1721,8 +1921,6 @@ static void finish(loader *L)
         const dm_code *c = dm_code_at(m, p->vaddr, p->tsc);
         p->owner = c ? (int64_t)c->index : -1;
     }
-    classify_patches(m);
-
     /* Methods: by id; a later record of the same id wins (the first is
      * dropped) so names reflect the latest redefinition. */
     sort_n(L->methods->data, L->methods->len, sizeof(dm_method), cmp_method);
@@ -1742,6 +1940,8 @@ static void finish(loader *L)
     g_array_set_size(L->methods, w);
     m->nmethods = w;
     m->methods = (dm_method *)(void *)g_array_free(L->methods, FALSE);
+    classify_patches(m);
+
     m->nthreads = L->threads->len;
     m->threads = (dm_thread *)(void *)g_array_free(L->threads, FALSE);
     g_array_free(L->unloads, TRUE);

@@ -210,6 +210,7 @@ typedef struct dm_patch {
 typedef struct dm_method {
     uint64_t id;
     char *class_sig, *name, *sig;
+    bool is_static;              /* no receiver */
 } dm_method;
 
 typedef struct dm_thread {

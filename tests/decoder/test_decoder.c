@@ -2221,6 +2221,121 @@ Test(decode, a_site_repointed_away_from_a_replaced_version_calls_the_newer_one_u
     g_free(dir);
 }
 
+/* An inline-cache site resolved while its callee was interpreted: the
+ * resolver points it at the callee's c2i adapter (its unverified entry) and
+ * jumps on to the c2i entry; the callee's compiled code came before the
+ * next scan, whose record is all there is. M1 at NMR: site A (NMR) calls
+ * resolve_virtual_call, then jmp *%rax at NMR+5; site B (NMR+0x10), never
+ * run, calls its static call stub (NMR+0x20, jumping to itself). The
+ * records: B's stub filled to jump to AD_C2I (t 3000) and B re-pointed
+ * from the stub to M3_C1+0x20 (t 4000): M3 uses that adapter, and M2 has
+ * the same convention (every test method is static with no parameters); A
+ * resolved to NEW_C2+0x10, M2's compiled code (t 9000). The adapter: an
+ * i2c part ending in `jmp *%r11`, the unverified entry (AD_UNVERIFIED: a
+ * jz) and the c2i entry (AD_C2I: jmp *%rax). */
+#define ADAPTERS 0x84000ull
+#define AD_UNVERIFIED (ADAPTERS + 0x10)
+#define AD_C2I (ADAPTERS + 0x14)
+
+static char *make_interpreted_callee_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    uint8_t ad[0x20];
+    memset(ad, 0x90, sizeof ad);
+    memcpy(ad + 0x0d, "\x41\xff\xe3", 3);
+    memcpy(ad + 0x10, "\x74\x00", 2);
+    memcpy(ad + 0x14, "\xff\xe0", 2);
+    stub(w, &b, ADAPTERS, "I2C/C2I adapters", ad, sizeof ad);
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x30];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    rel = (int32_t)(NMR + 0x20 - (NMR + 0x15));
+    nm[0x10] = 0xe8;
+    memcpy(nm + 0x11, &rel, 4);
+    uint8_t stub_code[15] = { 0x48, 0xbb, [10] = 0xe9 };
+    rel = -15;                          /* jumping to itself, as HotSpot emits it */
+    memcpy(stub_code + 11, &rel, 4);
+    memcpy(nm + 0x20, stub_code, sizeof stub_code);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled(w, &b, 2000, NEW_C2, M2, 4);
+    rel = (int32_t)(AD_C2I - (NMR + 0x2f));
+    patch(w, &b, 3000, NMR + 0x2b, &rel, 4);
+    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 0x15));
+    patch(w, &b, 4000, NMR + 0x11, &rel, 4);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
+    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+    return dir;
+}
+
+Test(model, an_inline_cache_site_resolved_to_compiled_code_gets_its_callees_adapter_state)
+{
+    char *dir = make_interpreted_callee_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
+    cr_assert_not_null(a);
+    cr_expect_eq(a->new_target, NEW_C2 + 0x10);
+    cr_assert_eq(states, 1, "the adapter's, and no other version of M2");
+    cr_expect_eq(&m->patches[st->state_of], a);
+    cr_expect(st->direct);
+    cr_expect_eq(st->new_target, AD_UNVERIFIED, "the site calls the unverified entry");
+    cr_expect_eq(st->stub_to, AD_C2I, "its resolver goes on to the c2i entry");
+    cr_expect_eq(made_up_call_target(m, st), AD_UNVERIFIED);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Pass 1: A's resolver goes on to AD_C2I, whose jmp *%rax returns to
+ * NMR+5; pass 2: A calls the unverified entry, whose jz (not taken) then
+ * falls through to the c2i entry. NEW_C2's ret would meet that bit. */
+Test(decode, an_inline_cache_site_calls_its_interpreted_callees_adapter_until_its_record)
+{
+    char *dir = make_interpreted_callee_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, AD_C2I);           /* 1: the resolver goes on to the c2i entry */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tnt(&e, 0, 1);                      /* 2: the unverified entry's jz */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    size_t unverified = 0, new = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        unverified += log.ev[i].kind == DC_STUB && log.ev[i].ip == AD_UNVERIFIED;
+        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
+               log.ev[i].ip < NEW_C2 + 0x40;
+    }
+    cr_expect_eq(unverified, 2, "pass 2 enters the adapter at its unverified entry, and so "
+                 "does the stream's end");
+    cr_expect_eq(new, 0, "nothing ran the compiled code of A's record");
+    cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* A site resolved to a version that a newer one replaced much later, the
  * scan after that seeing it all at once: A was resolved to OLD_C1+0x20
  * before M1's load record had it (A still calls resolve_opt_virtual_call
