@@ -11,11 +11,16 @@
  * instruction at the current position and its last `ninsn - 1` positions
  * later. A block that does not fit there (after a gap: code the metadata
  * lacks, trace lost) is looked for in its own time: among the executed
- * positions between the PSBs (the log's PSB markers with their TSC) a few
- * before and after the block's TSC, the first fit at or after the current
- * position, else the first before it. The window follows the block's time,
- * not the last match, so a block that once fitted a wrong loop iteration
- * cannot leave the blocks after it behind; an index of the positions of
+ * positions from just before the last PSB (the log's PSB markers with their
+ * TSC) not after the block's TSC to a few PSBs after it, the first fit at
+ * or after the current position, else the first before it. The window
+ * follows the block's time, not the last match, so a block that once
+ * fitted a wrong loop iteration cannot leave the blocks after it behind,
+ * and it reaches back no further than the block's time allows, so a wrong
+ * block (a stale stub a call went into) that also fits an earlier pass of
+ * the thread over the same code cannot move the position back to that
+ * pass, where the right blocks after it would fit as long as that pass ran
+ * the same code; an index of the positions of
  * every address makes a block that fits nowhere cheap. Executed positions
  * are counted as decoded once, however often blocks land on them. Blocks of
  * compiled code whose inner path the decoder recovers (decoder/jitpath.h)
@@ -41,8 +46,14 @@
 #include "decoder/decode.h"
 #include "decoder/jitpath.h"
 
-/* How many PSBs a block's time may lag behind its place, or lead it. */
-#define PSB_SLACK 3
+/* Where a block is looked for, from its time: up to PSB_LAG PSBs after the
+ * last PSB whose TSC is not above the block's (libipt reports a PSB's time
+ * only once a later query consumed it, so a block's time may lag by a PSB
+ * or two), and back to LEAD instructions before that PSB (a block's time
+ * never leads its place, but for the blocks decoded just before a PSB: the
+ * query that ends a block may read the PSB+ after it). */
+#define PSB_LAG 3
+#define LEAD 1024
 
 typedef struct code_tab {
     uint64_t *ip;            /* by id - 1 */
@@ -253,14 +264,11 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
         return;
     }
     /* Elsewhere (after a gap, or after a block that did not fit): where the
-     * block fits in its own time, found from the PSB markers: between the
-     * PSB a few before the last one whose TSC is not above the block's and
-     * the one a few after (libipt reports a PSB's time only once a later
-     * query consumed it, so a block's time may lag by a PSB or two). The
-     * first fit at or after the current position wins, else the first one
-     * before it: the window follows the block's time, not the last match,
-     * so a block that once fitted a wrong loop iteration cannot leave the
-     * blocks after it behind. */
+     * block fits in its own time, found from the PSB markers (PSB_LAG,
+     * LEAD). The first fit at or after the current position wins, else the
+     * first one before it: the window follows the block's time, not the
+     * last match, so a block that once fitted a wrong loop iteration cannot
+     * leave the blocks after it behind. */
     size_t lo = 0, hi = c->npsb;
     while (lo < hi) {           /* first PSB whose TSC is above the block's */
         size_t mid = (lo + hi) / 2;
@@ -269,8 +277,9 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
         else
             hi = mid;
     }
-    size_t start = lo >= PSB_SLACK ? c->psb[lo - PSB_SLACK].pos : 0;
-    size_t limit = lo + PSB_SLACK < c->npsb ? c->psb[lo + PSB_SLACK].pos : c->n;
+    size_t start = lo ? c->psb[lo - 1].pos : 0;
+    start = start > LEAD ? start - LEAD : 0;
+    size_t limit = lo + PSB_LAG < c->npsb ? c->psb[lo + PSB_LAG].pos : c->n;
     gpointer v = g_hash_table_lookup(c->where->slot, &b->ip);
     if (!v)
         goto misplaced;
