@@ -188,6 +188,16 @@ static jm_writer *open_trace_dir(char **dir)
     return w;
 }
 
+/* Ends a trace's metadata with the main thread's start record (tid 4242,
+ * at t 20), and frees b. */
+static void close_with_main_thread(jm_writer *w, jm_buf *b)
+{
+    jm_put_u64(b, 1); jm_put_u32(b, 4242); jm_put_str(b, "main");
+    emit(w, JM_THREAD_START, 20, b, NULL, 0);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(b);
+}
+
 /* Interpreter: iload_0 [0x00,0x20), fast_iaccess_0 [0x20,0x40), method entry
  * [0x40,0x60), imul [0x60,0x80) which calls the stub and returns, ifeq
  * [0x80,0xa0), invokeinterface [0xc0,0xe0), wide [0xe0,0x100) (nothing at
@@ -1203,10 +1213,7 @@ static char *make_resolve_trace_as(bool one_record)
     memcpy(filled + 9, &rel, 4);
     patch(w, &b, 9002, NMR + 0x22, filled, sizeof filled);
 
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -1666,10 +1673,7 @@ static char *make_interpreted_first_trace_with(const void *resolver, size_t reso
     filled[8] = 0xe9;
     memcpy(filled + 9, &rel, 4);
     patch(w, &b, 9002, NMR + 0x22, filled, sizeof filled);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -1848,10 +1852,7 @@ static char *make_stub_first_trace(void)
     load_at_nmr(w, &b, nm, sizeof nm);
     rel = (int32_t)(CALLEE - (NMR + 5));
     patch(w, &b, 9000, NMR + 1, &rel, 4);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -1998,10 +1999,7 @@ static char *make_replaced_trace(const replaced_trace *t)
         rel = (int32_t)(t->a_then - (NMR + 5));
         patch(w, &b, t->later + 9100, NMR + 1, &rel, 4);
     }
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -2275,10 +2273,7 @@ static char *make_interpreted_callee_trace(void)
     patch(w, &b, 4000, NMR + 0x11, &rel, 4);
     rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
     patch(w, &b, 9000, NMR + 1, &rel, 4);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -2459,10 +2454,7 @@ static char *make_gone_before_scan_trace(void)
     patch(w, &b, 9000, NMR + 6, &rel, 4);
     rel = (int32_t)(NEW_C2 + 0x20 - (NMR + 5));
     patch(w, &b, 9500, NMR + 1, &rel, 4);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -2590,10 +2582,7 @@ Test(image, a_patch_over_zeros_keeps_the_zeros_that_end_its_instruction)
     memcpy(fill + 11, &rel, 4);
     cr_assert_eq(fill[13], 0, "the test wants a rel32 that ends in zeros");
     patch(w, &b, 500, ICBUF + 0x20, fill, 13);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
 
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
@@ -2656,10 +2645,7 @@ static char *make_repoint_trace(void)
     emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
     rel = (int32_t)(STUB_B - (NMC + 5));
     patch(w, &b, 9000, NMC + 1, &rel, 4);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
     return dir;
 }
 
@@ -3173,10 +3159,7 @@ Test(decode, a_trace_free_loop_is_a_gap_not_a_crash_or_a_hang, .timeout = 60)
     emit(w, JM_NMETHOD_LOAD, 10, &b, code, sizeof code);
     jm_put_u64(&b, SPIN); jm_put_u64(&b, 5); jm_put_u64(&b, 0);
     emit(w, JM_CODE_PATCH, 500, &b, "\xe9\xfb\xff\xff\xff", 5);
-    jm_put_u64(&b, 1); jm_put_u32(&b, 4242); jm_put_str(&b, "main");
-    emit(w, JM_THREAD_START, 20, &b, NULL, 0);
-    cr_assert_eq(jm_writer_close(w), 0);
-    jm_buf_free(&b);
+    close_with_main_thread(w, &b);
 
     penc e;
     penc_init(&e);
