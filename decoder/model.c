@@ -1498,6 +1498,25 @@ static repoint *repoints_by_origin(const dm_model *m, size_t *n)
     return r;
 }
 
+/* The first patch of r (repoints_by_origin) recorded after time `after`
+ * that re-points a call of code version owner away from `from`; NULL if
+ * none. */
+static const dm_patch *next_repoint_from(const dm_model *m, const repoint *r, size_t nr,
+                                         int64_t owner, uint64_t from, uint64_t after)
+{
+    size_t lo = 0, hi = nr;
+    repoint key = { owner, from, after, 0 };
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cmp_repoint(&r[mid], &key) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < nr && r[lo].owner == owner && r[lo].from == from ? &m->patches[r[lo].idx]
+                                                                : NULL;
+}
+
 /* The compiled code that resolution p's site calls next, where p resolved
  * it to its own static call stub and a later record re-points it from
  * there to an entry of compiled code. */
@@ -1506,18 +1525,9 @@ static const dm_code *callee_after_own_stub(const dm_model *m, const dm_patch *p
 {
     if (!resolves_stub_call(m, p) || !resolves_to_own_code(m, p))
         return NULL;
-    size_t lo = 0, hi = nr;
-    repoint key = { p->owner, p->new_target, p->tsc, 0 };
-    while (lo < hi) {           /* the first re-pointing from the stub after p */
-        size_t mid = (lo + hi) / 2;
-        if (cmp_repoint(&r[mid], &key) <= 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == nr || r[lo].owner != p->owner || r[lo].from != p->new_target)
+    const dm_patch *q = next_repoint_from(m, r, nr, p->owner, p->new_target, p->tsc);
+    if (!q)
         return NULL;
-    const dm_patch *q = &m->patches[r[lo].idx];
     const dm_code *to = dm_code_at(m, q->call_to, q->tsc);
     return to && to->kind == DM_CODE_NMETHOD && q->call_to - to->vaddr < ENTRY_SPAN ? to : NULL;
 }
@@ -1619,12 +1629,6 @@ static void note_adapter(const dm_model *m, GHashTable *by, uint64_t to, uint64_
         e->unverified = at;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The adapters of calling conventions, from the records (see above): a key
  * -> adapter_seen table, each entry with both entries filled in. */
 static GHashTable *learn_adapters(const dm_model *m, const uint8_t *code, const stub_fill *fills,
@@ -1632,20 +1636,11 @@ static GHashTable *learn_adapters(const dm_model *m, const uint8_t *code, const 
 {
     GHashTable *by = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     for (size_t f = 0; f < nfills; f++) {
-        /* the first re-pointing of the stub's site from the stub after the fill */
-        repoint key = { fills[f].owner, fills[f].at, fills[f].tsc, 0 };
-        size_t lo = 0, hi = nr;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (cmp_repoint(&r[mid], &key) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < nr && r[lo].owner == key.owner && r[lo].from == key.from) {
-            const dm_patch *q = &m->patches[r[lo].idx];
+        /* the stub's site re-pointed from the stub after the fill */
+        const dm_patch *q =
+            next_repoint_from(m, r, nr, fills[f].owner, fills[f].at, fills[f].tsc);
+        if (q)
             note_adapter(m, by, q->call_to, q->tsc, fills[f].to, true);
-        }
     }
     for (size_t i = 0; i < m->npatches; i++) {
         const dm_patch *q = &m->patches[i];
@@ -1658,37 +1653,27 @@ static GHashTable *learn_adapters(const dm_model *m, const uint8_t *code, const 
      * before it, where the unverified entry begins */
     GHashTableIter it;
     gpointer k, v;
-    uint64_t gaps[64];
-    size_t ngaps = 0;
+    uint32_t seen[ENTRY_SPAN] = { 0 };
     g_hash_table_iter_init(&it, by);
-    while (g_hash_table_iter_next(&it, &k, &v) && ngaps < 64) {
+    while (g_hash_table_iter_next(&it, &k, &v)) {
         const adapter_seen *e = v;
         const dm_code *a = &m->codes[e->code];
         if (e->unverified && e->c2i > e->unverified && e->c2i - e->unverified < ENTRY_SPAN)
-            gaps[ngaps++] = e->c2i - e->unverified;
+            seen[e->c2i - e->unverified]++;
         if (!e->c2i || e->c2i - a->vaddr < 3 || a->code_offset > m->code_size ||
             m->code_size - a->code_offset < e->c2i - a->vaddr)
             continue;
         const uint8_t *c2i = code + a->code_offset + (e->c2i - a->vaddr);
-        for (uint64_t back = 3; back < ENTRY_SPAN && back <= e->c2i - a->vaddr && ngaps < 64;
-             back++)
+        for (uint64_t back = 3; back < ENTRY_SPAN + 3 && back <= e->c2i - a->vaddr; back++)
             if (!memcmp(c2i - back, "\x41\xff\xe3", 3)) {
-                gaps[ngaps++] = back - 3;
+                seen[back - 3] += back > 3;
                 break;
             }
     }
-    sort_n(gaps, ngaps, sizeof *gaps, cmp_u64);
     uint64_t gap = 0;
-    for (size_t i = 0, best = 0; i < ngaps;) {
-        size_t j = i;
-        while (j < ngaps && gaps[j] == gaps[i])
-            j++;
-        if (j - i > best) {
-            best = j - i;
-            gap = gaps[i];
-        }
-        i = j;
-    }
+    for (uint64_t g = 1; g < ENTRY_SPAN; g++)
+        if (seen[g] > seen[gap])
+            gap = g;
     g_hash_table_iter_init(&it, by);
     while (g_hash_table_iter_next(&it, &k, &v)) {
         adapter_seen *e = v;
