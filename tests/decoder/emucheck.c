@@ -21,7 +21,10 @@
  * the thread over the same code cannot move the position back to that
  * pass, where the right blocks after it would fit as long as that pass ran
  * the same code; an index of the positions of
- * every address makes a block that fits nowhere cheap. Executed positions
+ * every address makes a block that fits nowhere cheap. Unless the next block
+ * fits within a few instructions of the current position: then the one that
+ * did not fit stood in for what ran there (a call through a stale stub) and
+ * is misplaced, and the position stays where the right blocks are. Executed positions
  * are counted as decoded once, however often blocks land on them. Blocks of
  * compiled code whose inner path the decoder recovers (decoder/jitpath.h)
  * must have exactly the executed path; a wrong one counts as a misplaced
@@ -54,6 +57,9 @@
  * query that ends a block may read the PSB+ after it). */
 #define PSB_LAG 3
 #define LEAD 1024
+/* How far past a block that does not fit the next one may fit for the first
+ * to count as standing in for what ran (on_block). */
+#define SUBSTITUTE_SPAN 64
 
 typedef struct code_tab {
     uint64_t *ip;            /* by id - 1 */
@@ -220,6 +226,10 @@ typedef struct check {
     const dm_model *m;
     jp_cache *jp;
     FILE *ops;
+    struct pt_block held;       /* a block that did not fit, until the next one */
+    uint64_t held_tsc;
+    bool holding;
+    bool after_gap;
 } check;
 
 /* Positions [at, at + n) were decoded: counted once however often a block
@@ -252,23 +262,35 @@ static void check_path(check *c, const struct pt_block *b, uint64_t tsc, size_t 
     }
 }
 
-static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
+static bool fits_at(const check *c, const struct pt_block *b, size_t q)
 {
-    check *c = vp;
-    c->blocks++;
-    size_t need = b->ninsn;
-    if (c->pos + need <= c->n && c->seq[c->pos] == b->ip && c->seq[c->pos + need - 1] == b->end_ip) {
-        check_path(c, b, tsc, c->pos);
-        cover(c, c->pos, need);
-        c->pos += need;
-        return;
-    }
-    /* Elsewhere (after a gap, or after a block that did not fit): where the
-     * block fits in its own time, found from the PSB markers (PSB_LAG,
-     * LEAD). The first fit at or after the current position wins, else the
-     * first one before it: the window follows the block's time, not the
-     * last match, so a block that once fitted a wrong loop iteration cannot
-     * leave the blocks after it behind. */
+    return q + b->ninsn <= c->n && c->seq[q] == b->ip && c->seq[q + b->ninsn - 1] == b->end_ip;
+}
+
+static void place(check *c, const struct pt_block *b, uint64_t tsc, size_t q)
+{
+    check_path(c, b, tsc, q);
+    cover(c, q, b->ninsn);
+    c->pos = q + b->ninsn;
+}
+
+static void misplaced(check *c, const struct pt_block *b)
+{
+    if (c->bad_blocks < 5)
+        fprintf(stderr, "emucheck: block 0x%" PRIx64 "..0x%" PRIx64 " (%zu insns) does not fit "
+                "the executed sequence at position %zu (0x%" PRIx64 ")\n", b->ip, b->end_ip,
+                (size_t)b->ninsn, c->pos, c->pos < c->n ? c->seq[c->pos] : 0);
+    c->bad_blocks++;
+}
+
+/* A block that does not fit at the current position (after a gap: code the
+ * metadata lacks, trace lost) is placed where it fits in its own time,
+ * found from the PSB markers (PSB_LAG, LEAD). The first fit at or after the
+ * current position wins, else the first one before it: the window follows
+ * the block's time, not the last match, so a block that once fitted a wrong
+ * loop iteration cannot leave the blocks after it behind. */
+static void place_in_window(check *c, const struct pt_block *b, uint64_t tsc)
+{
     size_t lo = 0, hi = c->npsb;
     while (lo < hi) {           /* first PSB whose TSC is above the block's */
         size_t mid = (lo + hi) / 2;
@@ -281,8 +303,10 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
     start = start > LEAD ? start - LEAD : 0;
     size_t limit = lo + PSB_LAG < c->npsb ? c->psb[lo + PSB_LAG].pos : c->n;
     gpointer v = g_hash_table_lookup(c->where->slot, &b->ip);
-    if (!v)
-        goto misplaced;
+    if (!v) {
+        misplaced(c, b);
+        return;
+    }
     uint32_t slot = (uint32_t)GPOINTER_TO_UINT(v) - 1;
     size_t from = c->where->first[slot], to = c->where->first[slot + 1];
     while (from < to) {         /* first occurrence in the window */
@@ -295,9 +319,9 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
     size_t fit = SIZE_MAX;
     for (size_t e = from; e < c->where->first[slot + 1]; e++) {
         size_t q = c->where->at[e];
-        if (q >= limit || q + need > c->n)
+        if (q >= limit || q + b->ninsn > c->n)
             break;
-        if (c->seq[q + need - 1] != b->end_ip)
+        if (c->seq[q + b->ninsn - 1] != b->end_ip)
             continue;
         if (q >= c->pos) {
             fit = q;
@@ -306,18 +330,55 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
         if (fit == SIZE_MAX)
             fit = q;
     }
-    if (fit != SIZE_MAX) {
-        check_path(c, b, tsc, fit);
-        cover(c, fit, need);
-        c->pos = fit + need;
-        return;
+    if (fit != SIZE_MAX)
+        place(c, b, tsc, fit);
+    else
+        misplaced(c, b);
+}
+
+/* A block that does not fit at the current position is held until the next
+ * one is seen. If that one fits within SUBSTITUTE_SPAN instructions of the
+ * current position, the held block stood in for what ran there (a call
+ * through a stale stub: the wrong stub's instructions, then the right path
+ * again) and is misplaced; the position does not leap to wherever the wrong
+ * block happens to fit later, leaving the right blocks after it to fit that
+ * later pass or none. Otherwise the held block is placed in its window.
+ * After a gap the blocks resume elsewhere, so the first one goes to its
+ * window at once. */
+static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
+{
+    check *c = vp;
+    c->blocks++;
+    bool resync = c->after_gap;
+    c->after_gap = false;
+    if (c->holding) {
+        c->holding = false;
+        for (size_t d = 0; d <= SUBSTITUTE_SPAN; d++)
+            if (fits_at(c, b, c->pos + d)) {
+                misplaced(c, &c->held);
+                place(c, b, tsc, c->pos + d);
+                return;
+            }
+        place_in_window(c, &c->held, c->held_tsc);
     }
-misplaced:
-    if (c->bad_blocks < 5)
-        fprintf(stderr, "emucheck: block 0x%" PRIx64 "..0x%" PRIx64 " (%zu insns) does not fit "
-                "the executed sequence at position %zu (0x%" PRIx64 ")\n", b->ip, b->end_ip,
-                need, c->pos, c->pos < c->n ? c->seq[c->pos] : 0);
-    c->bad_blocks++;
+    if (fits_at(c, b, c->pos))
+        place(c, b, tsc, c->pos);
+    else if (resync)
+        place_in_window(c, b, tsc);
+    else {
+        c->held = *b;
+        c->held_tsc = tsc;
+        c->holding = true;
+    }
+}
+
+/* The held block, if any, once the stream has ended or a gap begins. */
+static void release_held(check *c)
+{
+    if (c->holding) {
+        c->holding = false;
+        place_in_window(c, &c->held, c->held_tsc);
+    }
 }
 
 /* A group of --where: the runs of positions not decoded that begin in one
@@ -398,6 +459,10 @@ static void print_where(const check *c, uint32_t tid, size_t top)
 static int on_event(const dc_event *ev, void *vp)
 {
     check *c = vp;
+    if (ev->kind == DC_GAP) {
+        release_held(c);
+        c->after_gap = true;
+    }
     if (c->ops && ev->kind == DC_BYTECODE)
         fprintf(c->ops, "%s\n", bc_name(ev->opcode));
     else if (c->ops && ev->kind == DC_METHOD_ENTRY)
@@ -471,6 +536,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "emucheck: %s\n", err);
             bad++;
         }
+        release_held(&c);
         uint64_t gaps = st.gaps[1] + st.gaps[2] + st.gaps[3] + st.gaps[4];
         printf("tid %u: executed %zu, decoded in place %" PRIu64 " (%.2f%%), blocks %" PRIu64
                ", misplaced blocks %" PRIu64 ", not decoded %" PRIu64 ", %" PRIu64 " gaps, "
