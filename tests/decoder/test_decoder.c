@@ -1516,7 +1516,7 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
 #define ADAPTER 0x83000ull
 
 static void callee_code_trace(char **dir, uint64_t new_load, uint64_t site_change,
-                              bool from_stub)
+                              bool from_stub, uint64_t record)
 {
     jm_writer *w = open_trace_dir(dir);
     jm_buf b;
@@ -1551,7 +1551,7 @@ static void callee_code_trace(char **dir, uint64_t new_load, uint64_t site_chang
         patch(w, &b, site_change, NMR + 2, &mov, 1);
     }
     rel = (int32_t)(NEWV - (NMR + 15));
-    patch(w, &b, 30001, NMR + 11, &rel, 4);
+    patch(w, &b, record, NMR + 11, &rel, 4);
     cr_assert_eq(jm_writer_close(w), 0);
     jm_buf_free(&b);
 }
@@ -1561,24 +1561,26 @@ Test(model, a_site_repointed_from_its_stub_changes_at_the_callees_load)
     struct {
         uint64_t new_load, site_change;
         bool from_stub;
-        uint64_t site_start;
+        uint64_t record, site_start;
         size_t moved;
         const char *why;
     } cases[] = {
-        { 20000, 0, true, 20000, 1, "from the compiled callee's load" },
-        { 20000, 25000, true, 25000, 1, "no earlier than the site's previous change" },
-        { 31000, 0, true, 30001, 0, "code loaded after the record was not the target then" },
-        { 20000, 0, false, 30001, 0, "not from the site's own stub" },
+        { 20000, 0, true, 30001, 20000, 1, "from the compiled callee's load" },
+        { 20000, 25000, true, 30001, 25000, 1, "no earlier than the site's previous change" },
+        { 31000, 0, true, 30001, 30001, 0, "code loaded after the record was not the target then" },
+        { 20000, 0, false, 30001, 30001, 0, "not from the site's own stub" },
+        { 20000, 0, true, 3000000000ull, 20000, 1, "however long after the load it was recorded" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir;
-        callee_code_trace(&dir, cases[i].new_load, cases[i].site_change, cases[i].from_stub);
+        callee_code_trace(&dir, cases[i].new_load, cases[i].site_change, cases[i].from_stub,
+                          cases[i].record);
         char err[512];
         dm_model *m = dm_load(dir, err, sizeof err);
         cr_assert_not_null(m, "%s", err);
         const dm_patch *site = NULL;
         for (size_t k = 0; k < m->npatches; k++)
-            if (m->patches[k].vaddr == NMR + 11 && m->patches[k].tsc == 30001)
+            if (m->patches[k].vaddr == NMR + 11 && m->patches[k].tsc == cases[i].record)
                 site = &m->patches[k];
         cr_assert_not_null(site);
         cr_expect_eq(site->call_from, cases[i].from_stub ? NMR + 0x20 : OLDV);
