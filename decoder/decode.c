@@ -968,6 +968,45 @@ static uint64_t progress(const pass *ps)
     return ps->boundary || ps->status >= 0 || ps->status == -pte_eos ? UINT64_MAX : ps->err_off;
 }
 
+/* The end of the last block among k's ops [from, to), 0 if none. */
+static uint64_t last_block_end(const chunk *k, guint from, guint to)
+{
+    const op *ops = (const op *)(void *)k->ops->data;
+    for (guint i = to; i-- > from;)
+        if (ops[i].type == OP_BLOCK)
+            return ops[i].end_ip;
+    return 0;
+}
+
+#define SITE_LOOKBACK 4          /* blocks: a resolver stub's, after its site's call */
+
+/* The call of a resolved site (model.h) among the last SITE_LOOKBACK
+ * blocks of k's ops [from, to), 0 if none. */
+static uint64_t last_site_call(const wctx *w, const chunk *k, guint from, guint to)
+{
+    const op *ops = (const op *)(void *)k->ops->data;
+    int blocks = 0;
+    for (guint i = to; i-- > from && blocks < SITE_LOOKBACK;)
+        if (ops[i].type == OP_BLOCK) {
+            if (di_cache_call_site(w->cache, ops[i].end_ip))
+                return ops[i].end_ip;
+            blocks++;
+        }
+    return 0;
+}
+
+/* Whether an attempt whose error is at `got`, just after the call of
+ * resolved site `at` (0: none), moved the error at err_off, just after the
+ * call of site `was`, on to another site's call (with_next_site). Sites
+ * their thread resolved in an earlier chunk take the resolver again; two of
+ * them with no packet between (the first one's callee running straight-line
+ * code into the second) fail at one offset, so a group that fixes either
+ * alone gets no further. */
+static bool moved_on(uint64_t got, uint64_t at, uint64_t err_off, uint64_t was)
+{
+    return got == err_off && was && at && at != was;
+}
+
 /* One attempt of retry: decodes from checkpoint ck again with the patches
  * of the retries kept from it, then sp's (applied once `after` trace-offs
  * have been decoded), into np (its ops after k's). false if no decoder
@@ -1019,6 +1058,79 @@ static void drop_attempt(chunk *k, pass *np, guint nops, guint nruns, guint nblo
     pass_free(np);
 }
 
+/* Attempt np replaces run ps: its ops replace the old ones after checkpoint
+ * ck (k's ops, runs and blocks had orig_* before the attempt); its
+ * checkpoints and trace-off positions move down with them. */
+static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint orig_ops,
+                         guint orig_runs, guint orig_blocks)
+{
+    guint shift = orig_ops - ck->nops, rshift = orig_runs - ck->nruns;
+    guint bshift = k->blocks ? orig_blocks - ck->nblocks : 0;
+    g_array_remove_range(k->ops, ck->nops, shift);
+    g_array_remove_range(k->runs, ck->nruns, rshift);
+    if (k->blocks)
+        g_array_remove_range(k->blocks, ck->nblocks, bshift);
+    for (int q = 0; q < np->nck; q++)
+        if (np->ck[q].nops >= orig_ops) {
+            np->ck[q].nops -= shift;
+            np->ck[q].nruns -= rshift;
+            np->ck[q].nblocks -= bshift;
+        }
+    for (guint q = 0; q < np->dis->len; q++)
+        g_array_index(np->dis, guint, q) -= shift;
+    pass_free(ps);
+    *ps = *np;
+}
+
+#define NEXT_SITE_GROUPS 4       /* attempts of with_next_site */
+
+/* Group sp moved ps's error on to the call of another resolved site
+ * (moved_on): sp is tried together with each group of candidates for that
+ * error (next_versions on sp's attempt), and the first union that gets
+ * further than ps is kept. Keeping sp alone instead, for the next retry to
+ * fix the second site, lost more than it won: a group that sends the
+ * thread into code that never ran can also end at some site's call (one
+ * xalan JDK 17 recording had 139K instructions more not in place, where
+ * another had 43K fewer). On that other one, `verifyLocation` calling
+ * `getLocationIndex`, which calls on at once: 40K instructions in 45 runs. */
+static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t stop,
+                           const struct pt_config *cfg, di_store *store, const uint32_t *early,
+                           spec *sp, guint ndis, int *budget, guint orig_ops, guint orig_runs,
+                           guint orig_blocks)
+{
+    pass np;
+    if (*budget <= 0 || !attempt(w, k, ps, ck, stop, cfg, store, early, sp, ndis, budget, &np))
+        return false;
+    guint from = orig_ops;
+    for (guint q = np.dis->len; q-- > 0;)
+        if (g_array_index(np.dis, guint, q) >= orig_ops) {
+            from = g_array_index(np.dis, guint, q);
+            break;
+        }
+    spec next[RETRY_GROUPS];
+    int nn = next_versions(w, k, &np, ck, from, k->ops->len, next);
+    drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+    for (int j = 0; j < nn && j < NEXT_SITE_GROUPS && *budget > 0; j++) {
+        spec both = *sp;
+        both.family = 0;
+        for (size_t q = 0; q < next[j].n && both.n < SPEC_MAX; q++) {
+            size_t r = 0;
+            while (r < both.n && both.idx[r] != next[j].idx[q])
+                r++;
+            if (r == both.n)
+                both.idx[both.n++] = next[j].idx[q];
+        }
+        if (!attempt(w, k, ps, ck, stop, cfg, store, early, &both, ndis, budget, &np))
+            continue;
+        if (progress(&np) > ps->err_off) {
+            keep_attempt(k, ps, &np, ck, orig_ops, orig_runs, orig_blocks);
+            return true;
+        }
+        drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+    }
+    return false;
+}
+
 /* Tries to decode the stretch before ps's error again with later code
  * (above). On success ps is the better run (its ops replace the old ones)
  * and true is returned; else everything is as it was. */
@@ -1047,14 +1159,9 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
     uint64_t key = 0;
+    const uint64_t last_end = last_block_end(k, from, orig_ops);
+    const uint64_t site_call = last_site_call(w, k, from, orig_ops);
     if (ng) {
-        const op *ops = (const op *)(void *)k->ops->data;
-        uint64_t last_end = 0;
-        for (guint i = orig_ops; i-- > from;)
-            if (ops[i].type == OP_BLOCK) {
-                last_end = ops[i].end_ip;
-                break;
-            }
         key = last_end * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uint32_t)ps->status;
         for (int gi = 0; gi < ng; gi++)
             for (size_t q = 0; q < g[gi].n; q++)
@@ -1064,6 +1171,9 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         if (w->failed && g_hash_table_contains(w->failed, &key))
             ng = 0;
     }
+    /* the first group whose best attempt moved the error on to another
+     * site's call (moved_on), for with_next_site if no group gets further */
+    int moved = -1;
     for (int gi = 0; gi < ng && !kept && *budget > 0; gi++) {
         int pick = gi;
         pass np;
@@ -1077,6 +1187,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
             while (end < ng && g[end].family == g[gi].family)
                 end++;
             uint64_t best = 0;
+            bool best_moved = false;
             pick = -1;
             for (int fi = gi; fi < end && *budget > 0 && !decoded; fi++) {
                 if (!attempt(w, k, ps, &ck, stop, cfg, store, early, &g[fi], ndis, budget, &np))
@@ -1087,44 +1198,37 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                     pick = fi;
                     break;
                 }
+                bool mv = moved_on(got, last_site_call(w, k, orig_ops, k->ops->len),
+                                   ps->err_off, site_call);
                 drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
                 if (got >= best) {
                     best = got;
+                    best_moved = mv;
                     pick = fi;
                 }
             }
             gi = end - 1;
+            if (!decoded && best_moved && moved < 0)
+                moved = pick;
             if (!decoded && (pick < 0 || best <= ps->err_off))
                 continue;
         }
         if (!decoded &&
             !attempt(w, k, ps, &ck, stop, cfg, store, early, &g[pick], ndis, budget, &np))
             continue;
-        bool better = progress(&np) > ps->err_off;
-        if (better) {
-            /* the retry's ops replace the old ones after the checkpoint; its
-             * checkpoints and trace-off positions move down with them */
-            guint shift = orig_ops - ck.nops, rshift = orig_runs - ck.nruns;
-            guint bshift = k->blocks ? orig_blocks - ck.nblocks : 0;
-            g_array_remove_range(k->ops, ck.nops, shift);
-            g_array_remove_range(k->runs, ck.nruns, rshift);
-            if (k->blocks)
-                g_array_remove_range(k->blocks, ck.nblocks, bshift);
-            for (int q = 0; q < np.nck; q++)
-                if (np.ck[q].nops >= orig_ops) {
-                    np.ck[q].nops -= shift;
-                    np.ck[q].nruns -= rshift;
-                    np.ck[q].nblocks -= bshift;
-                }
-            for (guint q = 0; q < np.dis->len; q++)
-                g_array_index(np.dis, guint, q) -= shift;
-            pass_free(ps);
-            *ps = np;
+        if (progress(&np) > ps->err_off) {
+            keep_attempt(k, ps, &np, &ck, orig_ops, orig_runs, orig_blocks);
             kept = true;
         } else {
+            if (moved < 0 && moved_on(progress(&np), last_site_call(w, k, orig_ops, k->ops->len),
+                                      ps->err_off, site_call))
+                moved = pick;
             drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
         }
     }
+    if (!kept && moved >= 0)
+        kept = with_next_site(w, k, ps, &ck, stop, cfg, store, early, &g[moved], ndis, budget,
+                              orig_ops, orig_runs, orig_blocks);
     if (ng && !kept) {
         if (!w->failed)
             w->failed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);

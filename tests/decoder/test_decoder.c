@@ -2460,6 +2460,77 @@ static char *make_gone_before_scan_trace(void)
     return dir;
 }
 
+/* Two sites the thread resolved before the chunk, one in the other's
+ * callee: M1's site A (NMR) calls resolve_static_call as loaded, M2's site
+ * B (NM2, the compiled code A's record points at) resolve_opt_virtual_call.
+ * Both records come after the chunk's PSB (t 1000): A's at 1500, B's
+ * 30M ticks later, in another watcher scan. The thread runs A, NM2, B, then the callee, whose `jz` gives the
+ * first packet; with neither record or either one alone, a resolver is
+ * decoded, whose call into the VM leaves the code the trace has before
+ * any packet: both fail at one offset. */
+#define NM2 0xb0000ull
+
+static char *make_two_stale_sites_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
+    int32_t to_vm = (int32_t)(0x1000 - (int64_t)(RS_STATIC + 5));
+    memcpy(resolver + 1, &to_vm, 4);
+    stub(w, &b, RS_STATIC, "resolve_static_call", resolver, sizeof resolver);
+    to_vm = (int32_t)(0x1000 - (int64_t)(RS_OPT + 5));
+    memcpy(resolver + 1, &to_vm, 4);
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", resolver, sizeof resolver);
+    stub(w, &b, CALLEE, "callee", "\x74\x00\xc3", 3);
+    uint8_t nm[0x20];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    rel = (int32_t)(RS_OPT - (NM2 + 5));
+    memcpy(nm + 1, &rel, 4);
+    nm[5] = 0xc3;
+    jm_put_u64(&b, NM2); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M2); jm_put_i32(&b, 2); jm_put_u32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 200, &b, nm, sizeof nm);
+    rel = (int32_t)(NM2 - (NMR + 5));
+    patch(w, &b, 1500, NMR + 1, &rel, 4);
+    rel = (int32_t)(CALLEE - (NM2 + 5));
+    patch(w, &b, 30000000, NM2 + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+    return dir;
+}
+
+Test(decode, a_retry_that_moves_the_error_to_another_resolved_site_takes_both)
+{
+    char *dir = make_two_stale_sites_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 1, 1);                  /* the callee's jz */
+        tip(&e, ppt_tip, NM2 + 5);      /* its ret */
+        tip(&e, ppt_tip, NMR + 5);      /* NM2's ret */
+        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0,
+                 "neither resolver is decoded: both records apply from the PSB");
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 0);
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 0);
+    cr_expect_geq(count_stub(&log, "callee"), 2);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(model, a_site_resolved_to_a_version_gone_by_the_next_scan_gets_that_versions_state)
 {
     char *dir = make_gone_before_scan_trace();
