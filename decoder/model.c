@@ -1603,7 +1603,16 @@ static char *convention_of(const dm_method *mt)
 typedef struct adapter_seen {
     uint32_t code;
     uint64_t unverified, c2i;
+    struct adapter_seen *also;   /* another adapter read from code with the same key */
 } adapter_seen;
+
+static void adapter_seen_free(gpointer v)
+{
+    for (adapter_seen *e = v, *next; e; e = next) {
+        next = e->also;
+        g_free(e);
+    }
+}
 
 /* Notes in by (convention key -> adapter_seen) that the method of the
  * compiled code at `to` (at time t) uses the adapter holding `at`, at its
@@ -1634,12 +1643,153 @@ static void note_adapter(const dm_model *m, GHashTable *by, uint64_t to, uint64_
         e->unverified = at;
 }
 
-/* The adapters of calling conventions, from the records (see above): a key
- * -> adapter_seen table, each entry with both entries filled in. */
-static GHashTable *learn_adapters(const dm_model *m, const uint8_t *code, const stub_fill *fills,
+#define I2C_SPAN 512              /* bytes from an adapter's start to its `jmp *%r11` */
+
+/* One load of an i2c part: "REG, SIZE ptr [rax + OFF]" (capstone's Intel
+ * syntax) into an argument register (j_rarg0-5: rsi, rdx, rcx, r8, r9,
+ * rdi; j_farg0-7: xmm0-7). false for anything else. */
+static bool i2c_load(const cs_insn *insn, bool *xmm, bool *wide, uint64_t *off)
+{
+    static const char *const gpr[] = { "rsi", "rdx", "rcx", "r8", "r9", "rdi",
+                                       "esi", "edx", "ecx", "r8d", "r9d", "edi" };
+    const char *mn = insn->mnemonic, *ops = insn->op_str;
+    bool mov = !strcmp(mn, "mov"), fmov = !strcmp(mn, "movss") || !strcmp(mn, "movsd") ||
+                                          !strcmp(mn, "vmovss") || !strcmp(mn, "vmovsd");
+    const char *comma = strchr(ops, ',');
+    if ((!mov && !fmov) || !comma)
+        return false;
+    size_t rl = (size_t)(comma - ops);
+    bool known = false;
+    if (fmov)
+        known = rl == 4 && !strncmp(ops, "xmm", 3) && ops[3] >= '0' && ops[3] <= '7';
+    for (size_t i = 0; mov && i < sizeof gpr / sizeof gpr[0] && !known; i++)
+        known = strlen(gpr[i]) == rl && !strncmp(ops, gpr[i], rl);
+    char size[8];
+    unsigned long long o;
+    int used = 0;
+    if (!known || sscanf(comma, ", %7s ptr [rax + %lli]%n", size, &o, &used) != 2 || !used ||
+        comma[used])
+        return false;
+    *xmm = fmov;
+    *wide = !strcmp(size, "qword");
+    *off = o;
+    return *wide || !strcmp(size, "dword");
+}
+
+/* The calling convention (convention_of's key) of the adapter a, read from
+ * its i2c part (HotSpot's gen_i2c_adapter), which loads the arguments from
+ * the interpreter's stack in order into their registers: of `slots` stack
+ * slots, argument slot i from (slots - i) * 8, a long or double (two slots,
+ * the second void) from the slot below, with a 64-bit move for references
+ * and longs, a 32-bit one for ints, into an xmm register for floats and
+ * doubles. The part ends with `jmp *%r11`, and the unverified entry
+ * follows it (*unverified). The first argument is taken as one slot (a
+ * receiver, for every inline-cache call), which a static method whose first
+ * argument is a long misreads: learn_adapters drops a key two adapters
+ * give. NULL where the part is not found or loads something else (an
+ * argument passed on the stack). */
+static char *key_from_i2c(csh cs, cs_insn *insn, const dm_model *m, const uint8_t *code,
+                          const dm_code *a, uint64_t *unverified)
+{
+    if (a->code_offset > m->code_size || m->code_size - a->code_offset < a->size)
+        return NULL;
+    const uint8_t *p = code + a->code_offset;
+    size_t avail = a->size < I2C_SPAN ? a->size : I2C_SPAN;
+    uint64_t addr = a->vaddr, slots = 0, i = 0;
+    GString *k = g_string_new(NULL);
+    bool ok = false, bad = false;
+    while (!ok && !bad && avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+        bool xmm, wide;
+        uint64_t off;
+        if (!strcmp(insn->mnemonic, "jmp") && !strcmp(insn->op_str, "r11")) {
+            ok = slots == i;
+            *unverified = addr;        /* after the instruction */
+            break;
+        }
+        if (!i2c_load(insn, &xmm, &wide, &off))
+            continue;
+        if (!slots)                  /* the first argument, one slot (above) */
+            slots = off / 8 + (xmm && wide);
+        if (off % 8 || i >= slots)
+            bad = true;
+        else if (off == (slots - i) * 8 && !(xmm && wide)) {
+            g_string_append_c(k, xmm ? 'F' : wide ? 'J' : 'I');
+            i++;
+        } else if (off == (slots - i - 1) * 8 && wide && i + 1 < slots) {
+            g_string_append(k, xmm ? "DV" : "JV");
+            i += 2;
+        } else {
+            bad = true;
+        }
+    }
+    if (!ok) {
+        g_string_free(k, TRUE);
+        return NULL;
+    }
+    return g_string_free(k, FALSE);
+}
+
+#define ADAPTERS_PER_KEY 4       /* adapters read from code with one key, kept as candidates */
+
+/* Adds to by (learn_adapters) the conventions of the adapters no record
+ * named, read from their i2c parts (key_from_i2c), with the c2i entry gap
+ * bytes after the unverified one. Where several adapters give one key (a
+ * static method whose first argument is a long, misread; HotSpot's own
+ * duplicates), each is a candidate (adapter_seen.also), up to
+ * ADAPTERS_PER_KEY: a made-up state applies only where the resolver went on
+ * to its c2i entry, so a wrong candidate is never taken. */
+static void adapters_from_code(dm_model *m, const uint8_t *code, GHashTable *by, uint64_t gap)
+{
+    csh cs;
+    if (!gap || cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+        return;
+    cs_insn *insn = cs_malloc(cs);
+    GHashTable *read = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, adapter_seen_free);
+    for (size_t c = 0; c < m->ncodes; c++) {
+        uint64_t unverified = 0;
+        char *key = is_adapter(&m->codes[c])
+                        ? key_from_i2c(cs, insn, m, code, &m->codes[c], &unverified)
+                        : NULL;
+        if (!key)
+            continue;
+        if (g_hash_table_contains(by, key)) {
+            g_free(key);
+            continue;
+        }
+        adapter_seen *first = g_hash_table_lookup(read, key), **end = &first;
+        size_t n = 0;
+        bool known = false;
+        for (; *end; end = &(*end)->also, n++)
+            known = known || (*end)->unverified == unverified;
+        if (!known && n < ADAPTERS_PER_KEY) {
+            *end = g_new0(adapter_seen, 1);
+            **end = (adapter_seen){ (uint32_t)c, unverified, unverified + gap, NULL };
+            m->adapters_from_code++;
+        }
+        if (n)
+            g_free(key);
+        else
+            g_hash_table_insert(read, key, first);
+    }
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, read);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        g_hash_table_iter_steal(&it);
+        g_hash_table_insert(by, k, v);
+    }
+    g_hash_table_destroy(read);
+    cs_free(insn, 1);
+    cs_close(&cs);
+}
+
+/* The adapters of calling conventions, from the records (see above) and
+ * then from the adapters' code: a key -> adapter_seen table, each entry
+ * with both entries filled in. */
+static GHashTable *learn_adapters(dm_model *m, const uint8_t *code, const stub_fill *fills,
                                   size_t nfills, const repoint *r, size_t nr)
 {
-    GHashTable *by = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    GHashTable *by = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, adapter_seen_free);
     for (size_t f = 0; f < nfills; f++) {
         /* the stub's site re-pointed from the stub after the fill */
         const dm_patch *q =
@@ -1689,6 +1839,8 @@ static GHashTable *learn_adapters(const dm_model *m, const uint8_t *code, const 
         if (!e->c2i || !e->unverified)
             g_hash_table_iter_remove(&it);
     }
+    m->adapters_from_records = g_hash_table_size(by);
+    adapters_from_code(m, code, by, gap);
     return by;
 }
 
@@ -1701,9 +1853,9 @@ static void adapter_state(const dm_model *m, const dm_patch *p, const dm_code *t
     char *key = convention_of(dm_method_get(m, to->method_id));
     const adapter_seen *e = key ? g_hash_table_lookup(adapters, key) : NULL;
     g_free(key);
-    if (e && *n < MAX_STUB_EXITS && m->codes[e->code].load_tsc <= p->tsc &&
-        !state_known(out, *n, e->c2i))
-        out[(*n)++] = (site_state){ e->unverified, e->c2i, true };
+    for (; e && *n < MAX_STUB_EXITS; e = e->also)
+        if (m->codes[e->code].load_tsc <= p->tsc && !state_known(out, *n, e->c2i))
+            out[(*n)++] = (site_state){ e->unverified, e->c2i, true };
 }
 
 /* The made-up bytes into a memory file of the model's own: libipt reads

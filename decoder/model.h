@@ -257,6 +257,9 @@ typedef struct dm_model {
     size_t patches_from_fill;    /* site re-pointings to a transition stub started at its fill */
     size_t patches_at_callee_code; /* sites re-pointed from their static call stub to compiled
                                       code, started at its load */
+    size_t adapters_from_records;  /* calling conventions whose c2i adapter records showed */
+    size_t adapters_from_code;     /* adapters of other conventions, read from their i2c
+                                    * parts (model.c) */
     uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
     size_t patches_cut;          /* recorded patches cut into sites and the rest
                                     (the counts above are of pieces) */

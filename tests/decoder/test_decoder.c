@@ -160,15 +160,21 @@ static void codelet(jm_writer *w, jm_buf *b, uint64_t lo, uint64_t hi, int32_t b
     emit(w, JM_CODELET, 10, b, NULL, 0);
 }
 
-static void method(jm_writer *w, jm_buf *b, uint64_t id, const char *name)
+static void method_sig(jm_writer *w, jm_buf *b, uint64_t id, const char *name, const char *sig,
+                       uint32_t modifiers)
 {
     jm_put_u64(b, id);
     jm_put_u64(b, 1);
     jm_put_str(b, "LT;");
     jm_put_str(b, name);
-    jm_put_str(b, "()V");
-    jm_put_u32(b, 9);
+    jm_put_str(b, sig);
+    jm_put_u32(b, modifiers);
     emit(w, JM_METHOD, 11, b, NULL, 0);
+}
+
+static void method(jm_writer *w, jm_buf *b, uint64_t id, const char *name)
+{
+    method_sig(w, b, id, name, "()V", 9);     /* public static */
 }
 
 /* A fresh trace directory with jvm/ and pt/, and a metadata writer on jvm/. */
@@ -2277,6 +2283,85 @@ static char *make_interpreted_callee_trace(void)
     patch(w, &b, 9000, NMR + 1, &rel, 4);
     close_with_main_thread(w, &b);
     return dir;
+}
+
+/* As make_interpreted_callee_trace, but M2 is an instance method taking an
+ * int (convention "JI"), which no record ties to an adapter: the adapters
+ * at ADAPTERS2 are read from their i2c parts. The first loads the receiver
+ * into rsi and the int into edx from the interpreter's stack, then `jmp
+ * *%r11`: its unverified entry follows (AD2_UNVERIFIED), its c2i entry 4
+ * bytes on (the gap ADAPTERS shows). The second loads one reference: "J". */
+#define ADAPTERS2 0x86000ull
+#define AD2_UNVERIFIED (ADAPTERS2 + 0x0a)
+
+static char *make_read_adapter_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method_sig(w, &b, M2, "two", "(I)V", 1);
+    method(w, &b, M3, "three");
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    uint8_t ad[0x20];
+    memset(ad, 0x90, sizeof ad);
+    memcpy(ad + 0x0d, "\x41\xff\xe3", 3);
+    memcpy(ad + 0x10, "\x74\x00", 2);
+    memcpy(ad + 0x14, "\xff\xe0", 2);
+    stub(w, &b, ADAPTERS, "I2C/C2I adapters", ad, sizeof ad);
+    static const uint8_t ji[] = { 0x48, 0x8b, 0x70, 0x10,     /* mov rsi, [rax+0x10] */
+                                  0x8b, 0x50, 0x08,           /* mov edx, [rax+8] */
+                                  0x41, 0xff, 0xe3,           /* jmp *%r11 */
+                                  0x74, 0x00, 0x90, 0x90,     /* unverified: jz */
+                                  0xff, 0xe0 };               /* c2i: jmp *%rax */
+    stub(w, &b, ADAPTERS2, "I2C/C2I adapters", ji, sizeof ji);
+    static const uint8_t j[] = { 0x48, 0x8b, 0x70, 0x08, 0x41, 0xff, 0xe3, 0xff, 0xe0 };
+    stub(w, &b, ADAPTERS2 + 0x40, "I2C/C2I adapters", j, sizeof j);
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x30];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    rel = (int32_t)(NMR + 0x20 - (NMR + 0x15));
+    nm[0x10] = 0xe8;
+    memcpy(nm + 0x11, &rel, 4);
+    uint8_t stub_code[15] = { 0x48, 0xbb, [10] = 0xe9 };
+    rel = -15;
+    memcpy(stub_code + 11, &rel, 4);
+    memcpy(nm + 0x20, stub_code, sizeof stub_code);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled(w, &b, 2000, NEW_C2, M2, 4);
+    rel = (int32_t)(AD_C2I - (NMR + 0x2f));
+    patch(w, &b, 3000, NMR + 0x2b, &rel, 4);
+    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 0x15));
+    patch(w, &b, 4000, NMR + 0x11, &rel, 4);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+    return dir;
+}
+
+Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
+{
+    char *dir = make_read_adapter_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_expect_eq(m->adapters_from_records, 1, "M3's convention, from the stub fill");
+    cr_expect_eq(m->adapters_from_code, 2, "\"JI\" and \"J\"");
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
+    cr_assert_not_null(a);
+    cr_assert_eq(states, 1, "the adapter of M2's convention only");
+    cr_expect(st->direct);
+    cr_expect_eq(st->new_target, AD2_UNVERIFIED, "the unverified entry after `jmp *%%r11`");
+    cr_expect_eq(st->stub_to, AD2_UNVERIFIED + 4, "the c2i entry, ADAPTERS' gap on");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
 }
 
 Test(model, an_inline_cache_site_resolved_to_compiled_code_gets_its_callees_adapter_state)
