@@ -336,15 +336,25 @@ static void place_in_window(check *c, const struct pt_block *b, uint64_t tsc)
         misplaced(c, b);
 }
 
-/* A block that does not fit at the current position is held until the next
- * one is seen. If that one fits within SUBSTITUTE_SPAN instructions of the
- * current position, the held block stood in for what ran there (a call
- * through a stale stub: the wrong stub's instructions, then the right path
- * again) and is misplaced; the position does not leap to wherever the wrong
- * block happens to fit later, leaving the right blocks after it to fit that
- * later pass or none. Otherwise the held block is placed in its window.
- * After a gap the blocks resume elsewhere, so the first one goes to its
- * window at once. */
+/* Whether block b lies in an interpreter codelet. */
+static bool in_interpreter(const check *c, const struct pt_block *b, uint64_t tsc)
+{
+    return dm_lookup(c->m, b->ip, tsc).kind == DM_AT_CODELET;
+}
+
+/* A block that fits neither at the current position nor within
+ * SUBSTITUTE_SPAN instructions after it is held until the next one is seen.
+ * If that one fits within SUBSTITUTE_SPAN instructions of the current
+ * position, the held block stood in for what ran there (a call through a
+ * stale stub: the wrong stub's instructions, then the right path again)
+ * and is misplaced; the position does not leap to wherever the wrong block
+ * happens to fit later, leaving the right blocks after it to fit that later
+ * pass or none. Otherwise, and for a block of the interpreter (whose
+ * templates follow one another in every loop, so that the next block fits
+ * near the position whatever went wrong: the decoder skipping a template
+ * after lost trace), the held block is placed in its window. After a gap
+ * the blocks resume elsewhere, so the first one goes to its window at
+ * once. */
 static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
 {
     check *c = vp;
@@ -353,7 +363,7 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
     c->after_gap = false;
     if (c->holding) {
         c->holding = false;
-        for (size_t d = 0; d <= SUBSTITUTE_SPAN; d++)
+        for (size_t d = 0; d <= SUBSTITUTE_SPAN && !in_interpreter(c, &c->held, c->held_tsc); d++)
             if (fits_at(c, b, c->pos + d)) {
                 misplaced(c, &c->held);
                 place(c, b, tsc, c->pos + d);
@@ -361,15 +371,18 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
             }
         place_in_window(c, &c->held, c->held_tsc);
     }
-    if (fits_at(c, b, c->pos))
-        place(c, b, tsc, c->pos);
-    else if (resync)
+    if (resync) {
         place_in_window(c, b, tsc);
-    else {
-        c->held = *b;
-        c->held_tsc = tsc;
-        c->holding = true;
+        return;
     }
+    for (size_t d = 0; d <= SUBSTITUTE_SPAN; d++)
+        if (fits_at(c, b, c->pos + d)) {  /* the instructions before it not decoded */
+            place(c, b, tsc, c->pos + d);
+            return;
+        }
+    c->held = *b;
+    c->held_tsc = tsc;
+    c->holding = true;
 }
 
 /* The held block, if any, once the stream has ended or a gap begins. */
