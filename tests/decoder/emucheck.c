@@ -21,10 +21,13 @@
  * the thread over the same code cannot move the position back to that
  * pass, where the right blocks after it would fit as long as that pass ran
  * the same code; an index of the positions of
- * every address makes a block that fits nowhere cheap. Unless the next block
- * fits within a few instructions of the current position: then the one that
- * did not fit stood in for what ran there (a call through a stale stub) and
- * is misplaced, and the position stays where the right blocks are. Executed positions
+ * every address makes a block that fits nowhere cheap. A block that fits a
+ * few instructions on is placed there first; one that does not is held
+ * until the next block: if that one fits within a few instructions of the
+ * current position, the held one stood in for what ran there (a call
+ * through a stale stub) and is misplaced, and the position stays where the
+ * right blocks are (not for the interpreter's templates, which follow one
+ * another in every loop). Executed positions
  * are counted as decoded once, however often blocks land on them. Blocks of
  * compiled code whose inner path the decoder recovers (decoder/jitpath.h)
  * must have exactly the executed path; a wrong one counts as a misplaced
