@@ -2243,14 +2243,26 @@ Test(decode, a_site_repointed_away_from_a_replaced_version_calls_the_newer_one_u
 #define AD_UNVERIFIED (ADAPTERS + 0x10)
 #define AD_C2I (ADAPTERS + 0x14)
 
-static char *make_interpreted_callee_trace(void)
+#define ADAPTERS2 0x86000ull
+#define AD2_UNVERIFIED (ADAPTERS2 + 0x0a)
+
+/* With adapters_in_code, M2 is an instance method taking an int (convention
+ * "JI"), which no record ties to an adapter: the adapters at ADAPTERS2 are
+ * read from their i2c parts. The first loads the receiver into rsi and the
+ * int into edx from the interpreter's stack, then `jmp *%r11`: its
+ * unverified entry follows (AD2_UNVERIFIED), its c2i entry 4 bytes on (the
+ * gap ADAPTERS shows). The second loads one reference: "J". */
+static char *interpreted_callee_trace(bool adapters_in_code)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
+    if (adapters_in_code)
+        method_sig(w, &b, M2, "two", "(I)V", 1);
+    else
+        method(w, &b, M2, "two");
     method(w, &b, M3, "three");
     stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
     uint8_t ad[0x20];
@@ -2259,6 +2271,16 @@ static char *make_interpreted_callee_trace(void)
     memcpy(ad + 0x10, "\x74\x00", 2);
     memcpy(ad + 0x14, "\xff\xe0", 2);
     stub(w, &b, ADAPTERS, "I2C/C2I adapters", ad, sizeof ad);
+    if (adapters_in_code) {
+        static const uint8_t ji[] = { 0x48, 0x8b, 0x70, 0x10,     /* mov rsi, [rax+0x10] */
+                                      0x8b, 0x50, 0x08,           /* mov edx, [rax+8] */
+                                      0x41, 0xff, 0xe3,           /* jmp *%r11 */
+                                      0x74, 0x00, 0x90, 0x90,     /* unverified: jz */
+                                      0xff, 0xe0 };               /* c2i: jmp *%rax */
+        stub(w, &b, ADAPTERS2, "I2C/C2I adapters", ji, sizeof ji);
+        static const uint8_t j[] = { 0x48, 0x8b, 0x70, 0x08, 0x41, 0xff, 0xe3, 0xff, 0xe0 };
+        stub(w, &b, ADAPTERS2 + 0x40, "I2C/C2I adapters", j, sizeof j);
+    }
     compiled(w, &b, 100, M3_C1, M3, 3);
     uint8_t nm[0x30];
     memset(nm, 0xcc, sizeof nm);
@@ -2285,68 +2307,14 @@ static char *make_interpreted_callee_trace(void)
     return dir;
 }
 
-/* As make_interpreted_callee_trace, but M2 is an instance method taking an
- * int (convention "JI"), which no record ties to an adapter: the adapters
- * at ADAPTERS2 are read from their i2c parts. The first loads the receiver
- * into rsi and the int into edx from the interpreter's stack, then `jmp
- * *%r11`: its unverified entry follows (AD2_UNVERIFIED), its c2i entry 4
- * bytes on (the gap ADAPTERS shows). The second loads one reference: "J". */
-#define ADAPTERS2 0x86000ull
-#define AD2_UNVERIFIED (ADAPTERS2 + 0x0a)
-
-static char *make_read_adapter_trace(void)
+static char *make_interpreted_callee_trace(void)
 {
-    char *dir;
-    jm_writer *w = open_trace_dir(&dir);
-    jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method_sig(w, &b, M2, "two", "(I)V", 1);
-    method(w, &b, M3, "three");
-    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
-    uint8_t ad[0x20];
-    memset(ad, 0x90, sizeof ad);
-    memcpy(ad + 0x0d, "\x41\xff\xe3", 3);
-    memcpy(ad + 0x10, "\x74\x00", 2);
-    memcpy(ad + 0x14, "\xff\xe0", 2);
-    stub(w, &b, ADAPTERS, "I2C/C2I adapters", ad, sizeof ad);
-    static const uint8_t ji[] = { 0x48, 0x8b, 0x70, 0x10,     /* mov rsi, [rax+0x10] */
-                                  0x8b, 0x50, 0x08,           /* mov edx, [rax+8] */
-                                  0x41, 0xff, 0xe3,           /* jmp *%r11 */
-                                  0x74, 0x00, 0x90, 0x90,     /* unverified: jz */
-                                  0xff, 0xe0 };               /* c2i: jmp *%rax */
-    stub(w, &b, ADAPTERS2, "I2C/C2I adapters", ji, sizeof ji);
-    static const uint8_t j[] = { 0x48, 0x8b, 0x70, 0x08, 0x41, 0xff, 0xe3, 0xff, 0xe0 };
-    stub(w, &b, ADAPTERS2 + 0x40, "I2C/C2I adapters", j, sizeof j);
-    compiled(w, &b, 100, M3_C1, M3, 3);
-    uint8_t nm[0x30];
-    memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    rel = (int32_t)(NMR + 0x20 - (NMR + 0x15));
-    nm[0x10] = 0xe8;
-    memcpy(nm + 0x11, &rel, 4);
-    uint8_t stub_code[15] = { 0x48, 0xbb, [10] = 0xe9 };
-    rel = -15;
-    memcpy(stub_code + 11, &rel, 4);
-    memcpy(nm + 0x20, stub_code, sizeof stub_code);
-    load_at_nmr(w, &b, nm, sizeof nm);
-    compiled(w, &b, 2000, NEW_C2, M2, 4);
-    rel = (int32_t)(AD_C2I - (NMR + 0x2f));
-    patch(w, &b, 3000, NMR + 0x2b, &rel, 4);
-    rel = (int32_t)(M3_C1 + 0x20 - (NMR + 0x15));
-    patch(w, &b, 4000, NMR + 0x11, &rel, 4);
-    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
-    close_with_main_thread(w, &b);
-    return dir;
+    return interpreted_callee_trace(false);
 }
 
 Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
 {
-    char *dir = make_read_adapter_trace();
+    char *dir = interpreted_callee_trace(true);
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
