@@ -1665,14 +1665,14 @@ static bool i2c_load(const cs_insn *insn, bool *xmm, bool *wide, uint64_t *off)
     for (size_t i = 0; mov && i < sizeof gpr / sizeof gpr[0] && !known; i++)
         known = strlen(gpr[i]) == rl && !strncmp(ops, gpr[i], rl);
     char size[8];
-    unsigned long long o;
+    long long o;
     int used = 0;
     if (!known || sscanf(comma, ", %7s ptr [rax + %lli]%n", size, &o, &used) != 2 || !used ||
-        comma[used])
+        comma[used] || o <= 0)
         return false;
     *xmm = fmov;
     *wide = !strcmp(size, "qword");
-    *off = o;
+    *off = (uint64_t)o;
     return *wide || !strcmp(size, "dword");
 }
 
@@ -1685,9 +1685,9 @@ static bool i2c_load(const cs_insn *insn, bool *xmm, bool *wide, uint64_t *off)
  * doubles. The part ends with `jmp *%r11`, and the unverified entry
  * follows it (*unverified). The first argument is taken as one slot (a
  * receiver, for every inline-cache call), which a static method whose first
- * argument is a long misreads: learn_adapters drops a key two adapters
- * give. NULL where the part is not found or loads something else (an
- * argument passed on the stack). */
+ * argument is a long misreads (adapters_from_code keeps each adapter of a
+ * key as a candidate). NULL where the part is not found or loads something
+ * else (an argument passed on the stack). */
 static char *key_from_i2c(csh cs, cs_insn *insn, const dm_model *m, const uint8_t *code,
                           const dm_code *a, uint64_t *unverified)
 {
