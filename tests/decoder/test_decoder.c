@@ -1274,11 +1274,28 @@ static void ic_site(jm_writer *w, jm_buf *b, uint8_t *nm, size_t n)
     memcpy(nm + 11, &rel, 4);
 }
 
+/* The load record of method id's compiled version at `at`, its code n bytes. */
+static void load_version(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
+                         int32_t level, const uint8_t *code, size_t n)
+{
+    jm_put_u64(b, at); jm_put_u64(b, n); jm_put_u64(b, 0);
+    jm_put_u64(b, id); jm_put_i32(b, level); jm_put_u32(b, 0);
+    emit(w, JM_NMETHOD_LOAD, tsc, b, code, n);
+}
+
 static void load_at_nmr(jm_writer *w, jm_buf *b, const uint8_t *nm, size_t n)
 {
-    jm_put_u64(b, NMR); jm_put_u64(b, n); jm_put_u64(b, 0);
-    jm_put_u64(b, M1); jm_put_i32(b, 2); jm_put_u32(b, 0);
-    emit(w, JM_NMETHOD_LOAD, 100, b, nm, n);
+    load_version(w, b, 100, NMR, M1, 2, nm, n);
+}
+
+/* A version of method id whose code is nops and a ret (16 bytes). */
+static void load_ret_version(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
+                             int32_t level)
+{
+    uint8_t code[16];
+    memset(code, 0x90, sizeof code);
+    code[15] = 0xc3;
+    load_version(w, b, tsc, at, id, level, code, sizeof code);
 }
 
 Test(model, inline_cache_resolutions_are_recognized)
@@ -1438,21 +1455,14 @@ static void new_version_trace(char **dir, bool not_entrant, uint64_t new_load,
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
     stub(w, &b, WMS, "wrong_method_stub", "\xff\xe0", 2);
-    uint8_t callee[16];
-    memset(callee, 0x90, sizeof callee);
-    callee[15] = 0xc3;
-    jm_put_u64(&b, OLDV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M2); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, 100, &b, callee, sizeof callee);
+    load_ret_version(w, &b, 100, OLDV, M2, 3);
     uint8_t nm[0x20];
     memset(nm, 0x90, sizeof nm);
     int32_t rel = (int32_t)(OLDV - (NMR + 15));
     nm[10] = 0xe8;
     memcpy(nm + 11, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
-    jm_put_u64(&b, NEWV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M2); jm_put_i32(&b, new_level); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, new_load, &b, callee, sizeof callee);
+    load_ret_version(w, &b, new_load, NEWV, M2, new_level);
     if (site_change) {   /* a change just before the call: the site's too */
         uint8_t mov = 0x91;
         patch(w, &b, site_change, NMR + 2, &mov, 1);
@@ -1531,12 +1541,7 @@ static void callee_code_trace(char **dir, uint64_t new_load, uint64_t site_chang
     method(w, &b, M2, "two");
     method(w, &b, M3, "three");
     stub(w, &b, ADAPTER, "I2C/C2I adapters", "\xff\xe0", 2);
-    uint8_t callee[16];
-    memset(callee, 0x90, sizeof callee);
-    callee[15] = 0xc3;
-    jm_put_u64(&b, OLDV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M3); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, 100, &b, callee, sizeof callee);
+    load_ret_version(w, &b, 100, OLDV, M3, 3);
     uint8_t nm[0x30];
     memset(nm, 0x90, sizeof nm);
     uint64_t first = from_stub ? NMR + 0x20 : OLDV;
@@ -1549,9 +1554,7 @@ static void callee_code_trace(char **dir, uint64_t new_load, uint64_t site_chang
     rel = (int32_t)(ADAPTER - (NMR + 0x2f));
     memcpy(nm + 0x2b, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
-    jm_put_u64(&b, NEWV); jm_put_u64(&b, sizeof callee); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M2); jm_put_i32(&b, 3); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, new_load, &b, callee, sizeof callee);
+    load_ret_version(w, &b, new_load, NEWV, M2, 3);
     if (site_change) {   /* a change just before the call: the site's too */
         uint8_t mov = 0x91;
         patch(w, &b, site_change, NMR + 2, &mov, 1);
@@ -1912,9 +1915,7 @@ static void compiled_with(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, ui
     memset(code, 0x90, sizeof code);
     memcpy(code + 0x10, entry, n);
     memcpy(code + 0x20, entry, n);
-    jm_put_u64(b, at); jm_put_u64(b, sizeof code); jm_put_u64(b, 0);
-    jm_put_u64(b, id); jm_put_i32(b, level); jm_put_u32(b, 0);
-    emit(w, JM_NMETHOD_LOAD, tsc, b, code, sizeof code);
+    load_version(w, b, tsc, at, id, level, code, sizeof code);
 }
 
 static void compiled(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at, uint64_t id,
@@ -2549,9 +2550,7 @@ static char *make_two_stale_sites_trace(void)
     rel = (int32_t)(RS_OPT - (NM2 + 5));
     memcpy(nm + 1, &rel, 4);
     nm[5] = 0xc3;
-    jm_put_u64(&b, NM2); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
-    jm_put_u64(&b, M2); jm_put_i32(&b, 2); jm_put_u32(&b, 0);
-    emit(w, JM_NMETHOD_LOAD, 200, &b, nm, sizeof nm);
+    load_version(w, &b, 200, NM2, M2, 2, nm, sizeof nm);
     rel = (int32_t)(NM2 - (NMR + 5));
     patch(w, &b, 1500, NMR + 1, &rel, 4);
     rel = (int32_t)(CALLEE - (NM2 + 5));
