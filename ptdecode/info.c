@@ -12,7 +12,7 @@
 #include "common/jmrec.h"
 #include "common/json.h"
 #include "ptdecode/commands.h"
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 #define MAX_INLINE_FRAMES 64
 

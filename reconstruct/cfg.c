@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 /* Limits that no real method reaches (code is at most 65535 bytes); they keep
  * hostile input from building quadratic graphs. */

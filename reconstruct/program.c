@@ -11,7 +11,7 @@
 #include "common/jmeta.h"
 #include "common/jmrec.h"
 #include "reconstruct/cfg.h"
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 _Static_assert(sizeof(void *) == 8, "method ids are kept in pointer-sized hash keys");
 

@@ -14,16 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decoder/classfile.h"
+
 typedef struct rc_program rc_program;
 
-typedef struct rc_handler {
-    uint32_t start_pc, end_pc, handler_pc;   /* [start_pc, end_pc) */
-    const char *catch_type;                  /* internal class name; NULL: any (finally) */
-} rc_handler;
-
-typedef struct rc_line {
-    uint32_t start_pc, line;
-} rc_line;
+/* An exception handler, and a LineNumberTable entry: as the class file has them. */
+typedef cf_handler rc_handler;
+typedef cf_line rc_line;
 
 typedef struct rc_method {
     uint32_t index;            /* dense, 0 .. rc_program_nmethods() - 1 */

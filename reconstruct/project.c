@@ -7,7 +7,7 @@
 
 #include <glib.h>
 
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 /* Live hypotheses at most; beyond, the first ones (deterministic order) are
  * kept and the cut is counted. */

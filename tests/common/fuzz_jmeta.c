@@ -13,7 +13,7 @@
 
 #include "common/jmeta.h"
 #include "common/jmrec.h"
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 static const uint8_t code_bytes[256];
 

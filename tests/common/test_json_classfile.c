@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 static char *render(void (*fn)(json_w *))
 {

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "reconstruct/cfg.h"
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 static long failures_without_message;
 static long parsed_ok, cfgs;

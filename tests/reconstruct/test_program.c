@@ -12,7 +12,7 @@
 
 #include "common/jmeta.h"
 #include "reconstruct/cfg.h"
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 #include "reconstruct/program.h"
 #include "reconstruct/project.h"
 

@@ -1,4 +1,4 @@
-#include "reconstruct/classfile.h"
+#include "decoder/classfile.h"
 
 #include "decoder/bytecodes.h"
 
@@ -404,7 +404,7 @@ int cf_parse_pool(const uint8_t *p, size_t len, uint32_t cp_count, cf_class *out
 
 static int by_start_pc(const void *a, const void *b)
 {
-    const rc_line *x = a, *y = b;
+    const cf_line *x = a, *y = b;
     return x->start_pc < y->start_pc ? -1 : x->start_pc > y->start_pc;
 }
 
@@ -414,7 +414,7 @@ static int parse_code(rd *r, cf_class *c, cf_method *m, size_t end)
     rd s = *r;
     s.len = end; /* reads stop at the attribute's end */
     size_t at = s.off;
-    rc_line *lines = NULL; /* merged LineNumberTables */
+    cf_line *lines = NULL; /* merged LineNumberTables */
     size_t lcap = 0;
     uint32_t code_len;
     if (c->major == 45 && c->minor < 3) { /* JDK 1.0.2: u1 max_stack, u1 max_locals, u2 length */
@@ -452,7 +452,7 @@ static int parse_code(rd *r, cf_class *c, cf_method *m, size_t end)
     }
     for (uint32_t i = 0; i < nh; i++) {
         const uint8_t *e = s.p + s.off;
-        rc_handler *h = &m->handlers[i];
+        cf_handler *h = &m->handlers[i];
         h->start_pc = be16(e);
         h->end_pc = be16(e + 2);
         h->handler_pc = be16(e + 4);
@@ -495,7 +495,7 @@ static int parse_code(rd *r, cf_class *c, cf_method *m, size_t end)
                 /* Several tables are merged; grow geometrically (a hostile
                  * file may hold thousands of small ones). */
                 size_t cap = (m->nlines + n) * 2;
-                rc_line *l = realloc(lines, cap * sizeof *l);
+                cf_line *l = realloc(lines, cap * sizeof *l);
                 if (!l) {
                     rfail(&s, aat, "out of memory");
                     break;

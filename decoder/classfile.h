@@ -9,15 +9,25 @@
  * Input is untrusted: every read is bounds-checked, a failure returns -1 with
  * one line "offset N: what" (N the byte offset in the buffer), never a crash.
  * Strings and code point into the parsed class's own memory or into the
- * caller's buffer, which must outlive the cf_class. */
-#ifndef JPT_RECONSTRUCT_CLASSFILE_H
-#define JPT_RECONSTRUCT_CLASSFILE_H
+ * caller's buffer, which must outlive the cf_class.
+ *
+ * Two stages read class files: the decoder names the callee of a call site
+ * from the invoke at its bci (model.c), reconstruct/ builds the program. */
+#ifndef JPT_DECODER_CLASSFILE_H
+#define JPT_DECODER_CLASSFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reconstruct/program.h"
+typedef struct cf_handler {
+    uint32_t start_pc, end_pc, handler_pc;   /* [start_pc, end_pc) */
+    const char *catch_type;                  /* internal class name; NULL: any (finally) */
+} cf_handler;
+
+typedef struct cf_line {
+    uint32_t start_pc, line;
+} cf_line;
 
 typedef struct cf_header {
     uint16_t minor, major;
@@ -67,9 +77,9 @@ typedef struct cf_method {
     uint32_t code_len;
     uint16_t max_stack, max_locals;
     uint32_t nhandlers;
-    rc_handler *handlers;      /* catch_type resolved to a name (NULL: any) */
+    cf_handler *handlers;      /* catch_type resolved to a name (NULL: any) */
     uint32_t nlines;
-    rc_line *lines;            /* sorted by start_pc */
+    cf_line *lines;            /* sorted by start_pc */
 } cf_method;
 
 typedef struct cf_bsm {
