@@ -17,6 +17,7 @@
 
 #include "common/jmrec.h"
 #include "decoder/bytecodes.h"
+#include "decoder/classfile.h"
 #include "decoder/x86.h"
 
 /* qsort, which must not be given a NULL array even when it is empty. */
@@ -100,6 +101,7 @@ typedef struct loader {
     GArray *codelets, *codes, *blobs, *patches, *methods, *threads, *unloads;
     GArray *pcs, *frames;
     GArray *code_seq;          /* per code: record sequence number, for stable order */
+    GHashTable *class_files;   /* class id -> jm_slice *: its class file, in the metadata */
     uint64_t seq;
 } loader;
 
@@ -273,11 +275,19 @@ static void add_record(loader *L, const jm_record *rec)
         break;
     }
     case JM_METHOD: {
-        dm_method mt = { .id = r.u.method.method_id,
+        dm_method mt = { .id = r.u.method.method_id, .class_id = r.u.method.class_id,
                          .class_sig = clean_str(r.u.method.class_sig),
                          .name = clean_str(r.u.method.name), .sig = clean_str(r.u.method.sig),
                          .is_static = (r.u.method.modifiers & JVM_ACC_STATIC) != 0 };
         g_array_append_val(L->methods, mt);
+        break;
+    }
+    case JM_CLASS_FILE: {
+        /* the last one wins, as for methods: a redefinition */
+        jm_slice *b = g_new(jm_slice, 1);
+        *b = r.u.class_file.bytes;
+        g_hash_table_insert(L->class_files, g_memdup2(&r.u.class_file.class_id, sizeof(uint64_t)),
+                            b);
         break;
     }
     case JM_THREAD_START: {
@@ -522,7 +532,7 @@ static const uint8_t *base_bytes(const dm_model *m, const dm_patch *p, const uin
 }
 
 static void find_call_sites(dm_model *m, const uint8_t *code);
-static void make_up_site_states(dm_model *m, const uint8_t *code);
+static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_files);
 
 static bool is_cond_branch_opcode(int op)
 {
@@ -611,7 +621,7 @@ static void start_at_callee_code(dm_model *m);
 
 /* See model.h: patches over zeros apply from the start of their owner;
  * call-site resolutions are marked. */
-static void classify_patches(dm_model *m)
+static void classify_patches(dm_model *m, GHashTable *class_files)
 {
     if ((!m->npatches && !m->ncodelets) || !m->code_size)
         return;
@@ -641,7 +651,7 @@ static void classify_patches(dm_model *m)
     start_at_stub_fill(m);
     start_at_new_version(m, code);
     start_at_callee_code(m);
-    make_up_site_states(m, code);
+    make_up_site_states(m, code, class_files);
     find_branch_exits(m, code);
     munmap(map, m->code_size);
 }
@@ -1251,10 +1261,12 @@ static bool resolves_stub_call(const dm_model *m, const dm_patch *p)
 
 /* The same for an inline-cache site: its resolver points it at the
  * callee's unverified entry (the receiver's class check) but jumps on to
- * the verified one, the check being done. */
+ * the verified one, the check being done. Its record may hold the cached
+ * value too (the 8-byte immediate of the `movabs rax` before the call). */
+#define IC_VALUE_LEN 8
 static bool resolves_virtual_call(const dm_model *m, const dm_patch *p)
 {
-    return p->site && p->vaddr >= p->site + 1 && p->vaddr + p->size <= p->site + 5 &&
+    return p->site && p->vaddr + IC_VALUE_LEN >= p->site && p->vaddr + p->size <= p->site + 5 &&
            searchable(m, p) && is_virtual_call_resolver_at(m, p->old_target, p->tsc);
 }
 
@@ -1847,15 +1859,168 @@ static GHashTable *learn_adapters(dm_model *m, const uint8_t *code, const stub_f
 /* The made-up state of inline-cache resolution p to the compiled code
  * `to` where its callee was still interpreted: its adapter's (above),
  * appended to out[*n..MAX_STUB_EXITS). */
-static void adapter_state(const dm_model *m, const dm_patch *p, const dm_code *to,
+static void adapter_state(const dm_model *m, const dm_patch *p, const dm_method *callee,
                           GHashTable *adapters, site_state *out, size_t *n)
 {
-    char *key = convention_of(dm_method_get(m, to->method_id));
+    char *key = convention_of(callee);
     const adapter_seen *e = key ? g_hash_table_lookup(adapters, key) : NULL;
     g_free(key);
     for (; e && *n < MAX_STUB_EXITS; e = e->also)
         if (m->codes[e->code].load_tsc <= p->tsc && !state_known(out, *n, e->c2i))
             out[(*n)++] = (site_state){ e->unverified, e->c2i, true };
+}
+
+/* ---- inline-cache sites resolved to a callee no record shows --------------
+ *
+ * An inline-cache site that went megamorphic (a vtable or itable stub, or
+ * an InlineCacheBuffer transition stub on the way there) before the
+ * watcher's next scan shows only that state in its record: the callee it
+ * was resolved to first, and called directly until then, is named nowhere
+ * in the records (luindex JDK 17: a site of BytesRefHash$1.compare(II)
+ * called UTF8SortedAsUnicodeComparator.compare(Object,Object) for 104M
+ * ticks, and each call was decoded through the transition stub: 728K
+ * instructions not in place). The caller's bytecode names it: the invoke
+ * at the site's bci (in its PC record, at the return address) gives the
+ * callee's name and descriptor, and each compiled version of a method with
+ * both that was there gives a made-up state as in older_version_states,
+ * applied only where the thread's resolver went on to its verified entry.
+ * Which classes' methods can be the receiver's is not known here (no class
+ * hierarchy): a name shared by many classes fills the states with the
+ * first versions found. */
+
+typedef struct callee_names {
+    GHashTable *class_files;     /* class id -> jm_slice * (the loader's) */
+    GHashTable *classes;         /* class id -> cf_class *, NULL where it does not parse */
+    GHashTable *versions;        /* "name sig" -> GArray of code indices, non-static nmethods */
+} callee_names;
+
+static void free_class(gpointer v)
+{
+    if (v)
+        cf_free(v);
+    g_free(v);
+}
+
+static void free_versions(gpointer v) { g_array_free(v, TRUE); }
+
+static callee_names callee_names_new(const dm_model *m, GHashTable *class_files)
+{
+    callee_names cn = {
+        .class_files = class_files,
+        .classes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, free_class),
+        .versions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_versions),
+    };
+    for (size_t i = 0; i < m->ncodes; i++) {
+        const dm_code *c = &m->codes[i];
+        const dm_method *mt = c->kind == DM_CODE_NMETHOD ? dm_method_get(m, c->method_id) : NULL;
+        if (!mt || mt->is_static)
+            continue;
+        char *key = g_strconcat(mt->name, " ", mt->sig, NULL);
+        GArray *v = g_hash_table_lookup(cn.versions, key);
+        if (!v) {
+            v = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+            g_hash_table_insert(cn.versions, key, v);
+        } else {
+            g_free(key);
+        }
+        uint32_t idx = (uint32_t)i;
+        g_array_append_val(v, idx);
+    }
+    return cn;
+}
+
+static void callee_names_free(callee_names *cn)
+{
+    g_hash_table_destroy(cn->classes);
+    g_hash_table_destroy(cn->versions);
+}
+
+/* The parsed class file of class_id, or NULL (none recorded, or it does not
+ * parse: then the site is simply not named). */
+static const cf_class *class_of(callee_names *cn, uint64_t class_id)
+{
+    gpointer v;
+    if (g_hash_table_lookup_extended(cn->classes, &class_id, NULL, &v))
+        return v;
+    const jm_slice *b = g_hash_table_lookup(cn->class_files, &class_id);
+    cf_class *c = NULL;
+    if (b) {
+        char err[256];
+        c = g_new0(cf_class, 1);
+        if (cf_parse((const uint8_t *)b->p, b->len, c, err, sizeof err) < 0) {
+            cf_free(c);
+            g_free(c);
+            c = NULL;
+        }
+    }
+    g_hash_table_insert(cn->classes, g_memdup2(&class_id, sizeof class_id), c);
+    return c;
+}
+
+#define OP_INVOKEVIRTUAL 182
+#define OP_INVOKEINTERFACE 185
+
+/* The method the invoke at site names (owner: the site's code version), as
+ * the caller sees it: its name and descriptor, with a receiver. false if
+ * there is no scope at the site or no class file, or the bytecode there is
+ * no invokevirtual or invokeinterface. */
+static bool named_callee(const dm_model *m, callee_names *cn, const dm_code *owner,
+                         uint64_t site, dm_method *out)
+{
+    const dm_frame *f;   /* the call's record: at its return address, the first past site */
+    if (!dm_inline_at(m, owner, site, &f) || f[0].bci < 0)
+        return false;
+    const dm_method *caller = dm_method_get(m, f[0].method_id);
+    const cf_class *k = caller ? class_of(cn, caller->class_id) : NULL;
+    const cf_method *cm = NULL;
+    for (uint16_t i = 0; k && i < k->nmethods && !cm; i++)
+        if (k->methods[i].code && !strcmp(k->methods[i].name, caller->name) &&
+            !strcmp(k->methods[i].sig, caller->sig))
+            cm = &k->methods[i];
+    uint32_t bci = (uint32_t)f[0].bci;
+    if (!cm || cm->code_len < 3 || bci > cm->code_len - 3 ||
+        (cm->code[bci] != OP_INVOKEVIRTUAL && cm->code[bci] != OP_INVOKEINTERFACE))
+        return false;
+    uint8_t tag;
+    const char *klass, *name, *sig;
+    if (cf_member_ref(k, (uint32_t)cm->code[bci + 1] << 8 | cm->code[bci + 2], &tag, &klass,
+                      &name, &sig) < 0)
+        return false;
+    *out = (dm_method){ .name = (char *)name, .sig = (char *)sig, .is_static = false };
+    return true;
+}
+
+/* The compiled versions of methods with mt's name and descriptor, or NULL. */
+static const GArray *versions_named(callee_names *cn, const dm_method *mt)
+{
+    char *key = g_strconcat(mt->name, " ", mt->sig, NULL);
+    const GArray *v = g_hash_table_lookup(cn->versions, key);
+    g_free(key);
+    return v;
+}
+
+/* The made-up states of inline-cache resolution p to no compiled code: the
+ * versions in `named` there between its owner's start and p's record,
+ * called at their unverified entry, the resolver going on to the verified
+ * one; appended to out[*n..MAX_STUB_EXITS). */
+static void named_callee_states(const dm_model *m, const dm_patch *p, const GArray *named,
+                                const entry_offsets *unverified, const entry_offsets *verified,
+                                site_state *out, size_t *n)
+{
+    const dm_code *owner = &m->codes[p->owner];
+    for (guint i = 0; i < named->len && *n < MAX_STUB_EXITS; i++) {
+        const dm_code *c = &m->codes[g_array_index(named, uint32_t, i)];
+        int t = tier_of(c);
+        if (t < 0 || c->load_tsc > p->tsc || c->end_tsc <= owner->start_tsc)
+            continue;
+        for (size_t j = 0; j < unverified->n[t] && j < verified->n[t] && *n < MAX_STUB_EXITS;
+             j++) {
+            uint64_t entry = c->vaddr + unverified->off[t][j], goes = c->vaddr + verified->off[t][j];
+            if (entry < c->vaddr + c->size && goes < c->vaddr + c->size &&
+                !state_known(out, *n, goes))
+                out[(*n)++] = (site_state){ entry, goes, true };
+        }
+    }
 }
 
 /* The made-up bytes into a memory file of the model's own: libipt reads
@@ -1885,7 +2050,7 @@ static bool write_made_up(dm_model *m, const GByteArray *bytes)
 
 /* See model.h: the made-up states of call sites resolved to compiled code,
  * appended to the patches. */
-static void make_up_site_states(dm_model *m, const uint8_t *code)
+static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_files)
 {
     owner_order ord = order_by_owner(m);
     GArray *fills = g_array_new(FALSE, FALSE, sizeof(stub_fill));
@@ -1920,6 +2085,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     size_t nrepoints;
     repoint *repoints = repoints_by_origin(m, &nrepoints);
     GHashTable *adapters = learn_adapters(m, code, all, fills->len, repoints, nrepoints);
+    callee_names names = callee_names_new(m, class_files);
     site_state st[MAX_STUB_EXITS];
     GArray *made = g_array_new(FALSE, FALSE, sizeof(dm_patch));
     GByteArray *bytes = g_byte_array_new();
@@ -1935,8 +2101,16 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
         } else if (resolves_virtual_call(m, p)) {
             callee = entry_called(m, p);
             call_at = &unverified;
-            if (callee)
-                adapter_state(m, p, callee, adapters, st, &n);
+            dm_method named;
+            if (callee) {
+                adapter_state(m, p, dm_method_get(m, callee->method_id), adapters, st, &n);
+            } else if (named_callee(m, &names, &m->codes[p->owner], p->site, &named)) {
+                adapter_state(m, p, &named, adapters, st, &n);
+                const GArray *v = versions_named(&names, &named);
+                if (v)
+                    named_callee_states(m, p, v, &unverified, &entries, st, &n);
+                m->callees_named += n > 0;
+            }
         } else if ((callee = repointed_from_version(m, p, not_entrant))) {
             if (at_entry(&unverified, callee, p->call_from))
                 call_at = &unverified;
@@ -1988,6 +2162,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code)
     g_free(versions);
     g_free(repoints);
     g_hash_table_destroy(adapters);
+    callee_names_free(&names);
     g_byte_array_free(bytes, TRUE);
     g_array_free(fills, TRUE);
     if (made->len) {
@@ -2082,7 +2257,7 @@ static void finish(loader *L)
     g_array_set_size(L->methods, w);
     m->nmethods = w;
     m->methods = (dm_method *)(void *)g_array_free(L->methods, FALSE);
-    classify_patches(m);
+    classify_patches(m, L->class_files);
 
     m->nthreads = L->threads->len;
     m->threads = (dm_thread *)(void *)g_array_free(L->threads, FALSE);
@@ -2114,6 +2289,7 @@ static dm_model *load_from(jm_reader *r, const char *code_path, char *err, size_
     L.unloads = g_array_new(FALSE, FALSE, sizeof(unload_rec));
     L.pcs = g_array_new(FALSE, FALSE, sizeof(dm_pcrec));
     L.frames = g_array_new(FALSE, FALSE, sizeof(dm_frame));
+    L.class_files = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
 
     jm_record rec;
     int rc;
@@ -2126,6 +2302,7 @@ static dm_model *load_from(jm_reader *r, const char *code_path, char *err, size_
         warn(m, "%s", jm_reader_error(r));
     }
     finish(&L);
+    g_hash_table_destroy(L.class_files);
     (void)err;
     (void)errlen;
     return m;

@@ -67,6 +67,14 @@
  *   where the site's next record re-points it from the stub to compiled
  *   code, the other versions of that code's method there before the
  *   resolution's record give the same made-up states.
+ * - An inline-cache site whose resolution is recorded at a state that calls
+ *   no compiled code (a vtable, itable or transition stub: the site went
+ *   megamorphic before the scan) gets a made-up state per compiled version
+ *   of a method with the name and descriptor its invoke names (the caller's
+ *   class file, at the bci of the call's PC record) there before the
+ *   record, and the adapter states of that callee's calling convention.
+ *   The resolution's record may hold the site's cached value too (the
+ *   `movabs` before the call).
  *
  * Inline stacks: HotSpot's PcDesc pc of a record is the end of the code it
  * describes: for a call site the return address (the instruction after the
@@ -209,6 +217,7 @@ typedef struct dm_patch {
 
 typedef struct dm_method {
     uint64_t id;
+    uint64_t class_id;           /* the agent's id of its class */
     char *class_sig, *name, *sig;
     bool is_static;              /* no receiver */
 } dm_method;
@@ -260,6 +269,8 @@ typedef struct dm_model {
     size_t adapters_from_records;  /* calling conventions whose c2i adapter records showed */
     size_t adapters_from_code;     /* adapters of other conventions, read from their i2c
                                     * parts (model.c) */
+    size_t callees_named;        /* inline-cache resolutions whose callee of the meantime
+                                    is named by the caller's invoke (model.c) */
     uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
     size_t patches_cut;          /* recorded patches cut into sites and the rest
                                     (the counts above are of pieces) */

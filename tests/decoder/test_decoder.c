@@ -1971,7 +1971,46 @@ typedef struct replaced_trace {
     uint64_t not_entrant_at;     /* 0: never */
     uint64_t a_then;             /* 0: none */
     uint64_t later;              /* added to every time from NEW_C2's load on */
+    /* A's callee named only by M1's bytecode: M2 has a receiver, M1's class
+     * file has `invokevirtual T.two()V` at bci 1 and M1's version a pc
+     * record there, and another inline-cache site (M3's C2 version at
+     * OTHER_IC) records the unverified entry offset. */
+    bool named;
+    size_t class_cut;            /* named: only the class file's first bytes (0: all of it) */
 } replaced_trace;
+
+#define OTHER_IC 0xc3000ull
+
+/* Class T: `void one() { two(); }` (aload_0, invokevirtual T.two()V,
+ * return), the bytes javac would write less its other attributes. */
+static void class_t(jm_writer *w, jm_buf *b, size_t cut)
+{
+    static const uint8_t cls[] = {
+        0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 52, 0, 11,
+        1, 0, 1, 'T',                                   /* #1 */
+        7, 0, 1,                                        /* #2 class T */
+        1, 0, 16, 'j', 'a', 'v', 'a', '/', 'l', 'a', 'n', 'g', '/',
+        'O', 'b', 'j', 'e', 'c', 't',                   /* #3 */
+        7, 0, 3,                                        /* #4 class Object */
+        1, 0, 3, 't', 'w', 'o',                         /* #5 */
+        1, 0, 3, '(', ')', 'V',                         /* #6 */
+        12, 0, 5, 0, 6,                                 /* #7 two:()V */
+        10, 0, 2, 0, 7,                                 /* #8 T.two:()V */
+        1, 0, 3, 'o', 'n', 'e',                         /* #9 */
+        1, 0, 4, 'C', 'o', 'd', 'e',                    /* #10 */
+        0, 0x21, 0, 2, 0, 4, 0, 0, 0, 0,                /* public super T extends Object */
+        0, 1,                                           /* one method */
+        0, 1, 0, 9, 0, 6, 0, 1,                         /* public one()V, one attribute */
+        0, 10, 0, 0, 0, 17, 0, 1, 0, 1, 0, 0, 0, 5,     /* Code: stack 1, locals 1, 5 bytes */
+        0x2a, 0xb6, 0, 8, 0xb1, 0, 0, 0, 0,
+        0, 0,                                           /* no class attributes */
+    };
+    jm_put_u64(b, 1);
+    jm_put_str(b, "LT;");
+    jm_put_u32(b, 0);
+    jm_put_bytes(b, cls, cut && cut < sizeof cls ? (uint32_t)cut : sizeof cls);
+    emit(w, JM_CLASS_FILE, 11, b, NULL, 0);
+}
 
 static char *make_replaced_trace(const replaced_trace *t)
 {
@@ -1980,7 +2019,12 @@ static char *make_replaced_trace(const replaced_trace *t)
     jm_buf b;
     jm_buf_init(&b);
     method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
+    if (t->named) {
+        method_sig(w, &b, M2, "two", "()V", 1);  /* public */
+        class_t(w, &b, t->class_cut);
+    } else {
+        method(w, &b, M2, "two");
+    }
     method(w, &b, M3, "three");
     stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
     stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
@@ -1992,7 +2036,20 @@ static char *make_replaced_trace(const replaced_trace *t)
     two_resolver_sites(nm, sizeof nm);
     int32_t rel = (int32_t)(t->a_calls - (NMR + 5));
     memcpy(nm + 1, &rel, 4);
-    load_at_nmr(w, &b, nm, sizeof nm);
+    if (t->named) {             /* a pc record at A's return address: M1, bci 1 */
+        jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+        jm_put_u64(&b, M1); jm_put_i32(&b, 2); jm_put_u32(&b, 1);
+        jm_put_u64(&b, NMR + 5); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 1);
+        emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+        uint8_t other[0x10];
+        memset(other, 0xcc, sizeof other);
+        other[0] = 0xe8;
+        rel = (int32_t)(RS_VIRT - (OTHER_IC + 5));
+        memcpy(other + 1, &rel, 4);
+        load_version(w, &b, 100, OTHER_IC, M3, 4, other, sizeof other);
+    } else {
+        load_at_nmr(w, &b, nm, sizeof nm);
+    }
     compiled(w, &b, t->later + 5000, NEW_C2, M2, 4);
     if (t->not_entrant_at) {
         uint8_t jmp[5] = { 0xe9 };
@@ -2008,6 +2065,10 @@ static char *make_replaced_trace(const replaced_trace *t)
         rel = (int32_t)(t->a_then - (NMR + 5));
         patch(w, &b, t->later + 9100, NMR + 1, &rel, 4);
     }
+    if (t->named) {
+        rel = (int32_t)(NEW_C2 + 0x10 - (OTHER_IC + 5));
+        patch(w, &b, t->later + 9000, OTHER_IC + 1, &rel, 4);
+    }
     close_with_main_thread(w, &b);
     return dir;
 }
@@ -2017,7 +2078,8 @@ static char *make_replaced_trace(const replaced_trace *t)
  * site, the C2 version's unverified entry). */
 static char *make_replaced_callee_trace_at(bool inline_cache)
 {
-    replaced_trace t = { inline_cache ? RS_VIRT : RS_OPT, NEW_C2 + 0x10, "\xc3", 1, 0, 0, 0 };
+    replaced_trace t = { inline_cache ? RS_VIRT : RS_OPT, NEW_C2 + 0x10, "\xc3", 1, 0, 0, 0,
+                         false, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2140,6 +2202,88 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
     g_free(dir);
 }
 
+/* An inline-cache site A that went megamorphic before the watcher's next
+ * scan: its only record (t 9000) shows the vtable stub. M1's bytecode at
+ * A's bci names T.two()V, and M2 (two) has two versions by then: each
+ * gives a made-up state. */
+static char *make_named_callee_trace(void)
+{
+    replaced_trace t = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, 0 };
+    return make_replaced_trace(&t);
+}
+
+Test(model, an_inline_cache_site_gone_megamorphic_gets_the_states_of_the_callee_its_invoke_names)
+{
+    char *dir = make_named_callee_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a = NULL;
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].site == NMR)
+            a = &m->patches[i];
+    cr_assert_not_null(a);
+    cr_expect_eq(a->new_target, VTABLE);
+    cr_assert_eq(a->nstates, 2, "OLD_C1 and NEW_C2");
+    bool old_seen = false, new_seen = false;
+    for (uint32_t k = a->first_state; k < a->first_state + a->nstates; k++) {
+        const dm_patch *st = &m->patches[k];
+        cr_expect(st->direct);
+        old_seen |= st->new_target == OLD_C1 + 0x10 && st->stub_to == OLD_C1 + 0x20 &&
+                    made_up_call_target(m, st) == OLD_C1 + 0x10;
+        new_seen |= st->new_target == NEW_C2 + 0x10 && st->stub_to == NEW_C2 + 0x20;
+    }
+    cr_expect(old_seen, "the site calls OLD_C1's unverified entry; its resolver went to the "
+                        "verified one");
+    cr_expect(new_seen);
+    cr_expect_eq(m->callees_named, 1);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A class file cut anywhere names nothing, and costs nothing else. */
+Test(model, a_damaged_class_file_names_no_callee)
+{
+    for (size_t cut = 1; cut < 119; cut++) {   /* the whole file has 119 bytes */
+        replaced_trace t = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, cut };
+        char *dir = make_replaced_trace(&t);
+        char err[512];
+        dm_model *m = dm_load(dir, err, sizeof err);
+        cr_assert_not_null(m, "%s", err);
+        cr_expect_eq(m->callees_named, 0, "cut at %zu", cut);
+        for (size_t i = 0; i < m->npatches; i++)
+            if (m->patches[i].site == NMR)
+                cr_expect_eq(m->patches[i].nstates, 0, "cut at %zu", cut);
+        dm_free(m);
+        remove_tree(dir);
+        g_free(dir);
+    }
+}
+
+/* Without the class file (or with a callee of another name) nothing is
+ * made up, and the thread that called OLD_C1 straight is decoded into the
+ * vtable stub instead. */
+Test(decode, an_inline_cache_site_gone_megamorphic_calls_the_named_callee_until_its_record)
+{
+    char *dir = make_named_callee_trace();
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_two_passes(dir, &log, &st);
+    size_t verified = 0, unverified = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        verified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
+        unverified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x10;
+    }
+    cr_expect_eq(verified, 1, "the resolver's jump");
+    cr_expect_eq(unverified, 2, "pass 2, and once more where the stream ends");
+    cr_expect_eq(count_stub(&log, "vtable stub"), 0, "A's record is not in the image yet");
+    cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* A site re-pointed away from a version its callee replaced. M1 at NMR:
  * site A (NMR) calls OLD_C1+0x20 (resolved before M1's load record), site
  * B (NMR+5) calls resolve_opt_virtual_call, then jmp *%rax at NMR+10.
@@ -2152,7 +2296,7 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
 static char *make_repointed_from_replaced_trace_if(bool made_not_entrant)
 {
     replaced_trace t = { OLD_C1 + 0x20, VTABLE, "\x74\x00\xc3", 3, made_not_entrant ? 5000 : 0,
-                         0, 0 };
+                         0, 0, false, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2401,7 +2545,7 @@ Test(decode, an_inline_cache_site_calls_its_interpreted_callees_adapter_until_it
 static char *make_resolved_before_replaced_trace(void)
 {
     replaced_trace t = { RS_OPT, OLD_C1 + 0x20, "\x74\x00\xc3", 3, 9000, NEW_C2 + 0x20,
-                         MUCH_LATER };
+                         MUCH_LATER, false, 0 };
     return make_replaced_trace(&t);
 }
 
