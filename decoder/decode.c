@@ -155,6 +155,7 @@ typedef struct resolution {
     uint32_t stub_exit, fixup;
     bool at_call;
     uint64_t exit_to, adapter, last_end;
+    uint64_t last_site;          /* the last call site the thread went through */
 } resolution;
 
 struct strm;
@@ -558,6 +559,11 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
             r->in_resolver = false;
         }
     }
+    if (r->last_site && u.kind == U_CODE && ((const dm_code *)u.p)->ic_miss) {
+        if (di_image_ic_miss(im, r->last_site) < 0)
+            rc = -1;
+        r->last_site = 0;
+    }
     if (r->call) {
         int got = di_image_resolve_call(im, r->call, blk->ip);
         if (got != 0 && r->site && r->site != r->call) {
@@ -581,6 +587,8 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
         r->exit_to = 0;
     }
     r->call = di_cache_call_site(w->cache, blk->end_ip) ? blk->end_ip : 0;
+    if (r->call)
+        r->last_site = r->call;
     r->last_end = blk->end_ip;
     return rc < 0 ? -1 : 0;
 }

@@ -1062,6 +1062,28 @@ int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t d
     return apply_site_state(im, idx);
 }
 
+int di_image_ic_miss(di_image *im, uint64_t site)
+{
+    /* The newest made-up state applied at site decides. A retry may have
+     * put it over its resolution, applied earlier: then the image shows it
+     * until the next rebuild, though it no longer holds (di_image_has_patch). */
+    const dm_model *m = im->c->m;
+    const int *isid = im->c->patch_isid;
+    for (guint i = im->early_log->len; i-- > 0;) {
+        uint32_t s = g_array_index(im->early_log, uint32_t, i);
+        const dm_patch *p = &m->patches[s];
+        if (!p->made_up || !p->direct || p->vaddr != site + 1)
+            continue;
+        uint32_t r = p->state_of;
+        if (!im->early[r])
+            return di_image_apply_early(im, r);
+        if (im->seq[isid[s]] <= im->seq[isid[r]])
+            return 0;            /* the resolution shows already */
+        return put(im, isid[r]) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 #define STUB_JMP 10          /* mov rbx, imm64; then the jmp */
 uint32_t di_image_stub_exit(di_image *im, uint64_t ip)
 {

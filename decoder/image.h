@@ -109,6 +109,13 @@ int di_image_resolve_call(di_image *im, uint64_t site, uint64_t target);
  * state replaces it; else the recorded state applies now. Returns as
  * di_image_resolve_call. */
 int di_image_resolve_to(di_image *im, uint64_t site, uint64_t target, uint64_t dest);
+/* The thread entered HotSpot's inline-cache miss handler from the call at
+ * site. If the image holds a made-up state there that calls compiled code
+ * (dm_patch.direct: the callee's unverified entry, whose receiver check
+ * failed), the handler re-points the site before it returns: the
+ * resolution the state precedes (dm_patch.state_of) applies now. 1 if
+ * applied, 0 if not, -1 on a libipt error. */
+int di_image_ic_miss(di_image *im, uint64_t site);
 /* The made-up state the image holds whose static call stub's jump (to its
  * c2i adapter, dm_patch.stub_to) is at ip; else UINT32_MAX. A thread that
  * goes through that stub and leaves the adapter for the VM has the adapter

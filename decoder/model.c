@@ -2219,6 +2219,8 @@ static void finish(loader *L)
     for (size_t i = 0; i < m->ncodes; i++) {
         uint64_t end = m->codes[i].vaddr + m->codes[i].size;
         m->codes[i].index = (uint32_t)i;
+        m->codes[i].ic_miss = m->codes[i].kind == DM_CODE_STUB && m->codes[i].name &&
+                              strstr(m->codes[i].name, "ic_miss");
         m->codes_max_end[i] = i && m->codes_max_end[i - 1] > end ? m->codes_max_end[i - 1] : end;
     }
     m->npcs = L->pcs->len;

@@ -165,6 +165,8 @@ typedef struct dm_code {
     int32_t level;               /* nmethods: compilation level, -1 unknown */
     uint32_t first_pc, npcs;     /* nmethods: pc records, sorted by pc */
     char *name;                  /* stubs */
+    bool ic_miss;                /* HotSpot's inline-cache miss handler (JDK 17 "ic_miss_stub",
+                                    JDK 25 "Shared Runtime ic_miss_blob") */
 } dm_code;
 
 typedef struct dm_blob {

@@ -1980,6 +1980,7 @@ typedef struct replaced_trace {
 } replaced_trace;
 
 #define OTHER_IC 0xc3000ull
+#define IC_MISS 0x80500ull
 
 /* Class T: `void one() { two(); }` (aload_0, invokevirtual T.two()V,
  * return), the bytes javac would write less its other attributes. */
@@ -2022,6 +2023,10 @@ static char *make_replaced_trace(const replaced_trace *t)
     if (t->named) {
         method_sig(w, &b, M2, "two", "()V", 1);  /* public */
         class_t(w, &b, t->class_cut);
+        uint8_t miss[0x20];
+        for (size_t i = 0; i < sizeof miss; i += 2)
+            memcpy(miss + i, "\xff\xe0", 2);
+        stub(w, &b, IC_MISS, "ic_miss_stub", miss, sizeof miss);
     } else {
         method(w, &b, M2, "two");
     }
@@ -2279,6 +2284,51 @@ Test(decode, an_inline_cache_site_gone_megamorphic_calls_the_named_callee_until_
     cr_expect_eq(unverified, 2, "pass 2, and once more where the stream ends");
     cr_expect_eq(count_stub(&log, "vtable stub"), 0, "A's record is not in the image yet");
     cr_expect_eq(st.states_made_up, 1);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* The same site, where OLD_C1's entries check the receiver (`jne
+ * ic_miss_stub; ret`). Pass 1 goes through the resolver to OLD_C1's
+ * verified entry; in pass 2 the site calls OLD_C1's unverified entry (the
+ * made-up state), the check fails and the thread enters the miss handler,
+ * which re-points the site; in pass 3 the site calls the vtable stub of
+ * its record, which goes on to OLD_C1's verified entry. */
+Test(decode, an_inline_cache_miss_ends_the_made_up_state)
+{
+    static uint8_t entry[7] = { 0x0f, 0x85, 0, 0, 0, 0, 0xc3 };   /* jne rel32; ret */
+    int32_t rel = (int32_t)(IC_MISS - (OLD_C1 + 0x16));
+    memcpy(entry + 2, &rel, 4);  /* at +0x10; the copy at +0x20 jumps to IC_MISS + 0x10 */
+    replaced_trace t = { RS_VIRT, VTABLE, (const char *)entry, sizeof entry, 0, 0, 0, true,
+                         0 };
+    char *dir = make_replaced_trace(&t);
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 1: A's resolver goes on to OLD_C1 */
+    tnt(&e, 0, 1);                      /*    the receiver's class is the one */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, M3_C1 + 0x20);     /*    B's resolver */
+    tip(&e, ppt_tip, NMR + 10);
+    tip(&e, ppt_tip, NMR);              /*    jmp *%rax */
+    tnt(&e, 1, 1);                      /* 2: A calls OLD_C1+0x10; another class */
+    tip(&e, ppt_tip, NMR);              /*    the miss handler's jmp *%rax */
+    tip(&e, ppt_tip, OLD_C1 + 0x20);    /* 3: A calls the vtable stub */
+    tnt(&e, 0, 1);
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR + 10);         /*    B calls M3_C1+0x20 */
+    tip(&e, ppt_tip, NMR);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    size_t unverified = 0;
+    for (size_t i = 0; i < log.n; i++)
+        unverified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x10;
+    cr_expect_eq(unverified, 1, "pass 2 only");
+    cr_expect_eq(count_stub(&log, "ic_miss_stub"), 1);
+    cr_expect_eq(count_stub(&log, "vtable stub"), 2,
+                 "pass 3 calls the site's record, and once more where the stream ends");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
     g_free(dir);
