@@ -1033,8 +1033,14 @@ static bool writes_not_entrant(const dm_model *m, const dm_patch *p, const uint8
     return false;
 }
 
-/* The first version of old's method of a higher tier loaded after old, at
- * or before t and within NEW_VERSION_SPAN of it; NULL if none. */
+/* The last version of old's method of a higher tier loaded after old, at
+ * or before t and within NEW_VERSION_SPAN of it; NULL if none. The last,
+ * not the first: an OSR version (compiled for a loop and entered from the
+ * interpreter at its back edge) is loaded too but replaces nothing, and the
+ * records do not tell it apart (luindex JDK 17: `StringCoding.hasNegatives`
+ * got a C2 OSR version 302M ticks and its C2 version 13M ticks before its C1
+ * version's not-entrant record; the thread entered the C1 version all that
+ * time, and dated to the first, 256,837 instructions were not in place). */
 static const dm_code *replacing_version(const dm_model *m, const dm_code *old, uint64_t t)
 {
     const dm_code *best = NULL;
@@ -1045,7 +1051,7 @@ static const dm_code *replacing_version(const dm_model *m, const dm_code *old, u
             c->level <= old->level ||
             c->load_tsc <= old->load_tsc || c->load_tsc > t || c->load_tsc < floor)
             continue;
-        if (!best || c->load_tsc < best->load_tsc)
+        if (!best || c->load_tsc > best->load_tsc)
             best = c;
     }
     return best;
@@ -1398,6 +1404,26 @@ static entry_offsets entries_from(const dm_model *m,
     return e;
 }
 
+/* The made-up states of compiled version c for resolution p of a site in
+ * code version owner, if c was there between owner's start and p's record:
+ * the site calling c at its entry of offsets `call` (the j-th guess of c's
+ * tier), its resolver going on to the one of offsets `then`; appended to
+ * out[*n..MAX_STUB_EXITS). */
+static void version_states(const dm_code *c, const dm_code *owner, const dm_patch *p,
+                           const entry_offsets *call, const entry_offsets *then,
+                           site_state *out, size_t *n)
+{
+    int t = tier_of(c);
+    if (t < 0 || c->load_tsc > p->tsc || c->end_tsc <= owner->start_tsc)
+        return;
+    for (size_t j = 0; j < call->n[t] && j < then->n[t] && *n < MAX_STUB_EXITS; j++) {
+        uint64_t entry = c->vaddr + call->off[t][j], goes = c->vaddr + then->off[t][j];
+        if (entry < c->vaddr + c->size && goes < c->vaddr + c->size &&
+            !state_known(out, *n, goes))
+            out[(*n)++] = (site_state){ entry, goes, true };
+    }
+}
+
 /* The made-up states resolution p may have gone through: the versions of
  * its callee's method other than `to` (the compiled code it calls) that
  * were there before p's record, after its owner's load, appended to
@@ -1408,7 +1434,6 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const dm_
                                  const entry_offsets *call, const entry_offsets *then,
                                  const method_version *v, size_t nv, site_state *out, size_t *n)
 {
-    const dm_code *owner = &m->codes[p->owner];
     size_t lo = 0, hi = nv;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -1417,18 +1442,9 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const dm_
         else
             hi = mid;
     }
-    for (size_t i = lo; i < nv && v[i].method_id == to->method_id && *n < MAX_STUB_EXITS; i++) {
-        const dm_code *c = &m->codes[v[i].code];
-        int t = tier_of(c);
-        if (c == to || t < 0 || c->load_tsc > p->tsc || c->end_tsc <= owner->start_tsc)
-            continue;
-        for (size_t j = 0; j < call->n[t] && j < then->n[t] && *n < MAX_STUB_EXITS; j++) {
-            uint64_t entry = c->vaddr + call->off[t][j], goes = c->vaddr + then->off[t][j];
-            if (entry < c->vaddr + c->size && goes < c->vaddr + c->size &&
-                !state_known(out, *n, goes))
-                out[(*n)++] = (site_state){ entry, goes, true };
-        }
-    }
+    for (size_t i = lo; i < nv && v[i].method_id == to->method_id; i++)
+        if (&m->codes[v[i].code] != to)
+            version_states(&m->codes[v[i].code], &m->codes[p->owner], p, call, then, out, n);
 }
 
 /* A patch that only re-points a call (its rel32, not from a resolver) away
@@ -1882,8 +1898,10 @@ static void adapter_state(const dm_model *m, const dm_patch *p, const dm_method 
  * instructions not in place). The caller's bytecode names it: the invoke
  * at the site's bci (in its PC record, at the return address) gives the
  * callee's name and descriptor, and each compiled version of a method with
- * both that was there gives a made-up state as in older_version_states,
- * applied only where the thread's resolver went on to its verified entry.
+ * both that was there gives made-up states (version_states), applied only
+ * where the thread's resolver went on to its verified entry; so does the
+ * adapter of the callee's calling convention (adapter_state), where it was
+ * still interpreted.
  * Which classes' methods can be the receiver's is not known here (no class
  * hierarchy): a name shared by many classes fills the states with the
  * first versions found. */
@@ -2007,20 +2025,9 @@ static void named_callee_states(const dm_model *m, const dm_patch *p, const GArr
                                 const entry_offsets *unverified, const entry_offsets *verified,
                                 site_state *out, size_t *n)
 {
-    const dm_code *owner = &m->codes[p->owner];
-    for (guint i = 0; i < named->len && *n < MAX_STUB_EXITS; i++) {
-        const dm_code *c = &m->codes[g_array_index(named, uint32_t, i)];
-        int t = tier_of(c);
-        if (t < 0 || c->load_tsc > p->tsc || c->end_tsc <= owner->start_tsc)
-            continue;
-        for (size_t j = 0; j < unverified->n[t] && j < verified->n[t] && *n < MAX_STUB_EXITS;
-             j++) {
-            uint64_t entry = c->vaddr + unverified->off[t][j], goes = c->vaddr + verified->off[t][j];
-            if (entry < c->vaddr + c->size && goes < c->vaddr + c->size &&
-                !state_known(out, *n, goes))
-                out[(*n)++] = (site_state){ entry, goes, true };
-        }
-    }
+    for (guint i = 0; i < named->len; i++)
+        version_states(&m->codes[g_array_index(named, uint32_t, i)], &m->codes[p->owner], p,
+                       unverified, verified, out, n);
 }
 
 /* The made-up bytes into a memory file of the model's own: libipt reads

@@ -1444,10 +1444,11 @@ Test(model, a_site_re_pointed_at_a_transition_stub_starts_at_its_fill)
  * re-pointing at t 30000. */
 #define OLDV 0xb0000ull
 #define NEWV 0xb1000ull
+#define OSRV 0xb2000ull
 #define WMS 0x82000ull
 
 static void new_version_trace(char **dir, bool not_entrant, uint64_t new_load,
-                              uint64_t site_change, int32_t new_level)
+                              uint64_t site_change, int32_t new_level, uint64_t osr_load)
 {
     jm_writer *w = open_trace_dir(dir);
     jm_buf b;
@@ -1462,6 +1463,8 @@ static void new_version_trace(char **dir, bool not_entrant, uint64_t new_load,
     nm[10] = 0xe8;
     memcpy(nm + 11, &rel, 4);
     load_at_nmr(w, &b, nm, sizeof nm);
+    if (osr_load)        /* a C2 version for a loop (OSR): it replaces nothing */
+        load_ret_version(w, &b, osr_load, OSRV, M2, 4);
     load_ret_version(w, &b, new_load, NEWV, M2, new_level);
     if (site_change) {   /* a change just before the call: the site's too */
         uint8_t mov = 0x91;
@@ -1488,17 +1491,21 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
         uint64_t mark_start, site_start;
         size_t moved;
         const char *why;
+        uint64_t osr_load;
     } cases[] = {
-        { true, 20000, 0, 4, 20000, 20000, 2, "both from the new version's load" },
-        { false, 20000, 0, 4, 0, 30001, 0, "the old version still entrant: its callers stay" },
-        { true, 20000, 25000, 4, 20000, 25000, 2, "no earlier than the site's previous change" },
-        { true, 31000, 0, 4, 30000, 30001, 0, "a version loaded after the records replaced nothing" },
-        { true, 20000, 0, 2, 30000, 30001, 0, "a lower tier: recompiled after a deoptimization" },
+        { true, 20000, 0, 4, 20000, 20000, 2, "both from the new version's load", 0 },
+        { false, 20000, 0, 4, 0, 30001, 0, "the old version still entrant: its callers stay", 0 },
+        { true, 20000, 25000, 4, 20000, 25000, 2, "no earlier than the site's previous change", 0 },
+        { true, 31000, 0, 4, 30000, 30001, 0, "a version loaded after the records replaced nothing",
+          0 },
+        { true, 20000, 0, 2, 30000, 30001, 0, "a lower tier: recompiled after a deoptimization", 0 },
+        { true, 20000, 0, 4, 20000, 20000, 2, "the last higher version, not an OSR one before it",
+          12000 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir;
         new_version_trace(&dir, cases[i].not_entrant, cases[i].new_load, cases[i].site_change,
-                          cases[i].new_level);
+                          cases[i].new_level, cases[i].osr_load);
         char err[512];
         dm_model *m = dm_load(dir, err, sizeof err);
         cr_assert_not_null(m, "%s", err);
