@@ -1233,6 +1233,17 @@ static size_t count_stub(const evlog *l, const char *name)
     return n;
 }
 
+/* Compiled-code events at an ip in [lo, hi), and at ip. */
+static size_t count_jit_in(const evlog *l, uint64_t lo, uint64_t hi)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n; i++)
+        n += l->ev[i].kind == DC_JIT && l->ev[i].ip >= lo && l->ev[i].ip < hi;
+    return n;
+}
+
+static size_t count_jit_at(const evlog *l, uint64_t ip) { return count_jit_in(l, ip, ip + 1); }
+
 Test(model, call_site_resolutions_are_recognized)
 {
     char *dir = make_resolve_trace();
@@ -1498,7 +1509,8 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
         { true, 20000, 25000, 4, 20000, 25000, 2, "no earlier than the site's previous change", 0 },
         { true, 31000, 0, 4, 30000, 30001, 0, "a version loaded after the records replaced nothing",
           0 },
-        { true, 20000, 0, 2, 30000, 30001, 0, "a lower tier: recompiled after a deoptimization", 0 },
+        { true, 20000, 0, 2, 30000, 30001, 0, "a lower tier: recompiled after a deoptimization",
+          0 },
         { true, 20000, 0, 4, 20000, 20000, 2, "the last higher version, not an OSR one before it",
           12000 },
     };
@@ -1640,10 +1652,8 @@ static void expect_sites_resolved_on_first_pass(bool one_record)
     /* twice per pass, and once more where the stream ends (the callee's
      * return has no packet left) */
     cr_expect_eq(count_stub(&log, "callee"), 5);
-    size_t via_stub = 0;
-    for (size_t i = 0; i < log.n; i++)
-        via_stub += log.ev[i].kind == DC_JIT && log.ev[i].ip == NMR + 0x20;
-    cr_expect_eq(via_stub, 1, "B reaches the callee through the filled static stub");
+    cr_expect_eq(count_jit_at(&log, NMR + 0x20), 1,
+                 "B reaches the callee through the filled static stub");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     cr_expect_eq(st.patches_resolved, 3, "both sites and the static stub");
     remove_tree(dir);
@@ -2150,12 +2160,8 @@ Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
     evlog log = { .n = 0 };
     dc_stats st;
     decode_two_passes(dir, &log, &st);
-    size_t old = 0, new = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
-        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
-               log.ev[i].ip < NEW_C2 + 0x40;
-    }
+    size_t old = count_jit_at(&log, OLD_C1 + 0x20);
+    size_t new = count_jit_in(&log, NEW_C2, NEW_C2 + 0x40);
     /* once per pass, and once more where the stream ends */
     cr_expect_eq(old, 3, "every pass runs the version A was resolved to");
     cr_expect_eq(new, 0, "nothing ran the version of A's record");
@@ -2197,13 +2203,9 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
     evlog log = { .n = 0 };
     dc_stats st;
     decode_two_passes(dir, &log, &st);
-    size_t verified = 0, unverified = 0, new = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        verified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
-        unverified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x10;
-        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
-               log.ev[i].ip < NEW_C2 + 0x40;
-    }
+    size_t verified = count_jit_at(&log, OLD_C1 + 0x20);
+    size_t unverified = count_jit_at(&log, OLD_C1 + 0x10);
+    size_t new = count_jit_in(&log, NEW_C2, NEW_C2 + 0x40);
     cr_expect_eq(verified, 1, "the resolver's jump");
     cr_expect_eq(unverified, 2, "pass 2, and once more where the stream ends");
     cr_expect_eq(new, 0, "nothing ran the version of A's record");
@@ -2282,13 +2284,9 @@ Test(decode, an_inline_cache_site_gone_megamorphic_calls_the_named_callee_until_
     evlog log = { .n = 0 };
     dc_stats st;
     decode_two_passes(dir, &log, &st);
-    size_t verified = 0, unverified = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        verified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
-        unverified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x10;
-    }
-    cr_expect_eq(verified, 1, "the resolver's jump");
-    cr_expect_eq(unverified, 2, "pass 2, and once more where the stream ends");
+    cr_expect_eq(count_jit_at(&log, OLD_C1 + 0x20), 1, "the resolver's jump");
+    cr_expect_eq(count_jit_at(&log, OLD_C1 + 0x10), 2,
+                 "pass 2, and once more where the stream ends");
     cr_expect_eq(count_stub(&log, "vtable stub"), 0, "A's record is not in the image yet");
     cr_expect_eq(st.states_made_up, 1);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
@@ -2329,10 +2327,7 @@ Test(decode, an_inline_cache_miss_ends_the_made_up_state)
     evlog log = { .n = 0 };
     dc_stats st;
     decode_encoded(dir, &e, &log, &st);
-    size_t unverified = 0;
-    for (size_t i = 0; i < log.n; i++)
-        unverified += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x10;
-    cr_expect_eq(unverified, 1, "pass 2 only");
+    cr_expect_eq(count_jit_at(&log, OLD_C1 + 0x10), 1, "pass 2 only");
     cr_expect_eq(count_stub(&log, "ic_miss_stub"), 1);
     cr_expect_eq(count_stub(&log, "vtable stub"), 2,
                  "pass 3 calls the site's record, and once more where the stream ends");
@@ -2419,10 +2414,8 @@ Test(decode, a_site_repointed_away_from_a_replaced_version_calls_the_newer_one_u
     evlog log = { .n = 0 };
     dc_stats st;
     decode_encoded(dir, &e, &log, &st);
-    size_t new = 0;
-    for (size_t i = 0; i < log.n; i++)
-        new += log.ev[i].kind == DC_JIT && log.ev[i].ip == NEW_C2 + 0x20;
-    cr_expect_eq(new, 3, "both passes, and once more where the stream ends");
+    cr_expect_eq(count_jit_at(&log, NEW_C2 + 0x20), 3,
+                 "both passes, and once more where the stream ends");
     cr_expect_eq(count_stub(&log, "vtable stub"), 0);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);
@@ -2573,12 +2566,9 @@ Test(decode, an_inline_cache_site_calls_its_interpreted_callees_adapter_until_it
     evlog log = { .n = 0 };
     dc_stats st;
     decode_encoded(dir, &e, &log, &st);
-    size_t unverified = 0, new = 0;
-    for (size_t i = 0; i < log.n; i++) {
+    size_t unverified = 0, new = count_jit_in(&log, NEW_C2, NEW_C2 + 0x40);
+    for (size_t i = 0; i < log.n; i++)
         unverified += log.ev[i].kind == DC_STUB && log.ev[i].ip == AD_UNVERIFIED;
-        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
-               log.ev[i].ip < NEW_C2 + 0x40;
-    }
     cr_expect_eq(unverified, 2, "pass 2 enters the adapter at its unverified entry, and so "
                  "does the stream's end");
     cr_expect_eq(new, 0, "nothing ran the compiled code of A's record");
@@ -2661,12 +2651,8 @@ Test(decode, a_retry_leaves_out_what_a_new_version_caused_before_its_load)
     evlog log = { .n = 0 };
     dc_stats st;
     decode_encoded(dir, &e, &log, &st);
-    size_t old = 0, new = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
-        new += log.ev[i].kind == DC_JIT && log.ev[i].ip >= NEW_C2 &&
-               log.ev[i].ip < NEW_C2 + 0x40;
-    }
+    size_t old = count_jit_at(&log, OLD_C1 + 0x20);
+    size_t new = count_jit_in(&log, NEW_C2, NEW_C2 + 0x40);
     cr_expect_eq(old, 3, "both passes run OLD_C1, and once more where the stream ends");
     cr_expect_eq(new, 0, "nothing ran NEW_C2");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
@@ -2718,11 +2704,11 @@ static char *make_gone_before_scan_trace(void)
 /* Two sites the thread resolved before the chunk, one in the other's
  * callee: M1's site A (NMR) calls resolve_static_call as loaded, M2's site
  * B (NM2, the compiled code A's record points at) resolve_opt_virtual_call.
- * Both records come after the chunk's PSB (t 1000): A's at 1500, B's
- * 30M ticks later, in another watcher scan. The thread runs A, NM2, B, then the callee, whose `jz` gives the
- * first packet; with neither record or either one alone, a resolver is
- * decoded, whose call into the VM leaves the code the trace has before
- * any packet: both fail at one offset. */
+ * Both records come after the chunk's PSB (t 1000): A's at 1500, B's 30M
+ * ticks later, in another watcher scan. The thread runs A, NM2, B, then the
+ * callee, whose `jz` gives the first packet; with neither record or either
+ * one alone, a resolver is decoded, whose call into the VM leaves the code
+ * the trace has before any packet: both fail at one offset. */
 #define NM2 0xb0000ull
 
 static char *make_two_stale_sites_trace(void)
@@ -2815,11 +2801,9 @@ Test(decode, a_site_resolved_to_a_version_gone_by_the_next_scan_calls_it)
     evlog log = { .n = 0 };
     dc_stats st;
     decode_two_passes(dir, &log, &st);
-    size_t old = 0;
-    for (size_t i = 0; i < log.n; i++)
-        old += log.ev[i].kind == DC_JIT && log.ev[i].ip == OLD_C1 + 0x20;
     /* once per pass, and once more where the stream ends */
-    cr_expect_eq(old, 3, "every pass runs the version A was resolved to");
+    cr_expect_eq(count_jit_at(&log, OLD_C1 + 0x20), 3,
+                 "every pass runs the version A was resolved to");
     cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 0, "A's static stub never ran");
     cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 2);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
