@@ -2,6 +2,7 @@
 
 #include "decoder/bytecodes.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,12 +16,10 @@ enum {
     CP_INVOKE_DYNAMIC = 18, CP_MODULE = 19, CP_PACKAGE = 20,
 };
 
-static int fail(char *err, size_t errlen, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, size_t off, const char *fmt, ...)
+int cf_fail(char *err, size_t errlen, const char *where, uint64_t at, const char *fmt, ...)
 {
     if (err && errlen) {
-        int n = snprintf(err, errlen, "offset %zu: ", off);
+        int n = snprintf(err, errlen, "%s %" PRIu64 ": ", where, at);
         if (n >= 0 && (size_t)n < errlen) {
             va_list ap;
             va_start(ap, fmt);
@@ -55,25 +54,25 @@ int cf_parse_header(const uint8_t *p, size_t len, cf_header *out, char *err, siz
 {
     memset(out, 0, sizeof *out);
     if (len < 10)
-        return fail(err, errlen, 0, "class file too short (%zu bytes)", len);
+        return cf_fail(err, errlen, "offset", 0, "class file too short (%zu bytes)", len);
     if (!(p[0] == 0xCA && p[1] == 0xFE && p[2] == 0xBA && p[3] == 0xBE))
-        return fail(err, errlen, 0, "bad magic %02x%02x%02x%02x", p[0], p[1], p[2], p[3]);
+        return cf_fail(err, errlen, "offset", 0, "bad magic %02x%02x%02x%02x", p[0], p[1], p[2], p[3]);
     out->minor = be16(p + 4);
     out->major = be16(p + 6);
     out->cp_count = be16(p + 8);
     if (out->major < 45)
-        return fail(err, errlen, 6, "class file version %u.%u is too old", out->major, out->minor);
+        return cf_fail(err, errlen, "offset", 6, "class file version %u.%u is too old", out->major, out->minor);
     if (out->cp_count == 0)
-        return fail(err, errlen, 8, "constant_pool_count is 0");
+        return cf_fail(err, errlen, "offset", 8, "constant_pool_count is 0");
     /* Offsets of each entry, to resolve this_class afterwards. */
     size_t *at = calloc(out->cp_count, sizeof *at);
     if (!at)
-        return fail(err, errlen, 8, "out of memory");
+        return cf_fail(err, errlen, "offset", 8, "out of memory");
     size_t off = 10;
     int rc = 0;
     for (unsigned i = 1; i < out->cp_count; i++) {
         if (off >= len) {
-            rc = fail(err, errlen, off, "constant pool entry %u runs past the end", i);
+            rc = cf_fail(err, errlen, "offset", off, "constant pool entry %u runs past the end", i);
             goto done;
         }
         uint8_t tag = p[off];
@@ -81,19 +80,19 @@ int cf_parse_header(const uint8_t *p, size_t len, cf_header *out, char *err, siz
         size_t body;
         if (tag == CP_UTF8) {
             if (len - off < 3) {
-                rc = fail(err, errlen, off, "constant pool entry %u runs past the end", i);
+                rc = cf_fail(err, errlen, "offset", off, "constant pool entry %u runs past the end", i);
                 goto done;
             }
             body = 2 + (size_t)be16(p + off + 1);
         } else {
             body = cp_body_size(tag);
             if (!body) {
-                rc = fail(err, errlen, off, "constant pool entry %u has unknown tag %u", i, tag);
+                rc = cf_fail(err, errlen, "offset", off, "constant pool entry %u has unknown tag %u", i, tag);
                 goto done;
             }
         }
         if (len - off - 1 < body) {
-            rc = fail(err, errlen, off, "constant pool entry %u runs past the end", i);
+            rc = cf_fail(err, errlen, "offset", off, "constant pool entry %u runs past the end", i);
             goto done;
         }
         off += 1 + body;
@@ -102,18 +101,18 @@ int cf_parse_header(const uint8_t *p, size_t len, cf_header *out, char *err, siz
     }
     out->cp_end = off;
     if (len - off < 6) {
-        rc = fail(err, errlen, off, "class file ends inside access_flags/this_class");
+        rc = cf_fail(err, errlen, "offset", off, "class file ends inside access_flags/this_class");
         goto done;
     }
     out->access_flags = be16(p + off);
     uint16_t this_idx = be16(p + off + 2);
     if (this_idx == 0 || this_idx >= out->cp_count || !at[this_idx] || p[at[this_idx]] != CP_CLASS) {
-        rc = fail(err, errlen, off + 2, "this_class %u is not a Class constant", this_idx);
+        rc = cf_fail(err, errlen, "offset", off + 2, "this_class %u is not a Class constant", this_idx);
         goto done;
     }
     uint16_t name_idx = be16(p + at[this_idx] + 1);
     if (name_idx == 0 || name_idx >= out->cp_count || !at[name_idx] || p[at[name_idx]] != CP_UTF8) {
-        rc = fail(err, errlen, at[this_idx] + 1, "class name %u is not a Utf8 constant", name_idx);
+        rc = cf_fail(err, errlen, "offset", at[this_idx] + 1, "class name %u is not a Utf8 constant", name_idx);
         goto done;
     }
     size_t n = be16(p + at[name_idx] + 1);
@@ -192,7 +191,7 @@ static bool need(rd *r, size_t n, const char *what)
     if (r->bad)
         return false;
     if (r->len - r->off < n) {
-        fail(r->err, r->errlen, r->off, "class file ends inside %s", what);
+        cf_fail(r->err, r->errlen, "offset", r->off, "class file ends inside %s", what);
         r->bad = true;
         return false;
     }
@@ -748,61 +747,45 @@ const char *cf_op_name(uint8_t op)
     return n ? n : "?";
 }
 
-static int32_t ifail(char *err, size_t errlen, uint32_t bci, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int32_t ifail(char *err, size_t errlen, uint32_t bci, const char *fmt, ...)
-{
-    if (err && errlen) {
-        int n = snprintf(err, errlen, "bci %u: ", bci);
-        if (n >= 0 && (size_t)n < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return -1;
-}
-
 int32_t cf_insn_len(const uint8_t *code, uint32_t code_len, uint32_t bci, char *err,
                     size_t errlen)
 {
     if (bci >= code_len)
-        return ifail(err, errlen, bci, "outside the code (%u bytes)", code_len);
+        return cf_fail(err, errlen, "bci", bci, "outside the code (%u bytes)", code_len);
     uint8_t op = code[bci];
     uint32_t left = code_len - bci;
     uint64_t n = op_len[op];
     if (op == CF_OP_WIDE) {
         if (left < 2)
-            return ifail(err, errlen, bci, "wide runs past the end of the code");
+            return cf_fail(err, errlen, "bci", bci, "wide runs past the end of the code");
         uint8_t w = code[bci + 1];
         if ((w >= 21 && w <= 25) || (w >= 54 && w <= 58) || w == 169)
             n = 4;
         else if (w == 132)
             n = 6;
         else
-            return ifail(err, errlen, bci, "wide of opcode %u, which has no wide form", w);
+            return cf_fail(err, errlen, "bci", bci, "wide of opcode %u, which has no wide form", w);
     } else if (op == CF_OP_TABLESWITCH || op == CF_OP_LOOKUPSWITCH) {
         uint32_t pad = (4 - (bci + 1) % 4) % 4;
         uint64_t head = 1 + (uint64_t)pad + (op == CF_OP_TABLESWITCH ? 12 : 8);
         if (left < head)
-            return ifail(err, errlen, bci, "%s runs past the end of the code", cf_op_name(op));
+            return cf_fail(err, errlen, "bci", bci, "%s runs past the end of the code", cf_op_name(op));
         const uint8_t *b = code + bci + 1 + pad;
         if (op == CF_OP_TABLESWITCH) {
             int32_t lo = (int32_t)be32(b + 4), hi = (int32_t)be32(b + 8);
             if (lo > hi)
-                return ifail(err, errlen, bci, "tableswitch low %d > high %d", lo, hi);
+                return cf_fail(err, errlen, "bci", bci, "tableswitch low %d > high %d", lo, hi);
             n = head + 4 * ((uint64_t)((int64_t)hi - lo) + 1);
         } else {
             int32_t np = (int32_t)be32(b + 4);
             if (np < 0)
-                return ifail(err, errlen, bci, "lookupswitch npairs %d < 0", np);
+                return cf_fail(err, errlen, "bci", bci, "lookupswitch npairs %d < 0", np);
             n = head + 8 * (uint64_t)np;
         }
     } else if (n == 0) {
-        return ifail(err, errlen, bci, "invalid opcode %u", op);
+        return cf_fail(err, errlen, "bci", bci, "invalid opcode %u", op);
     }
     if (n > left)
-        return ifail(err, errlen, bci, "%s runs past the end of the code", cf_op_name(op));
+        return cf_fail(err, errlen, "bci", bci, "%s runs past the end of the code", cf_op_name(op));
     return (int32_t)n;
 }

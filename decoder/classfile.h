@@ -37,6 +37,11 @@ typedef struct cf_header {
     size_t cp_end;             /* offset just past the constant pool */
 } cf_header;
 
+/* Writes "WHERE AT: message" into err, one line naming the place in the
+ * input ("offset" in a class file, "bci" in a method's code), and returns -1. */
+int cf_fail(char *err, size_t errlen, const char *where, uint64_t at, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Parses bytes [0, len). Returns 0, or -1 with a one-line message naming the
  * offset in err. Never reads outside the buffer. */
 int cf_parse_header(const uint8_t *p, size_t len, cf_header *out, char *err, size_t errlen);

@@ -1,6 +1,5 @@
 #include "reconstruct/cfg.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,21 +12,6 @@
 #define MAX_EXC_EDGES (1u << 22)
 #define MAX_RET_EDGES (1u << 22)
 
-static int bfail(char *err, size_t errlen, uint32_t bci, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int bfail(char *err, size_t errlen, uint32_t bci, const char *fmt, ...)
-{
-    if (err && errlen) {
-        int n = snprintf(err, errlen, "bci %u: ", bci);
-        if (n >= 0 && (size_t)n < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return -1;
-}
 
 static uint32_t rbe32(const uint8_t *p)
 {
@@ -155,7 +139,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     uint64_t *xlist = NULL;
     ebuf eb = { 0 };
     if (!idx_of || !bci || !stamp) {
-        bfail(err, errlen, 0, "out of memory");
+        cf_fail(err, errlen, "bci", 0, "out of memory");
         goto out;
     }
     /* 1. Instruction boundaries. */
@@ -182,7 +166,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
         if (x->start_pc >= x->end_pc || x->end_pc > code_len || x->handler_pc >= code_len ||
             idx_of[x->start_pc] < 0 || idx_of[x->handler_pc] < 0 ||
             (x->end_pc < code_len && idx_of[x->end_pc] < 0)) {
-            bfail(err, errlen, x->start_pc,
+            cf_fail(err, errlen, "bci", x->start_pc,
                   "exception handler %u [%u, %u) -> %u does not fall on instruction boundaries",
                   k, x->start_pc, x->end_pc, x->handler_pc);
             goto out;
@@ -191,12 +175,12 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
         xtotal += e - (uint32_t)idx_of[x->start_pc];
     }
     if (xtotal > MAX_EXC_EDGES) {
-        bfail(err, errlen, 0, "exception table covers %llu instruction slots: too many",
+        cf_fail(err, errlen, "bci", 0, "exception table covers %llu instruction slots: too many",
               (unsigned long long)xtotal);
         goto out;
     }
     if ((uint64_t)njsr * nret > MAX_RET_EDGES) {
-        bfail(err, errlen, 0, "%u jsr x %u ret: too many edges", njsr, nret);
+        cf_fail(err, errlen, "bci", 0, "%u jsr x %u ret: too many edges", njsr, nret);
         goto out;
     }
     /* (instruction, handler instruction) pairs in table order, bucketed by
@@ -205,7 +189,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     xlist = malloc((xtotal ? xtotal : 1) * sizeof *xlist);
     jsr_next = malloc((njsr ? njsr : 1) * sizeof *jsr_next);
     if (!xcount || !xlist || !jsr_next) {
-        bfail(err, errlen, 0, "out of memory");
+        cf_fail(err, errlen, "bci", 0, "out of memory");
         goto out;
     }
     for (uint32_t k = 0; k < nh; k++) {
@@ -219,7 +203,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     {
         uint32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
         if (!fill) {
-            bfail(err, errlen, 0, "out of memory");
+            cf_fail(err, errlen, "bci", 0, "out of memory");
             goto out;
         }
         memcpy(fill, xcount, ((size_t)n + 1) * sizeof *fill);
@@ -241,7 +225,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     /* 3. Edges. */
     uint32_t *first = malloc(((size_t)n + 1) * sizeof *first);
     if (!first) {
-        bfail(err, errlen, 0, "out of memory");
+        cf_fail(err, errlen, "bci", 0, "out of memory");
         goto out;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -328,13 +312,13 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
         }
         if (rc) {
             free(first);
-            bfail(err, errlen, pc, "out of memory");
+            cf_fail(err, errlen, "bci", pc, "out of memory");
             goto out;
         }
         continue;
     bad_target:
         free(first);
-        bfail(err, errlen, pc, "%s: branch target is not an instruction of the method",
+        cf_fail(err, errlen, "bci", pc, "%s: branch target is not an instruction of the method",
               cf_op_name(op));
         goto out;
     }
@@ -344,7 +328,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     g = malloc(sz);
     if (!g) {
         free(first);
-        bfail(err, errlen, 0, "out of memory");
+        cf_fail(err, errlen, "bci", 0, "out of memory");
         goto out;
     }
     char *m = (char *)(g + 1);
@@ -369,7 +353,7 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     if (mark_cycles(n, gfirst, gedge, gcyc) < 0) {
         free(g);
         g = NULL;
-        bfail(err, errlen, 0, "out of memory");
+        cf_fail(err, errlen, "bci", 0, "out of memory");
     }
 out:
     free(idx_of);
@@ -402,7 +386,7 @@ int rc_code_check(const uint8_t *code, uint32_t code_len, const rc_handler *h, u
 {
     uint8_t start[65536 / 8];
     if (code_len == 0 || code_len > 65535)
-        return bfail(err, errlen, 0, "code length %u is out of range", code_len);
+        return cf_fail(err, errlen, "bci", 0, "code length %u is out of range", code_len);
     memset(start, 0, (code_len + 7) / 8);
 #define IS_START(x) ((x) < code_len && (start[(x) >> 3] >> ((x) & 7) & 1))
     for (uint32_t pc = 0; pc < code_len;) {
@@ -416,7 +400,7 @@ int rc_code_check(const uint8_t *code, uint32_t code_len, const rc_handler *h, u
         const rc_handler *x = &h[k];
         if (x->start_pc >= x->end_pc || !IS_START(x->start_pc) || !IS_START(x->handler_pc) ||
             (x->end_pc != code_len && !IS_START(x->end_pc)))
-            return bfail(err, errlen, x->start_pc,
+            return cf_fail(err, errlen, "bci", x->start_pc,
                          "exception handler %u [%u, %u) -> %u does not fall on instruction "
                          "boundaries", k, x->start_pc, x->end_pc, x->handler_pc);
     }
@@ -447,7 +431,7 @@ int rc_code_check(const uint8_t *code, uint32_t code_len, const rc_handler *h, u
             }
         }
         if (bad)
-            return bfail(err, errlen, pc, "%s: branch target %lld is not an instruction of the "
+            return cf_fail(err, errlen, "bci", pc, "%s: branch target %lld is not an instruction of the "
                          "method", cf_op_name(op), (long long)t);
         pc += (uint32_t)len;
     }
