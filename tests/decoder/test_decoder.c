@@ -1541,6 +1541,73 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
     }
 }
 
+/* Two sites of M1 call M2's and M3's old versions; their new versions come
+ * at t 20000 and 25000, and one record of the watcher's (t 30001) holds both
+ * re-pointings: each is a piece of its own, dated to its own callee's load. */
+#define OLDV3 0xb4000ull
+#define NEWV3 0xb5000ull
+
+Test(model, two_sites_re_pointed_in_one_record_change_at_their_own_callees_load)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    stub(w, &b, WMS, "wrong_method_stub", "\xff\xe0", 2);
+    load_ret_version(w, &b, 100, OLDV, M2, 3);
+    load_ret_version(w, &b, 100, OLDV3, M3, 3);
+    uint8_t nm[0x30];
+    memset(nm, 0x90, sizeof nm);
+    const uint64_t call[2] = { NMR + 10, NMR + 0x20 }, old[2] = { OLDV, OLDV3 },
+                   now[2] = { NEWV, NEWV3 }, load[2] = { 20000, 25000 };
+    for (int i = 0; i < 2; i++) {
+        int32_t rel = (int32_t)(old[i] - (call[i] + 5));
+        nm[call[i] - NMR] = 0xe8;
+        memcpy(nm + (call[i] - NMR) + 1, &rel, 4);
+    }
+    load_at_nmr(w, &b, nm, sizeof nm);
+    load_ret_version(w, &b, load[0], NEWV, M2, 4);
+    load_ret_version(w, &b, load[1], NEWV3, M3, 4);
+    for (int i = 0; i < 2; i++) {
+        uint8_t jmp[5] = { 0xe9 };
+        int32_t rel = (int32_t)(WMS - (old[i] + 5));
+        memcpy(jmp + 1, &rel, 4);
+        patch(w, &b, 30000, old[i], jmp, sizeof jmp);
+    }
+    uint8_t rec[0x25 - 11];            /* NMR+11 .. NMR+0x25: both rel32s */
+    memcpy(rec, nm + 11, sizeof rec);
+    for (int i = 0; i < 2; i++) {
+        int32_t rel = (int32_t)(now[i] - (call[i] + 5));
+        memcpy(rec + (call[i] + 1 - (NMR + 11)), &rel, 4);
+    }
+    patch(w, &b, 30001, NMR + 11, rec, sizeof rec);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_expect_eq(m->patches_cut, 1);
+    for (int i = 0; i < 2; i++) {
+        const dm_patch *site = NULL;
+        for (size_t k = 0; k < m->npatches; k++)
+            if (m->patches[k].tsc == 30001 && m->patches[k].call_at == call[i])
+                site = &m->patches[k];
+        cr_assert_not_null(site, "site %d has a piece", i);
+        cr_expect_eq(site->vaddr, call[i] + 1);
+        cr_expect_eq(site->size, 4);
+        cr_expect_eq(site->call_from, old[i]);
+        cr_expect_eq(site->call_to, now[i]);
+        cr_expect_eq(site->start_tsc, load[i], "site %d: from its own callee's load", i);
+    }
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* A site resolved to an interpreted callee calls its own static call stub;
  * the c2i adapter re-points it at the callee's compiled code on the first
  * call after the callee's load. M1's call at NMR+10 calls its stub at
