@@ -1156,7 +1156,8 @@ static void start_at_callee_code(dm_model *m)
 /* ---- call sites through their static call stub (model.h) ------------------- */
 
 #define STUB_LEN 15              /* mov rbx, imm64; jmp rel32 */
-#define MAX_STUB_EXITS 8         /* made-up states of one resolution (one per stub exit) */
+#define MAX_STUB_EXITS 16        /* made-up states of one resolution (one per stub exit,
+                                    older version or named callee's version) */
 #define SCAN_SPREAD 5000000ull   /* TSC ticks: the records of one watcher scan lie closer */
 
 typedef struct stub_fill {
@@ -1924,6 +1925,20 @@ static void free_class(gpointer v)
 
 static void free_versions(gpointer v) { g_array_free(v, TRUE); }
 
+static gint by_load_time(gconstpointer a, gconstpointer b, gpointer codes)
+{
+    const dm_code *c = codes;
+    uint64_t x = c[*(const uint32_t *)a].load_tsc, y = c[*(const uint32_t *)b].load_tsc;
+    return x < y ? -1 : x > y;
+}
+
+static void sort_by_load_time(gpointer key, gpointer versions, gpointer codes)
+{
+    (void)key;
+    g_array_sort_with_data(versions, by_load_time, codes);
+}
+
+/* The versions of each name and descriptor, oldest first. */
 static callee_names callee_names_new(const dm_model *m, GHashTable *class_files)
 {
     callee_names cn = {
@@ -1947,6 +1962,7 @@ static callee_names callee_names_new(const dm_model *m, GHashTable *class_files)
         uint32_t idx = (uint32_t)i;
         g_array_append_val(v, idx);
     }
+    g_hash_table_foreach(cn.versions, sort_by_load_time, m->codes);
     return cn;
 }
 
@@ -2023,14 +2039,20 @@ static const GArray *versions_named(callee_names *cn, const dm_method *mt)
 /* The made-up states of inline-cache resolution p to no compiled code: the
  * versions in `named` there between its owner's start and p's record,
  * called at their unverified entry, the resolver going on to the verified
- * one; appended to out[*n..MAX_STUB_EXITS). */
+ * one; appended to out[*n..MAX_STUB_EXITS). A common name (hashCode,
+ * equals) has more versions than there are states: the newest come first,
+ * and none that was marked not entrant before its owner's load record (a
+ * resolution no longer goes there). */
 static void named_callee_states(const dm_model *m, const dm_patch *p, const GArray *named,
-                                const entry_offsets *unverified, const entry_offsets *verified,
-                                site_state *out, size_t *n)
+                                const uint64_t *not_entrant, const entry_offsets *unverified,
+                                const entry_offsets *verified, site_state *out, size_t *n)
 {
-    for (guint i = 0; i < named->len; i++)
-        version_states(&m->codes[g_array_index(named, uint32_t, i)], &m->codes[p->owner], p,
-                       unverified, verified, out, n);
+    const dm_code *owner = &m->codes[p->owner];
+    for (guint i = named->len; i-- > 0;) {
+        uint32_t v = g_array_index(named, uint32_t, i);
+        if (not_entrant[v] > owner->load_tsc)
+            version_states(&m->codes[v], owner, p, unverified, verified, out, n);
+    }
 }
 
 /* The made-up bytes into a memory file of the model's own: libipt reads
@@ -2118,7 +2140,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *cl
                 adapter_state(m, p, &named, adapters, st, &n);
                 const GArray *v = versions_named(&names, &named);
                 if (v)
-                    named_callee_states(m, p, v, &unverified, &entries, st, &n);
+                    named_callee_states(m, p, v, not_entrant, &unverified, &entries, st, &n);
                 m->callees_named += n > 0;
             }
         } else if ((callee = repointed_from_version(m, p, not_entrant))) {

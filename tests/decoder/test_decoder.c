@@ -2061,7 +2061,11 @@ typedef struct replaced_trace {
      * OTHER_IC) records the unverified entry offset. */
     bool named;
     size_t class_cut;            /* named: only the class file's first bytes (0: all of it) */
+    size_t extra_versions;       /* more C1 versions of M2, loaded at t 200, 300, ... */
+    uint64_t owner_load;         /* M1's load record (0: t 100) */
 } replaced_trace;
+
+#define EXTRA_V 0xd0000ull       /* the extra versions, 0x100 apart */
 
 #define OTHER_IC 0xc3000ull
 #define IC_MISS 0x80500ull
@@ -2129,7 +2133,7 @@ static char *make_replaced_trace(const replaced_trace *t)
         jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
         jm_put_u64(&b, M1); jm_put_i32(&b, 2); jm_put_u32(&b, 1);
         jm_put_u64(&b, NMR + 5); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 1);
-        emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+        emit(w, JM_NMETHOD_LOAD, t->owner_load ? t->owner_load : 100, &b, nm, sizeof nm);
         uint8_t other[0x10];
         memset(other, 0xcc, sizeof other);
         other[0] = 0xe8;
@@ -2139,6 +2143,8 @@ static char *make_replaced_trace(const replaced_trace *t)
     } else {
         load_at_nmr(w, &b, nm, sizeof nm);
     }
+    for (size_t i = 0; i < t->extra_versions; i++)
+        compiled(w, &b, 200 + 100 * i, EXTRA_V + 0x100 * i, M2, 3);
     compiled(w, &b, t->later + 5000, NEW_C2, M2, 4);
     if (t->not_entrant_at) {
         uint8_t jmp[5] = { 0xe9 };
@@ -2168,7 +2174,7 @@ static char *make_replaced_trace(const replaced_trace *t)
 static char *make_replaced_callee_trace_at(bool inline_cache)
 {
     replaced_trace t = { inline_cache ? RS_VIRT : RS_OPT, NEW_C2 + 0x10, "\xc3", 1, 0, 0, 0,
-                         false, 0 };
+                         false, 0, 0, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2289,7 +2295,7 @@ Test(decode, an_inline_cache_site_resolved_to_a_replaced_version_calls_it_until_
  * gives a made-up state. */
 static char *make_named_callee_trace(void)
 {
-    replaced_trace t = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, 0 };
+    replaced_trace t = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, 0, 0, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2323,11 +2329,62 @@ Test(model, an_inline_cache_site_gone_megamorphic_gets_the_states_of_the_callee_
     g_free(dir);
 }
 
+/* States of the named callee's versions (one per version here), in a
+ * case where A's record came as before and M2 has more versions: 16 more
+ * (more than there are states: the newest come first), or OLD_C1 made not
+ * entrant before M1's load record (no resolution goes there any more). */
+static const dm_patch *named_site_states(dm_model *m)
+{
+    const dm_patch *a = NULL;
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].site == NMR)
+            a = &m->patches[i];
+    cr_assert_not_null(a);
+    return a;
+}
+
+static bool has_state(const dm_model *m, const dm_patch *a, uint64_t to)
+{
+    for (uint32_t k = a->first_state; k < a->first_state + a->nstates; k++)
+        if (m->patches[k].new_target == to)
+            return true;
+    return false;
+}
+
+Test(model, a_callee_name_with_many_versions_gets_states_for_the_newest_entrant_ones)
+{
+    replaced_trace many = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, 0, 16, 0 };
+    char *dir = make_replaced_trace(&many);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a = named_site_states(m);
+    cr_expect_eq(a->nstates, 16);
+    cr_expect(has_state(m, a, NEW_C2 + 0x10), "the newest version is among them");
+    cr_expect(has_state(m, a, EXTRA_V + 0xf00 + 0x10));
+    cr_expect(!has_state(m, a, EXTRA_V + 0x10), "the two oldest are left out");
+    cr_expect(!has_state(m, a, OLD_C1 + 0x10));
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+
+    replaced_trace marked = { RS_VIRT, VTABLE, "\xc3", 1, 3000, 0, 0, true, 0, 0, 4000 };
+    dir = make_replaced_trace(&marked);
+    m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    a = named_site_states(m);
+    cr_expect_eq(a->nstates, 1, "OLD_C1 was not entrant before M1's load record");
+    cr_expect(has_state(m, a, NEW_C2 + 0x10));
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* A class file cut anywhere names nothing, and costs nothing else. */
 Test(model, a_damaged_class_file_names_no_callee)
 {
     for (size_t cut = 1; cut < 119; cut++) {   /* the whole file has 119 bytes */
-        replaced_trace t = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, cut };
+        replaced_trace t = { RS_VIRT, VTABLE, "\xc3", 1, 0, 0, 0, true, cut, 0, 0 };
         char *dir = make_replaced_trace(&t);
         char err[512];
         dm_model *m = dm_load(dir, err, sizeof err);
@@ -2373,7 +2430,7 @@ Test(decode, an_inline_cache_miss_ends_the_made_up_state)
     int32_t rel = (int32_t)(IC_MISS - (OLD_C1 + 0x16));
     memcpy(entry + 2, &rel, 4);  /* at +0x10; the copy at +0x20 jumps to IC_MISS + 0x10 */
     replaced_trace t = { RS_VIRT, VTABLE, (const char *)entry, sizeof entry, 0, 0, 0, true,
-                         0 };
+                         0, 0, 0 };
     char *dir = make_replaced_trace(&t);
     penc e;
     penc_init(&e);
@@ -2415,7 +2472,7 @@ Test(decode, an_inline_cache_miss_ends_the_made_up_state)
 static char *make_repointed_from_replaced_trace_if(bool made_not_entrant)
 {
     replaced_trace t = { OLD_C1 + 0x20, VTABLE, "\x74\x00\xc3", 3, made_not_entrant ? 5000 : 0,
-                         0, 0, false, 0 };
+                         0, 0, false, 0, 0, 0 };
     return make_replaced_trace(&t);
 }
 
@@ -2659,7 +2716,7 @@ Test(decode, an_inline_cache_site_calls_its_interpreted_callees_adapter_until_it
 static char *make_resolved_before_replaced_trace(void)
 {
     replaced_trace t = { RS_OPT, OLD_C1 + 0x20, "\x74\x00\xc3", 3, 9000, NEW_C2 + 0x20,
-                         MUCH_LATER, false, 0 };
+                         MUCH_LATER, false, 0, 0, 0 };
     return make_replaced_trace(&t);
 }
 
