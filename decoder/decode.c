@@ -1095,7 +1095,7 @@ static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint ori
 /* Group sp moved ps's error on to the call of another resolved site
  * (moved_on): sp is tried together with each group of candidates for that
  * error (next_versions on sp's attempt), and the first union that gets
- * further than ps is kept. Keeping sp alone instead, for the next retry to
+ * further than `beat` (ps's error or further) is kept. Keeping sp alone instead, for the next retry to
  * fix the second site, lost more than it won: a group that sends the
  * thread into code that never ran can also end at some site's call (one
  * xalan JDK 17 recording had 139K instructions more not in place, where
@@ -1104,7 +1104,7 @@ static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint ori
 static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t stop,
                            const struct pt_config *cfg, di_store *store, const uint32_t *early,
                            spec *sp, guint ndis, int *budget, guint orig_ops, guint orig_runs,
-                           guint orig_blocks)
+                           guint orig_blocks, uint64_t beat)
 {
     pass np;
     if (*budget <= 0 || !attempt(w, k, ps, ck, stop, cfg, store, early, sp, ndis, budget, &np))
@@ -1130,7 +1130,7 @@ static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t
         }
         if (!attempt(w, k, ps, ck, stop, cfg, store, early, &both, ndis, budget, &np))
             continue;
-        if (progress(&np) > ps->err_off) {
+        if (progress(&np) > beat) {
             keep_attempt(k, ps, &np, ck, orig_ops, orig_runs, orig_blocks);
             return true;
         }
@@ -1196,6 +1196,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 end++;
             uint64_t best = 0;
             bool best_moved = false;
+            int first_moved = -1;
             pick = -1;
             for (int fi = gi; fi < end && *budget > 0 && !decoded; fi++) {
                 if (!attempt(w, k, ps, &ck, stop, cfg, store, early, &g[fi], ndis, budget, &np))
@@ -1209,6 +1210,8 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 bool mv = moved_on(got, last_site_call(w, k, orig_ops, k->ops->len),
                                    ps->err_off, site_call);
                 drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+                if (mv && first_moved < 0)
+                    first_moved = fi;
                 if (got >= best) {
                     best = got;
                     best_moved = mv;
@@ -1218,6 +1221,17 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
             gi = end - 1;
             if (!decoded && best_moved && moved < 0)
                 moved = pick;
+            /* A member that ran on into another resolved site's call is
+             * judged with that site fixed too: the others may get a few
+             * bytes further by going wrong elsewhere (a made-up stub state
+             * into its adapter, where the record's compiled callee met its
+             * own stale site at once). */
+            if (!decoded && first_moved >= 0 && !best_moved &&
+                with_next_site(w, k, ps, &ck, stop, cfg, store, early, &g[first_moved], ndis,
+                               budget, orig_ops, orig_runs, orig_blocks, best)) {
+                kept = true;
+                break;
+            }
             if (!decoded && (pick < 0 || best <= ps->err_off))
                 continue;
         }
@@ -1236,7 +1250,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     }
     if (!kept && moved >= 0)
         kept = with_next_site(w, k, ps, &ck, stop, cfg, store, early, &g[moved], ndis, budget,
-                              orig_ops, orig_runs, orig_blocks);
+                              orig_ops, orig_runs, orig_blocks, ps->err_off);
     if (ng && !kept) {
         if (!w->failed)
             w->failed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);

@@ -2835,7 +2835,11 @@ static char *make_gone_before_scan_trace(void)
  * the trace has before any packet: both fail at one offset. */
 #define NM2 0xb0000ull
 
-static char *make_two_stale_sites_trace(void)
+/* with_stub: A also has a static call stub (NMR+0x20), filled in M1's load
+ * record, to a c2i adapter whose code (two jz) takes the callee's jz and then
+ * fails at the next TIP: a made-up state of A's resolution, and a retry
+ * candidate that gets further than A's record alone. */
+static char *make_two_stale_sites_trace_with(bool with_stub)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
@@ -2843,6 +2847,8 @@ static char *make_two_stale_sites_trace(void)
     jm_buf_init(&b);
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
+    if (with_stub)
+        stub(w, &b, C2I, "I2C/C2I adapters", "\x74\x00\x74\x00\xc3", 5);
     uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
     int32_t to_vm = (int32_t)(0x1000 - (int64_t)(RS_STATIC + 5));
     memcpy(resolver + 1, &to_vm, 4);
@@ -2851,13 +2857,19 @@ static char *make_two_stale_sites_trace(void)
     memcpy(resolver + 1, &to_vm, 4);
     stub(w, &b, RS_OPT, "resolve_opt_virtual_call", resolver, sizeof resolver);
     stub(w, &b, CALLEE, "callee", "\x74\x00\xc3", 3);
-    uint8_t nm[0x20];
+    uint8_t nm[0x40];
     memset(nm, 0xcc, sizeof nm);
     int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
     nm[0] = 0xe8;
     memcpy(nm + 1, &rel, 4);
     memcpy(nm + 5, "\xff\xe0", 2);
+    if (with_stub) {         /* mov rbx, imm64; jmp C2I */
+        memcpy(nm + 0x20, "\x48\xbb\x11\x11\0\0\0\0\0\0\xe9", 11);
+        rel = (int32_t)(C2I - (NMR + 0x2f));
+        memcpy(nm + 0x2b, &rel, 4);
+    }
     load_at_nmr(w, &b, nm, sizeof nm);
+    memset(nm + 0x20, 0xcc, 0x20);
     rel = (int32_t)(RS_OPT - (NM2 + 5));
     memcpy(nm + 1, &rel, 4);
     nm[5] = 0xc3;
@@ -2870,9 +2882,15 @@ static char *make_two_stale_sites_trace(void)
     return dir;
 }
 
-Test(decode, a_retry_that_moves_the_error_to_another_resolved_site_takes_both)
+static char *make_two_stale_sites_trace(void)
 {
-    char *dir = make_two_stale_sites_trace();
+    return make_two_stale_sites_trace_with(false);
+}
+
+/* The thread runs A, NM2, B, then the callee, twice, from a PSB at t 1000
+ * (before both records). */
+static void decode_two_stale_sites(const char *dir, evlog *log, dc_stats *st)
+{
     penc e;
     penc_init(&e);
     psb(&e, 1000, NMR);
@@ -2882,9 +2900,33 @@ Test(decode, a_retry_that_moves_the_error_to_another_resolved_site_takes_both)
         tip(&e, ppt_tip, NMR + 5);      /* NM2's ret */
         tip(&e, ppt_tip, NMR);          /* jmp *%rax */
     }
+    decode_encoded(dir, &e, log, st);
+}
+
+/* A's resolution has a made-up state too (its stub), which gets further
+ * than A's record alone: the record, which runs on into B's stale call at
+ * once, is tried with B's record before the state is kept. */
+Test(decode, a_retry_weighs_a_candidate_that_ran_into_another_stale_site_with_that_site_fixed)
+{
+    char *dir = make_two_stale_sites_trace_with(true);
     evlog log = { .n = 0 };
     dc_stats st;
-    decode_encoded(dir, &e, &log, &st);
+    decode_two_stale_sites(dir, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 0, "A's made-up state is not kept");
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 0);
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 0);
+    cr_expect_geq(count_stub(&log, "callee"), 2);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+Test(decode, a_retry_that_moves_the_error_to_another_resolved_site_takes_both)
+{
+    char *dir = make_two_stale_sites_trace();
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_two_stale_sites(dir, &log, &st);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0,
                  "neither resolver is decoded: both records apply from the PSB");
     cr_expect_eq(count_stub(&log, "resolve_static_call"), 0);
