@@ -40,9 +40,11 @@ scans of the agent's patch watcher, and some of those versions are never
 recorded at all (the decoder re-decodes a stretch with the versions recorded
 later, and resumes at the next branch target where that fails,
 decoder/README.md). How much that is depends on when the watcher's scans
-fall (97.8% to 99.1% in place on JDK 17 and 25; 78.7% to 93.1% before
-decoding resumed at branch targets, which the floor now catches), so the
-floor guards against collapse, not for the target. Whatever decodes must
+fall (99.933% to 99.992% in place on 29 recordings of both workloads on JDK
+17 and 25, 99.82% the lowest of recent CI runs; 97.8% to 99.1% before the
+decoder's rules for stale call sites, 78.7% to 93.1% before decoding resumed
+at branch targets), so the floor guards against a lost rule, not for the
+0.1% target, which `ptdecode stats` and these lines report. Whatever decodes must
 be mostly right: at most MAX_MISPLACED_PCT percent of the decoded blocks
 may lie off the executed sequence (0.07% to 0.38% measured: where the decoder follows a stale code
 version that the trace does not contradict at once, it misplaces blocks
@@ -61,7 +63,7 @@ SQUARE = ['iload_0', 'iload_0', 'imul', 'ireturn']
 MIN_DECODED_PCT = '75'
 JIT_MIN_PCT = 70.0
 JIT_OUTPUT = 'Jit -785422551540'
-WORKLOAD_MIN_PCT = 90.0
+WORKLOAD_MIN_PCT = 99.5
 MAX_MISPLACED_PCT = 1.0
 
 
@@ -137,10 +139,10 @@ def workload(ptrec, plugin, agent, emucheck, jbin, work, script, variables):
         print('FAIL: emucheck summary missing')
         return 1
     pct = 100.0 * int(m.group(2)) / int(m.group(1))
-    print('decoded in place: %.2f%% of %s instructions; %s blocks misplaced'
-          % (pct, m.group(1), m.group(3)))
+    print('decoded in place: %.3f%% of %s instructions (target 99.9%%, %s); %s blocks misplaced'
+          % (pct, m.group(1), 'met' if pct >= 99.9 else 'missed', m.group(3)))
     if pct < WORKLOAD_MIN_PCT:
-        print('FAIL: under %.0f%% decoded in place' % WORKLOAD_MIN_PCT)
+        print('FAIL: under %.1f%% decoded in place' % WORKLOAD_MIN_PCT)
         return 1
     blocks = sum(int(b) for b in re.findall(r', blocks (\d+),', chk.stdout))
     misplaced = 100.0 * int(m.group(3)) / max(blocks, 1)
