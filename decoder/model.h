@@ -274,7 +274,7 @@ typedef struct dm_model {
     size_t callees_named;        /* inline-cache resolutions whose callee of the meantime
                                     is named by the caller's invoke (model.c) */
     uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
-    size_t patches_cut;          /* recorded patches cut into sites and the rest
+    size_t patches_cut;          /* recorded patches cut into changed calls and the rest
                                     (the counts above are of pieces) */
 
     dm_method *methods;          /* sorted by id */
