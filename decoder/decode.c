@@ -1095,11 +1095,11 @@ static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint ori
 /* Group sp moved ps's error on to the call of another resolved site
  * (moved_on): sp is tried together with each group of candidates for that
  * error (next_versions on sp's attempt), and the first union that gets
- * further than `beat` (ps's error or further) is kept. Keeping sp alone instead, for the next retry to
- * fix the second site, lost more than it won: a group that sends the
- * thread into code that never ran can also end at some site's call (one
- * xalan JDK 17 recording had 139K instructions more not in place, where
- * another had 43K fewer). On that other one, `verifyLocation` calling
+ * further than `beat` (ps's error, or further) is kept. Keeping sp alone
+ * instead, for the next retry to fix the second site, lost more than it
+ * won: a group that sends the thread into code that never ran can also end
+ * at some site's call (one xalan JDK 17 recording had 139K instructions
+ * more not in place, where another had 43K fewer). On that other one, `verifyLocation` calling
  * `getLocationIndex`, which calls on at once: 40K instructions in 45 runs. */
 static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t stop,
                            const struct pt_config *cfg, di_store *store, const uint32_t *early,
