@@ -2227,6 +2227,61 @@ Test(model, a_site_resolved_to_a_replaced_version_gets_that_versions_state)
 /* Pass 1 resolves A to OLD_C1 (the resolver goes on there) and B to M3_C1;
  * pass 2 calls both straight. A ret in NEW_C2 would fit the packets of
  * pass 2 as well: only A's state says which version ran. */
+/* Sites A and B of M1 (calling resolve_opt_virtual_call as loaded, whose
+ * call into the VM has no trace) were resolved before the chunk (PSB at
+ * t 1000) to OLD_C1 and M3_C1, whose entries (+0x10) are `jz; ret` and `ret`; their
+ * records come at t 9000, and OLD_C1's not-entrant mark (a jump to the
+ * wrong-method stub over its entry) at t 8999, in the same scan. The retry
+ * that applies A's record is no reason to apply the mark: the thread still
+ * ran OLD_C1. */
+Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_to_its_time)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
+    int32_t to_vm = (int32_t)(0x1000 - (int64_t)(RS_OPT + 5));
+    memcpy(resolver + 1, &to_vm, 4);
+    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", resolver, sizeof resolver);
+    stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
+    compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\xc3", 3);
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x20];
+    two_resolver_sites(nm, sizeof nm);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    uint8_t jmp[5] = { 0xe9 };
+    int32_t rel = (int32_t)(WRONG_METHOD - (OLD_C1 + 0x15));
+    memcpy(jmp + 1, &rel, 4);
+    patch(w, &b, 8999, OLD_C1 + 0x10, jmp, sizeof jmp);
+    rel = (int32_t)(OLD_C1 + 0x10 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    rel = (int32_t)(M3_C1 + 0x10 - (NMR + 10));
+    patch(w, &b, 9000, NMR + 6, &rel, 4);
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 1, 1);                  /* OLD_C1's jz */
+        tip(&e, ppt_tip, NMR + 5);      /* its ret */
+        tip(&e, ppt_tip, NMR + 10);     /* M3_C1's ret */
+        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_stub(&log, "wrong_method_stub"), 0);
+    cr_expect_geq(count_jit_at(&log, OLD_C1 + 0x10), 2, "both passes run OLD_C1");
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
 {
     char *dir = make_replaced_callee_trace();
