@@ -2227,6 +2227,16 @@ Test(model, a_site_resolved_to_a_replaced_version_gets_that_versions_state)
 /* Pass 1 resolves A to OLD_C1 (the resolver goes on there) and B to M3_C1;
  * pass 2 calls both straight. A ret in NEW_C2 would fit the packets of
  * pass 2 as well: only A's state says which version ran. */
+/* A resolver stub at `at` as HotSpot's are in the trace: its call into the
+ * VM (here 0x1000, no code) has no packets, then `jmp *%rax`. */
+static void vm_resolver_stub(jm_writer *w, jm_buf *b, uint64_t at, const char *name)
+{
+    uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
+    int32_t to_vm = (int32_t)(0x1000 - (int64_t)(at + 5));
+    memcpy(resolver + 1, &to_vm, 4);
+    stub(w, b, at, name, resolver, sizeof resolver);
+}
+
 /* Sites A and B of M1 (calling resolve_opt_virtual_call as loaded, whose
  * call into the VM has no trace) were resolved before the chunk (PSB at
  * t 1000) to OLD_C1 and M3_C1, whose entries (+0x10) are `jz; ret` and `ret`; their
@@ -2243,10 +2253,7 @@ Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_t
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
     method(w, &b, M3, "three");
-    uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
-    int32_t to_vm = (int32_t)(0x1000 - (int64_t)(RS_OPT + 5));
-    memcpy(resolver + 1, &to_vm, 4);
-    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", resolver, sizeof resolver);
+    vm_resolver_stub(w, &b, RS_OPT, "resolve_opt_virtual_call");
     stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
     compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\xc3", 3);
     compiled(w, &b, 100, M3_C1, M3, 3);
@@ -2904,13 +2911,8 @@ static char *make_two_stale_sites_trace_with(bool with_stub)
     method(w, &b, M2, "two");
     if (with_stub)
         stub(w, &b, C2I, "I2C/C2I adapters", "\x74\x00\x74\x00\xc3", 5);
-    uint8_t resolver[7] = { 0xe8, 0, 0, 0, 0, 0xff, 0xe0 };   /* call the VM; jmp *%rax */
-    int32_t to_vm = (int32_t)(0x1000 - (int64_t)(RS_STATIC + 5));
-    memcpy(resolver + 1, &to_vm, 4);
-    stub(w, &b, RS_STATIC, "resolve_static_call", resolver, sizeof resolver);
-    to_vm = (int32_t)(0x1000 - (int64_t)(RS_OPT + 5));
-    memcpy(resolver + 1, &to_vm, 4);
-    stub(w, &b, RS_OPT, "resolve_opt_virtual_call", resolver, sizeof resolver);
+    vm_resolver_stub(w, &b, RS_STATIC, "resolve_static_call");
+    vm_resolver_stub(w, &b, RS_OPT, "resolve_opt_virtual_call");
     stub(w, &b, CALLEE, "callee", "\x74\x00\xc3", 3);
     uint8_t nm[0x40];
     memset(nm, 0xcc, sizeof nm);
