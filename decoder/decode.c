@@ -1106,8 +1106,9 @@ static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint ori
  * instead, for the next retry to fix the second site, lost more than it
  * won: a group that sends the thread into code that never ran can also end
  * at some site's call (one xalan JDK 17 recording had 139K instructions
- * more not in place, where another had 43K fewer). On that other one, `verifyLocation` calling
- * `getLocationIndex`, which calls on at once: 40K instructions in 45 runs. */
+ * more not in place, where another had 43K fewer). On that other one,
+ * `verifyLocation` calling `getLocationIndex`, which calls on at once: 40K
+ * instructions in 45 runs. */
 static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t stop,
                            const struct pt_config *cfg, di_store *store, const uint32_t *early,
                            spec *sp, guint ndis, int *budget, guint orig_ops, guint orig_runs,
