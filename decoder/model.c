@@ -1037,13 +1037,21 @@ static bool writes_not_entrant(const dm_model *m, const dm_patch *p, const uint8
 }
 
 /* The last version of old's method of a higher tier loaded after old, at
- * or before t and within NEW_VERSION_SPAN of it; NULL if none. The last,
- * not the first: an OSR version (compiled for a loop and entered from the
- * interpreter at its back edge) is loaded too but replaces nothing, and the
- * records do not tell it apart (luindex JDK 17: `StringCoding.hasNegatives`
- * got a C2 OSR version 302M ticks and its C2 version 13M ticks before its C1
- * version's not-entrant record; the thread entered the C1 version all that
- * time, and dated to the first, 256,837 instructions were not in place). */
+ * or before t (or just after it, NEW_VERSION_LAG) and within
+ * NEW_VERSION_SPAN of it; NULL if none. The last, not the first: an OSR
+ * version (compiled for a loop and entered from the interpreter at its back
+ * edge) is loaded too but replaces nothing, and the records do not tell it
+ * apart (luindex JDK 17: `StringCoding.hasNegatives` got a C2 OSR version
+ * 302M ticks and its C2 version 13M ticks before its C1 version's
+ * not-entrant record; the thread entered the C1 version all that time, and
+ * dated to the first, 256,837 instructions were not in place). Just after:
+ * HotSpot marks the old version while it installs the new one, whose load
+ * event the agent may get after the watcher's scan saw the mark; then the
+ * replacement is that version, and the mark is not moved back to an OSR
+ * version before it (another luindex JDK 17 recording: the C2 version's load
+ * record 0.19M ticks after the mark's, the OSR version's 305M before; moved
+ * there, 342,833 instructions in 45 runs were not in place). */
+#define NEW_VERSION_LAG 5000000ull      /* TSC ticks: a load record after the mark's */
 static const dm_code *replacing_version(const dm_model *m, const dm_code *old, uint64_t t)
 {
     const dm_code *best = NULL;
@@ -1052,7 +1060,8 @@ static const dm_code *replacing_version(const dm_model *m, const dm_code *old, u
         const dm_code *c = &m->codes[i];
         if (c->kind != DM_CODE_NMETHOD || c == old || c->method_id != old->method_id ||
             c->level <= old->level ||
-            c->load_tsc <= old->load_tsc || c->load_tsc > t || c->load_tsc < floor)
+            c->load_tsc <= old->load_tsc || c->load_tsc > t + NEW_VERSION_LAG ||
+            c->load_tsc < floor)
             continue;
         if (!best || c->load_tsc > best->load_tsc)
             best = c;

@@ -1507,12 +1507,14 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
         { true, 20000, 0, 4, 20000, 20000, 2, "both from the new version's load", 0 },
         { false, 20000, 0, 4, 0, 30001, 0, "the old version still entrant: its callers stay", 0 },
         { true, 20000, 25000, 4, 20000, 25000, 2, "no earlier than the site's previous change", 0 },
-        { true, 31000, 0, 4, 30000, 30001, 0, "a version loaded after the records replaced nothing",
+        { true, 31000, 0, 4, 30000, 30001, 0, "a version loaded after the records moves nothing",
           0 },
         { true, 20000, 0, 2, 30000, 30001, 0, "a lower tier: recompiled after a deoptimization",
           0 },
         { true, 20000, 0, 4, 20000, 20000, 2, "the last higher version, not an OSR one before it",
           12000 },
+        { true, 30100, 0, 4, 30000, 30001, 0,
+          "a version whose load record came just after the mark's, not an OSR one before", 12000 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir;
