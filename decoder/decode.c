@@ -932,12 +932,33 @@ static bool calls_at(const chunk *k, guint from, guint to, uint64_t call)
     return false;
 }
 
+/* Gives every patch of g but its q-th, where one of its made-up states
+ * calls the same compiled entry as the q-th (a direct state), that state.
+ * Whether any did. */
+static bool same_entry_states(const dm_model *m, spec *g, size_t q)
+{
+    const uint64_t entry = m->patches[g->idx[q]].new_target;
+    bool any = false;
+    for (size_t r = 0; r < g->n; r++) {
+        const dm_patch *p = &m->patches[g->idx[r]];
+        for (uint32_t s = p->first_state; r != q && s < p->first_state + p->nstates; s++)
+            if (m->patches[s].direct && m->patches[s].new_target == entry) {
+                g->idx[r] = s;
+                any = true;
+                break;
+            }
+    }
+    return any;
+}
+
 /* Where a group holds a call-site resolution with made-up states
  * (model.h) whose call the stretch ops[from, to) ran, each of those states
  * is an alternative to it: the group with
  * the state in the resolution's place, and the fill of the static call stub
  * the state calls if that stub's first change after now comes with the
- * resolution's scan. A chunk starts from the code as recorded at its start,
+ * resolution's scan; and for a state that calls compiled code, the group
+ * with every other site that has a state calling the same entry in that
+ * state too. A chunk starts from the code as recorded at its start,
  * so a site its thread resolved in an earlier chunk calls the resolver
  * again, and the trace contradicts that; the resolver is not passed again,
  * so only a retry can give the site the state the resolver gave it
@@ -950,12 +971,13 @@ static int with_made_up_states(wctx *w, const chunk *k, guint from, guint to, sp
     const dm_model *m = w->m;
     for (int gi = 0; gi < ng && ng < max; gi++) {
         int made = 0, family = gi + 1;
-        for (size_t q = 0; q < g[gi].n && ng < max; q++) {
-            const dm_patch *p = &m->patches[g[gi].idx[q]];
+        const spec base = g[gi];
+        for (size_t q = 0; q < base.n && ng < max; q++) {
+            const dm_patch *p = &m->patches[base.idx[q]];
             if (p->nstates && !calls_at(k, from, to, p->site ? p->site : p->call_at))
                 continue;
             for (uint32_t s = p->first_state; s < p->first_state + p->nstates && ng < max; s++) {
-                spec alt = g[gi];
+                spec alt = base;
                 alt.idx[q] = s;
                 uint64_t stub = m->patches[s].new_target;
                 uint32_t first;
@@ -968,6 +990,19 @@ static int with_made_up_states(wctx *w, const chunk *k, guint from, guint to, sp
                 memmove(&g[gi + made + 1], &g[gi + made], (size_t)(ng - gi - made) * sizeof *g);
                 g[gi + made++] = alt;
                 ng++;
+                /* and with the group's other sites at the same version's
+                 * entry, where a state of theirs calls it: two calls of
+                 * one method in one caller, both resolved to its C1
+                 * version before a scan saw them at its C2 one. A retry
+                 * starts from the last checkpoint, before both calls, so
+                 * one site's state alone runs into the other's stale call
+                 * again. */
+                if (m->patches[s].direct && same_entry_states(m, &alt, q) && ng < max) {
+                    memmove(&g[gi + made + 1], &g[gi + made],
+                            (size_t)(ng - gi - made) * sizeof *g);
+                    g[gi + made++] = alt;
+                    ng++;
+                }
             }
         }
         if (made)

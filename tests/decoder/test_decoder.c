@@ -2291,6 +2291,69 @@ Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_t
     g_free(dir);
 }
 
+/* Sites A and B of M1 (resolve_opt_virtual_call as loaded, its call into
+ * the VM without trace) were both resolved before the chunk (PSB at t 1000)
+ * to OLD_C1, whose entry +0x20 is `jz; jz; ret`. Their one record (t 9000)
+ * has both at NEW_C2, which replaced OLD_C1 and M2's other C1 version at
+ * OLD_C1 - 0x1000 (the C1 entry offset comes from another site's record,
+ * OTHER_IC's to M3_C1+0x20). Each site gets a state per C1 version, the
+ * other one's first; neither NEW_C2's entry nor the other version's fits
+ * the packets. Each site's right state alone runs into the other's stale
+ * call, and a chunk retries from its start: only the two states together,
+ * one version at one entry, decode it. */
+Test(decode, two_sites_resolved_to_one_replaced_version_take_its_states_together)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    vm_resolver_stub(w, &b, RS_OPT, "resolve_opt_virtual_call");
+    compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\x74\x00\xc3", 5);
+    compiled_with(w, &b, 200, OLD_C1 - 0x1000, M2, 3, "\xff\xe0", 2);   /* jmp *%rax */
+    compiled(w, &b, 100, M3_C1, M3, 3);
+    uint8_t nm[0x20];
+    two_resolver_sites(nm, sizeof nm);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    uint8_t other[0x10];
+    memset(other, 0xcc, sizeof other);
+    other[0] = 0xe8;
+    int32_t rel = (int32_t)(RS_OPT - (OTHER_IC + 5));
+    memcpy(other + 1, &rel, 4);
+    load_version(w, &b, 100, OTHER_IC, M3, 4, other, sizeof other);
+    compiled_with(w, &b, 5000, NEW_C2, M2, 4, "\xff\xe0", 2);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    memcpy(nm + 1, &rel, 4);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 10));
+    memcpy(nm + 6, &rel, 4);
+    patch(w, &b, 9000, NMR + 1, nm + 1, 9);
+    rel = (int32_t)(M3_C1 + 0x20 - (OTHER_IC + 5));
+    patch(w, &b, 9000, OTHER_IC + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 3, 2);                  /* A: OLD_C1's two jz */
+        tip(&e, ppt_tip, NMR + 5);      /*    its ret */
+        tnt(&e, 3, 2);                  /* B: OLD_C1's two jz */
+        tip(&e, ppt_tip, NMR + 10);     /*    its ret */
+        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_stub(&log, "resolve_opt_virtual_call"), 0);
+    cr_expect_geq(count_jit_at(&log, OLD_C1 + 0x20), 4, "A and B call OLD_C1 in both passes");
+    cr_expect_eq(count_jit_in(&log, NEW_C2, NEW_C2 + 0x40), 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
 {
     char *dir = make_replaced_callee_trace();
