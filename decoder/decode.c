@@ -892,6 +892,42 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
     return ng;
 }
 
+/* The end of the last block among k's ops [from, to), 0 if none. */
+static uint64_t last_block_end(const chunk *k, guint from, guint to)
+{
+    const op *ops = (const op *)(void *)k->ops->data;
+    for (guint i = to; i-- > from;)
+        if (ops[i].type == OP_BLOCK)
+            return ops[i].end_ip;
+    return 0;
+}
+
+/* Where the stretch ops[from, to) ended in a direct call or jump into no
+ * code (ps failed there: -pte_nomap), the first patch over its target
+ * after now, into cand. The image leaves zeros out (di_cache_new), and
+ * HotSpot fills an inline-cache transition stub into the emptied
+ * InlineCacheBuffer: a site re-pointed at the stub before the watcher's
+ * scan saw the fill calls into nothing, and no code the stretch ran has a
+ * later version to try (xalan JDK 17: a `ZipFile$Source.checkAndAddEntry`
+ * site through a stub filled 26M ticks before its record). */
+static void nomap_target_fill(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guint from,
+                              guint to, uint32_t *cand, size_t *nc, size_t max)
+{
+    if (ps->status != -pte_nomap || *nc >= max)
+        return;
+    uint64_t end = last_block_end(k, from, to), target;
+    uint8_t buf[MAX_INSN_LEN];
+    size_t n = 0;           /* the image's sections may split the instruction */
+    for (int got; end && n < sizeof buf; n += (size_t)got)
+        if ((got = di_image_read(ps->im, buf + n, sizeof buf - n, end + n)) <= 0)
+            break;
+    uint32_t first;
+    if (n && x86_direct_target(buf, n, end, &target) &&
+        di_cache_patches_in(w->cache, target, target + CALLEE_STUB_SPAN, ck->tsc, &first, 1) &&
+        !retry_starts_with(ps, ck, first))
+        cand[(*nc)++] = first;
+}
+
 /* The next versions of the code the stretch ops[from, to) ran (see
  * version_candidates), as groups of patches to try (version_groups): the
  * two earliest scans over the whole stretch; the two earliest over its last
@@ -916,6 +952,7 @@ static int next_versions(wctx *w, chunk *k, const pass *ps, const ckpt *ck, guin
         nb += ops[--near].type == OP_BLOCK;
     nc = 0;
     version_candidates(w, k, ps, ck, near, to, false, cand, &nc, 64);
+    nomap_target_fill(w, k, ps, ck, near, to, cand, &nc, 64);
     ng = version_groups(w, cand, nc, g, ng, 2, now);
     nc = 0;
     version_candidates(w, k, ps, ck, from, to, true, cand, &nc, 64);
@@ -1016,16 +1053,6 @@ static int with_made_up_states(wctx *w, const chunk *k, guint from, guint to, sp
 static uint64_t progress(const pass *ps)
 {
     return ps->boundary || ps->status >= 0 || ps->status == -pte_eos ? UINT64_MAX : ps->err_off;
-}
-
-/* The end of the last block among k's ops [from, to), 0 if none. */
-static uint64_t last_block_end(const chunk *k, guint from, guint to)
-{
-    const op *ops = (const op *)(void *)k->ops->data;
-    for (guint i = to; i-- > from;)
-        if (ops[i].type == OP_BLOCK)
-            return ops[i].end_ip;
-    return 0;
 }
 
 #define SITE_LOOKBACK 4          /* blocks: a resolver stub's, after its site's call */

@@ -833,6 +833,12 @@ void di_image_free(di_image *im)
     g_free(im);
 }
 
+/* Whether q's bytes all lie within p's. */
+static bool within(const dm_patch *q, const dm_patch *p)
+{
+    return p->vaddr <= q->vaddr && q->vaddr + q->size <= p->vaddr + p->size;
+}
+
 /* After patch idx applied by its time: the call-site resolutions this
  * decoder applied ahead of their time over the same bytes are later than it
  * (the thread went through the resolver to them), so they go back on top.
@@ -842,17 +848,25 @@ void di_image_free(di_image *im)
  * the C2 state's record. Other patches applied early (a kept retry's) are
  * weaker evidence, and an inline-cache site goes back and forth between
  * states: keeping those too lost 30,265 instructions in place on a luindex
- * JDK 17 recording, in its transition stubs. */
+ * JDK 17 recording, in its transition stubs. But where an earlier record of
+ * the same call re-pointed leaves some of the later one's bytes (the
+ * watcher records the bytes that changed), the call's displacement is a mix
+ * of two states that calls nowhere, so the later one goes back on top
+ * there too (xalan JDK 17: a `ZipFile$Source.checkAndAddEntry` site sent
+ * into unmapped memory 2,126 times). */
 static int keep_later_states(di_image *im, uint32_t idx)
 {
     const dm_model *m = im->c->m;
     const dm_patch *p = &m->patches[idx];
+    const uint64_t p_call = p->site ? p->site : p->call_at;
     for (guint i = 0; i < im->early_log->len; i++) {
         uint32_t e = g_array_index(im->early_log, uint32_t, i);
         const dm_patch *q = &m->patches[e];
-        if (!q->site || !im->early[e] || q->start_tsc <= p->start_tsc ||
+        if (!im->early[e] || q->start_tsc <= p->start_tsc ||
             q->vaddr >= p->vaddr + p->size || p->vaddr >= q->vaddr + q->size ||
             !patch_applies(im, e))
+            continue;
+        if (!q->site && !(q->call_to && q->call_at == p_call && !within(q, p)))
             continue;
         if (put(im, im->c->patch_isid[e]) < 0)
             return -1;

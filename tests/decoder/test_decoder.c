@@ -3146,6 +3146,70 @@ Test(image, a_resolution_applied_early_stays_over_an_earlier_record)
     g_free(dir);
 }
 
+/* M1's call at NMR goes to CALLEE in its load record; a record at t 3000
+ * re-points it to CALLEE+0x100 with the 3 bytes of its displacement that
+ * changed, and one at t 9000 to 0x190000 with p9000_bytes bytes. The image
+ * at t 1000 gets the second ahead of its time, then reaches t 3000: where
+ * the call reads after that. */
+static uint64_t call_after_early_and_earlier_repoint(size_t p9000_bytes)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(CALLEE - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    rel = (int32_t)(CALLEE + 0x100 - (NMR + 5));
+    patch(w, &b, 3000, NMR + 1, &rel, 3);
+    rel = (int32_t)(0x190000 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, p9000_bytes);
+    cr_assert_eq(jm_writer_close(w), 0);
+    jm_buf_free(&b);
+
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    uint32_t later = UINT32_MAX;
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].tsc == 9000)
+            later = (uint32_t)i;
+    cr_assert_neq(later, UINT32_MAX);
+    cr_assert_eq(m->patches[later].call_at, NMR, "a re-pointing");
+    di_image *im = di_image_new(cache, 1000, err, sizeof err);
+    cr_assert_not_null(im, "%s", err);
+    cr_assert_eq(di_image_apply_early(im, later), 1);
+    cr_assert_geq(di_image_advance(im, 4000), 0);
+    uint8_t buf[4];
+    size_t n = 0;
+    for (int got; n < sizeof buf; n += (size_t)got)
+        cr_assert_gt(got = di_image_read(im, buf + n, sizeof buf - n, NMR + 1 + n), 0);
+    memcpy(&rel, buf, 4);
+    di_image_free(im);
+    di_cache_free(cache);
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+    return NMR + 5 + (uint64_t)(int64_t)rel;
+}
+
+/* The watcher records the bytes that changed, so an earlier record of a
+ * call's re-pointing applied over a later one applied early may leave some
+ * of the later one's bytes: a displacement of neither, calling nowhere.
+ * The later state stays then; where the earlier record covers all of the
+ * later one's bytes, the earlier state is whole and applies. */
+Test(image, a_call_re_pointed_early_is_never_a_mix_of_two_states)
+{
+    cr_expect_eq(call_after_early_and_earlier_repoint(4), 0x190000);
+    cr_expect_eq(call_after_early_and_earlier_repoint(3), CALLEE + 0x100);
+}
+
 /* ---- a patch over zeros that ends before its last instruction does -------- */
 
 /* the zeros kept after a patch (image.c: the longest instruction but one) */
@@ -3200,6 +3264,57 @@ Test(image, a_patch_over_zeros_keeps_the_zeros_that_end_its_instruction)
     decode_encoded(dir, &e, &log, &st);
     cr_expect_eq(count_stub(&log, "callee"), 2, "the stub's jump reached the callee");
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* M1 at NMR calls a transition stub at ICBUF+0x20 (then jmp *%rax), and
+ * the InlineCacheBuffer was empty when the agent took it. The stub's fill
+ * (movabs rax; jmp to the callee, `jz; ret`) is recorded at t 9000, after
+ * the thread ran it, in one record with a refill of the stub before it
+ * (ICBUF, first filled at t 500): not a fill into zeros alone, which
+ * would apply from the buffer's start. The call goes into no code, and the
+ * retry tries the first record over its target. */
+Test(decode, a_call_into_no_code_is_retried_with_the_first_fill_of_its_target)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    uint8_t zeros[0x80] = { 0 };
+    stub(w, &b, ICBUF, "InlineCacheBuffer", zeros, sizeof zeros);
+    stub(w, &b, ICBUF_CALLEE, "callee", "\x74\x00\xc3", 3);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(ICBUF + 0x20 - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    uint8_t fill[0x30] = { 0x48, 0xb8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0xe9, 1, 2, 3, 4 };
+    patch(w, &b, 500, ICBUF, fill, 15);                 /* another site's stub */
+    fill[2] = 0x55;                                     /* ... refilled */
+    memcpy(fill + 0x20, fill, 11);
+    rel = (int32_t)(ICBUF_CALLEE - (ICBUF + 0x2f));
+    memcpy(fill + 0x2b, &rel, 4);
+    patch(w, &b, 9000, ICBUF, fill, 0x2f);
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 1, 1);                  /* the callee's jz */
+        tip(&e, ppt_tip, NMR + 5);      /* its ret */
+        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_geq(count_stub(&log, "callee"), 2);
+    cr_expect_geq(count_stub(&log, "InlineCacheBuffer"), 2);
     remove_tree(dir);
     g_free(dir);
 }
