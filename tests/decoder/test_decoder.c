@@ -2299,8 +2299,9 @@ Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_t
  * OTHER_IC's to M3_C1+0x20). Each site gets a state per C1 version, the
  * other one's first; neither NEW_C2's entry nor the other version's fits
  * the packets. Each site's right state alone runs into the other's stale
- * call, and a chunk retries from its start: only the two states together,
- * one version at one entry, decode it. */
+ * call, and a retry starts from the last checkpoint (the PSB), before
+ * both: only the two states together, one version at one entry, decode
+ * it. */
 Test(decode, two_sites_resolved_to_one_replaced_version_take_its_states_together)
 {
     char *dir;
