@@ -803,6 +803,26 @@ static void same_scan(wctx *w, spec *sp, uint64_t t, uint64_t span, uint64_t lo,
     }
 }
 
+/* Whether patch p re-points a call at a compiled method whose load record
+ * comes more than LOAD_LAG after now. The agent hears of a method's code
+ * when HotSpot posts its load, which on JDK 17 may be tens of millions of
+ * ticks after the code first ran (38M on a luindex recording). A retry that
+ * points the call at code loaded much later sends it into whatever the
+ * address held before. On luindex JDK 25 the re-pointing of a C1
+ * `BlockTreeTermsWriter$TermsWriter.pushTerm` site to C1
+ * `BytesRefBuilder.append`, dated back to the site's resolution to its
+ * static call stub, went into a retry with it 100M ticks before that code's
+ * load (the attempt got one byte further), and the decoder lost the thread
+ * at each call of the site until then. */
+#define LOAD_LAG 50000000ull     /* TSC ticks */
+static bool callee_loaded_long_after(const dm_model *m, const dm_patch *p, uint64_t now)
+{
+    if (!p->call_to)
+        return false;
+    const dm_code *callee = dm_code_at(m, p->call_to, p->tsc);
+    return callee && callee->kind == DM_CODE_NMETHOD && callee->load_tsc > now + LOAD_LAG;
+}
+
 /* Drops from sp the patches dated back to the load of a version that
  * replaced the code they change (dm_patch.after_new_version) where that
  * load is more than a scan after now: they are not true before it, and
@@ -818,7 +838,8 @@ static void drop_not_yet_caused(const dm_model *m, spec *sp, uint64_t now)
     size_t kept = 0;
     for (size_t i = 0; i < sp->n; i++) {
         const dm_patch *p = &m->patches[sp->idx[i]];
-        if (!p->after_new_version || p->start_tsc <= now + SCAN_SPAN)
+        if ((!p->after_new_version || p->start_tsc <= now + SCAN_SPAN) &&
+            !callee_loaded_long_after(m, p, now))
             sp->idx[kept++] = sp->idx[i];
     }
     sp->n = kept;

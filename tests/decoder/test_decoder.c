@@ -2355,6 +2355,66 @@ Test(decode, two_sites_resolved_to_one_replaced_version_take_its_states_together
     g_free(dir);
 }
 
+/* Site A of M1 (resolve_static_call as loaded, its call into the VM without
+ * trace) was resolved before the chunk (PSB at t 1000) to M1's static call
+ * stub, filled to go on to the c2i adapter (`jz; ret`). Its records: the
+ * resolution at t 60,000,100, and the re-pointing to M2's compiled code at
+ * CALLEE_NM, loaded at t 60,000,000, at t 60,000,200, dated back to the
+ * resolution (start_at_callee_code). Until t 50,000,000 CALLEE_NM held
+ * another method's code, `jz; ret` too, which fits the packets: a retry
+ * that took the re-pointing with the resolution would decode the calls
+ * there, into code whose successor's load record is 60M ticks away. */
+#define CALLEE_NM 0xc4000ull
+Test(decode, a_retry_leaves_out_a_call_to_code_loaded_long_after_it)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    method(w, &b, M3, "three");
+    vm_resolver_stub(w, &b, RS_STATIC, "resolve_static_call");
+    stub(w, &b, C2I, "I2C/C2I adapters", "\x74\x00\xc3", 3);
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\x22\x22\0\0\0\0\0\0\xe9", 11);   /* mov rbx, M2; jmp C2I */
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    memcpy(nm + 0x2b, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled_with(w, &b, 100, CALLEE_NM, M3, 3, "\x74\x00\xc3", 3);
+    jm_put_u64(&b, M3);
+    jm_put_u64(&b, CALLEE_NM);
+    emit(w, JM_NMETHOD_UNLOAD, 50000000, &b, NULL, 0);
+    compiled_with(w, &b, 60000000, CALLEE_NM, M2, 3, "\xff\xe0", 2);
+    rel = (int32_t)(NMR + 0x20 - (NMR + 5));
+    patch(w, &b, 60000100, NMR + 1, &rel, 4);
+    rel = (int32_t)(CALLEE_NM + 0x20 - (NMR + 5));
+    patch(w, &b, 60000200, NMR + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 1, 1);                  /* the adapter's jz */
+        tip(&e, ppt_tip, NMR + 5);      /* its ret */
+        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_jit_in(&log, CALLEE_NM, CALLEE_NM + 0x40), 0);
+    cr_expect_geq(count_stub(&log, "I2C/C2I adapters"), 2);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
 {
     char *dir = make_replaced_callee_trace();
