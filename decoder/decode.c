@@ -845,6 +845,26 @@ static void drop_not_yet_caused(const dm_model *m, spec *sp, uint64_t now)
     sp->n = kept;
 }
 
+/* Whether the stub at `to` was last changed before now by a record older
+ * than the last change of p's call before p: its bytes now are a fill for
+ * another site, from before this site was last re-pointed. */
+static bool stub_older_than_call(const dm_model *m, uint64_t to, uint64_t now, const dm_patch *p)
+{
+    uint64_t stub_last = 0, call_last = 0;
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *q = &m->patches[i];
+        if (q->made_up)
+            continue;
+        if (q->start_tsc <= now && q->vaddr < to + CALLEE_STUB_SPAN && to < q->vaddr + q->size &&
+            q->tsc > stub_last)
+            stub_last = q->tsc;
+        if (q->tsc < p->tsc && q->vaddr < p->call_at + 5 && p->call_at + 1 < q->vaddr + q->size &&
+            q->tsc > call_last)
+            call_last = q->tsc;
+    }
+    return call_last && stub_last < call_last;
+}
+
 /* Up to want groups of cand[0..nc) into g[0..), by record time (a watcher
  * scan), earliest first, skipping the times of g[0..ng) already made;
  * each group also gets the other patches of its code versions with the
@@ -894,15 +914,29 @@ static int version_groups(wctx *w, const uint32_t *cand, size_t nc, spec *g, int
              * method's entry is no stub: a patch there in the same scan
              * is its not-entrant mark, which may come after the call
              * (luindex JDK 25: a C1 callee marked 26M ticks early, 84,762
-             * instructions in 193 runs). */
+             * instructions in 193 runs). A re-pointing's stub whose first
+             * fill after now was recorded by a later scan is taken with
+             * that fill where the stub's bytes now are older than the
+             * call's last state: a fill for another site, and HotSpot
+             * fills a stub for the site it then points there (luindex JDK
+             * 17: a `Lucene41PostingsWriter.finishTerm` site through a stub
+             * whose fill came 27M ticks after the site's record; taking
+             * the later fill without that condition cost more than it
+             * gained, "Not done yet" in README.md). */
             uint64_t to = p->site ? p->new_target : p->call_to;
             const dm_code *callee = to ? dm_code_at(m, to, now) : NULL;
             uint32_t first;
-            if (to && !(callee && callee->kind == DM_CODE_NMETHOD &&
-                        (int64_t)callee->index != p->owner) &&
-                di_cache_patches_in(w->cache, to, to + CALLEE_STUB_SPAN, now, &first, 1) &&
-                m->patches[first].start_tsc + SCAN_SPAN >= t)
+            if (!to || (callee && callee->kind == DM_CODE_NMETHOD &&
+                        (int64_t)callee->index != p->owner) ||
+                !di_cache_patches_in(w->cache, to, to + CALLEE_STUB_SPAN, now, &first, 1))
+                continue;
+            if (m->patches[first].start_tsc + SCAN_SPAN >= t &&
+                m->patches[first].start_tsc <= t + SCAN_SPAN)
                 same_scan(w, sp, t, SCAN_SPAN, to, to + CALLEE_STUB_SPAN, INT64_MIN);
+            else if (m->patches[first].start_tsc > t && p->call_to &&
+                     stub_older_than_call(m, to, now, p))
+                same_scan(w, sp, m->patches[first].start_tsc, 0, to, to + CALLEE_STUB_SPAN,
+                          INT64_MIN);
         }
         drop_not_yet_caused(m, sp, now);
         if (!sp->n) {

@@ -3340,6 +3340,70 @@ Test(decode, a_call_into_no_code_is_retried_with_the_first_fill_of_its_target)
     g_free(dir);
 }
 
+/* Site A of M1 at NMR (then jmp *%rax) called CALLEE at load, and was
+ * re-pointed at t 200 to the transition stub at ICBUF+0x40, filled at t 150
+ * for it. Before the chunk (PSB at t 1000) HotSpot refilled the stub at
+ * ICBUF+0x20, last filled at t 100 for another site (to ICBUF_CALLEE+0x10,
+ * `jmp *%rax`, which fits no packet here), to go on to A's callee
+ * (ICBUF_CALLEE, `jz; ret`), and pointed A at it. The watcher recorded
+ * A's re-pointing at t 9000 and the stub's fill only by a later scan, at
+ * t 20,000,000. */
+Test(decode, a_site_re_pointed_at_a_stub_takes_its_later_scans_fill_over_another_sites)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    uint8_t zeros[0x80] = { 0 };
+    stub(w, &b, ICBUF, "InlineCacheBuffer", zeros, sizeof zeros);
+    stub(w, &b, ICBUF_CALLEE, "callee", "\x74\x00\xc3", 3);
+    stub(w, &b, ICBUF_CALLEE + 0x10, "other callee", "\xff\xe0", 2);
+    stub(w, &b, CALLEE, "first callee", "\xff\xe0", 2);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(CALLEE - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    /* movabs rax, imm64; jmp rel32: a transition stub at ICBUF + at to dest */
+    uint8_t fill[15] = { 0x48, 0xb8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0xe9 };
+    const struct { uint64_t tsc, at, dest; } fills[] = {
+        { 100, 0x20, ICBUF_CALLEE + 0x10 }, { 150, 0x40, ICBUF_CALLEE + 0x10 },
+        { 20000000, 0x20, ICBUF_CALLEE },
+    };
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 2) {       /* A's re-pointings, between the fills */
+            rel = (int32_t)(ICBUF + 0x40 - (NMR + 5));
+            patch(w, &b, 200, NMR + 1, &rel, 4);
+            rel = (int32_t)(ICBUF + 0x20 - (NMR + 5));
+            patch(w, &b, 9000, NMR + 1, &rel, 4);
+        }
+        rel = (int32_t)(fills[i].dest - (ICBUF + fills[i].at + sizeof fill));
+        memcpy(fill + 11, &rel, 4);
+        patch(w, &b, fills[i].tsc, ICBUF + fills[i].at, fill, sizeof fill);
+    }
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 1, 1);                  /* the callee's jz */
+        tip(&e, ppt_tip, NMR + 5);      /* its ret */
+        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_geq(count_stub(&log, "callee"), 2);
+    cr_expect_eq(count_stub(&log, "other callee"), 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* ---- code re-pointed long before its patch is recorded --------------------- */
 
 #define NMC 0xb0000ull
