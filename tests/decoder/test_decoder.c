@@ -1543,6 +1543,17 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
     }
 }
 
+/* A trace directory with methods M1 "one", M2 "two" and M3 "three". */
+static jm_writer *trace_with_three_methods(char **dir, jm_buf *b)
+{
+    jm_writer *w = open_trace_dir(dir);
+    jm_buf_init(b);
+    method(w, b, M1, "one");
+    method(w, b, M2, "two");
+    method(w, b, M3, "three");
+    return w;
+}
+
 /* Two sites of M1 call M2's and M3's old versions; their new versions come
  * at t 20000 and 25000, and one record of the watcher's (t 30001) holds both
  * re-pointings: each is a piece of its own, dated to its own callee's load. */
@@ -1552,12 +1563,8 @@ Test(model, a_replaced_version_and_its_callers_change_at_the_new_versions_load)
 Test(model, two_sites_re_pointed_in_one_record_change_at_their_own_callees_load)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
+    jm_writer *w = trace_with_three_methods(&dir, &b);
     stub(w, &b, WMS, "wrong_method_stub", "\xff\xe0", 2);
     load_ret_version(w, &b, 100, OLDV, M2, 3);
     load_ret_version(w, &b, 100, OLDV3, M3, 3);
@@ -2042,6 +2049,30 @@ static void decode_two_passes(const char *dir, evlog *log, dc_stats *st)
     decode_encoded(dir, &e, log, st);
 }
 
+/* Decodes the thread taking one branch (`jz`, in the callee) and then the
+ * n TIPs of tips, twice, from a PSB at t 1000 at NMR. */
+static void decode_passes(const char *dir, const uint64_t *tips, size_t n, evlog *log,
+                          dc_stats *st)
+{
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    for (int pass = 0; pass < 2; pass++) {
+        tnt(&e, 1, 1);
+        for (size_t i = 0; i < n; i++)
+            tip(&e, ppt_tip, tips[i]);
+    }
+    decode_encoded(dir, &e, log, st);
+}
+
+/* The thread runs M1's call at NMR into a callee that takes one branch and
+ * returns, then M1's jmp *%rax back to the call, twice. */
+static void decode_call_and_back(const char *dir, evlog *log, dc_stats *st)
+{
+    static const uint64_t tips[] = { NMR + 5, NMR };   /* the callee's ret, jmp *%rax */
+    decode_passes(dir, tips, 2, log, st);
+}
+
 /* What the traces of the tests below vary: where site A goes in M1's load
  * record, in A's record (t 9000) and in A's next record (t 9100, if any),
  * OLD_C1's entries, and when OLD_C1's being made not entrant (a jump to
@@ -2249,12 +2280,8 @@ static void vm_resolver_stub(jm_writer *w, jm_buf *b, uint64_t at, const char *n
 Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_to_its_time)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
+    jm_writer *w = trace_with_three_methods(&dir, &b);
     vm_resolver_stub(w, &b, RS_OPT, "resolve_opt_virtual_call");
     stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
     compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\xc3", 3);
@@ -2272,18 +2299,11 @@ Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_t
     patch(w, &b, 9000, NMR + 6, &rel, 4);
     close_with_main_thread(w, &b);
 
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    for (int pass = 0; pass < 2; pass++) {
-        tnt(&e, 1, 1);                  /* OLD_C1's jz */
-        tip(&e, ppt_tip, NMR + 5);      /* its ret */
-        tip(&e, ppt_tip, NMR + 10);     /* M3_C1's ret */
-        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
-    }
+    /* OLD_C1's jz and ret, M3_C1's ret, jmp *%rax */
+    static const uint64_t tips[] = { NMR + 5, NMR + 10, NMR };
     evlog log = { .n = 0 };
     dc_stats st;
-    decode_encoded(dir, &e, &log, &st);
+    decode_passes(dir, tips, 3, &log, &st);
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     cr_expect_eq(count_stub(&log, "wrong_method_stub"), 0);
     cr_expect_geq(count_jit_at(&log, OLD_C1 + 0x10), 2, "both passes run OLD_C1");
@@ -2305,12 +2325,8 @@ Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_t
 Test(decode, two_sites_resolved_to_one_replaced_version_take_its_states_together)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
+    jm_writer *w = trace_with_three_methods(&dir, &b);
     vm_resolver_stub(w, &b, RS_OPT, "resolve_opt_virtual_call");
     compiled_with(w, &b, 100, OLD_C1, M2, 3, "\x74\x00\x74\x00\xc3", 5);
     compiled_with(w, &b, 200, OLD_C1 - 0x1000, M2, 3, "\xff\xe0", 2);   /* jmp *%rax */
@@ -2368,12 +2384,8 @@ Test(decode, two_sites_resolved_to_one_replaced_version_take_its_states_together
 Test(decode, a_retry_leaves_out_a_call_to_code_loaded_long_after_it)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
+    jm_writer *w = trace_with_three_methods(&dir, &b);
     vm_resolver_stub(w, &b, RS_STATIC, "resolve_static_call");
     stub(w, &b, C2I, "I2C/C2I adapters", "\x74\x00\xc3", 3);
     uint8_t nm[0x40];
@@ -2397,17 +2409,9 @@ Test(decode, a_retry_leaves_out_a_call_to_code_loaded_long_after_it)
     patch(w, &b, 60000200, NMR + 1, &rel, 4);
     close_with_main_thread(w, &b);
 
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    for (int pass = 0; pass < 2; pass++) {
-        tnt(&e, 1, 1);                  /* the adapter's jz */
-        tip(&e, ppt_tip, NMR + 5);      /* its ret */
-        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
-    }
     evlog log = { .n = 0 };
     dc_stats st;
-    decode_encoded(dir, &e, &log, &st);
+    decode_call_and_back(dir, &log, &st);   /* the adapter's jz and ret */
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     cr_expect_eq(count_jit_in(&log, CALLEE_NM, CALLEE_NM + 0x40), 0);
     cr_expect_geq(count_stub(&log, "I2C/C2I adapters"), 2);
@@ -2983,12 +2987,8 @@ Test(decode, a_retry_leaves_out_what_a_new_version_caused_before_its_load)
 static char *make_gone_before_scan_trace(void)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
+    jm_writer *w = trace_with_three_methods(&dir, &b);
     stub(w, &b, RS_OPT, "resolve_opt_virtual_call", "\xff\xe0", 2);
     stub(w, &b, C2I, "I2C/C2I adapters", "\xc3", 1);
     compiled(w, &b, 100, OLD_C1, M2, 3);
@@ -3069,16 +3069,9 @@ static char *make_two_stale_sites_trace_with(bool with_stub)
  * (before both records). */
 static void decode_two_stale_sites(const char *dir, evlog *log, dc_stats *st)
 {
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    for (int pass = 0; pass < 2; pass++) {
-        tnt(&e, 1, 1);                  /* the callee's jz */
-        tip(&e, ppt_tip, NM2 + 5);      /* its ret */
-        tip(&e, ppt_tip, NMR + 5);      /* NM2's ret */
-        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
-    }
-    decode_encoded(dir, &e, log, st);
+    /* the callee's ret, NM2's ret, jmp *%rax */
+    static const uint64_t tips[] = { NM2 + 5, NMR + 5, NMR };
+    decode_passes(dir, tips, 3, log, st);
 }
 
 /* Neither resolver is decoded: both records apply from the PSB. */
@@ -3289,6 +3282,41 @@ Test(image, a_patch_over_zeros_keeps_the_zeros_that_end_its_instruction)
     g_free(dir);
 }
 
+/* M1 at NMR: call `calls`, then jmp *%rax. The InlineCacheBuffer at
+ * ICBUF is empty (zeros) as the agent took it; the callee at ICBUF_CALLEE
+ * is `jz; ret`. The test adds its records and closes the trace. */
+static jm_writer *icbuf_site_trace(char **dir, jm_buf *b, uint64_t calls)
+{
+    jm_writer *w = open_trace_dir(dir);
+    jm_buf_init(b);
+    method(w, b, M1, "one");
+    uint8_t zeros[0x80] = { 0 };
+    stub(w, b, ICBUF, "InlineCacheBuffer", zeros, sizeof zeros);
+    stub(w, b, ICBUF_CALLEE, "callee", "\x74\x00\xc3", 3);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(calls - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, b, nm, sizeof nm);
+    return w;
+}
+
+/* Closes the trace of icbuf_site_trace (freeing dir) and decodes the thread
+ * running the call into the callee and back twice: all of it decodes, the
+ * callee included. */
+static void decode_icbuf_site(jm_writer *w, jm_buf *b, char *dir, evlog *log)
+{
+    close_with_main_thread(w, b);
+    dc_stats st;
+    decode_call_and_back(dir, log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_geq(count_stub(log, "callee"), 2);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* M1 at NMR calls a transition stub at ICBUF+0x20 (then jmp *%rax), and
  * the InlineCacheBuffer was empty when the agent took it. The stub's fill
  * (movabs rax; jmp to the callee, `jz; ret`) is recorded at t 9000, after
@@ -3299,20 +3327,9 @@ Test(image, a_patch_over_zeros_keeps_the_zeros_that_end_its_instruction)
 Test(decode, a_call_into_no_code_is_retried_with_the_first_fill_of_its_target)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    uint8_t zeros[0x80] = { 0 };
-    stub(w, &b, ICBUF, "InlineCacheBuffer", zeros, sizeof zeros);
-    stub(w, &b, ICBUF_CALLEE, "callee", "\x74\x00\xc3", 3);
-    uint8_t nm[0x10];
-    memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(ICBUF + 0x20 - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    load_at_nmr(w, &b, nm, sizeof nm);
+    jm_writer *w = icbuf_site_trace(&dir, &b, ICBUF + 0x20);
+    int32_t rel;
     uint8_t fill[0x30] = { 0x48, 0xb8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0xe9, 1, 2, 3, 4 };
     patch(w, &b, 500, ICBUF, fill, 15);                 /* another site's stub */
     fill[2] = 0x55;                                     /* ... refilled */
@@ -3320,24 +3337,9 @@ Test(decode, a_call_into_no_code_is_retried_with_the_first_fill_of_its_target)
     rel = (int32_t)(ICBUF_CALLEE - (ICBUF + 0x2f));
     memcpy(fill + 0x2b, &rel, 4);
     patch(w, &b, 9000, ICBUF, fill, 0x2f);
-    close_with_main_thread(w, &b);
-
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    for (int pass = 0; pass < 2; pass++) {
-        tnt(&e, 1, 1);                  /* the callee's jz */
-        tip(&e, ppt_tip, NMR + 5);      /* its ret */
-        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
-    }
     evlog log = { .n = 0 };
-    dc_stats st;
-    decode_encoded(dir, &e, &log, &st);
-    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
-    cr_expect_geq(count_stub(&log, "callee"), 2);
+    decode_icbuf_site(w, &b, dir, &log);
     cr_expect_geq(count_stub(&log, "InlineCacheBuffer"), 2);
-    remove_tree(dir);
-    g_free(dir);
 }
 
 /* Site A of M1 at NMR (then jmp *%rax) called CALLEE at load, and was
@@ -3351,22 +3353,11 @@ Test(decode, a_call_into_no_code_is_retried_with_the_first_fill_of_its_target)
 Test(decode, a_site_re_pointed_at_a_stub_takes_its_later_scans_fill_over_another_sites)
 {
     char *dir;
-    jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    uint8_t zeros[0x80] = { 0 };
-    stub(w, &b, ICBUF, "InlineCacheBuffer", zeros, sizeof zeros);
-    stub(w, &b, ICBUF_CALLEE, "callee", "\x74\x00\xc3", 3);
+    jm_writer *w = icbuf_site_trace(&dir, &b, CALLEE);
     stub(w, &b, ICBUF_CALLEE + 0x10, "other callee", "\xff\xe0", 2);
     stub(w, &b, CALLEE, "first callee", "\xff\xe0", 2);
-    uint8_t nm[0x10];
-    memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(CALLEE - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    load_at_nmr(w, &b, nm, sizeof nm);
+    int32_t rel;
     /* movabs rax, imm64; jmp rel32: a transition stub at ICBUF + at to dest */
     uint8_t fill[15] = { 0x48, 0xb8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0xe9 };
     const struct { uint64_t tsc, at, dest; } fills[] = {
@@ -3384,24 +3375,9 @@ Test(decode, a_site_re_pointed_at_a_stub_takes_its_later_scans_fill_over_another
         memcpy(fill + 11, &rel, 4);
         patch(w, &b, fills[i].tsc, ICBUF + fills[i].at, fill, sizeof fill);
     }
-    close_with_main_thread(w, &b);
-
-    penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    for (int pass = 0; pass < 2; pass++) {
-        tnt(&e, 1, 1);                  /* the callee's jz */
-        tip(&e, ppt_tip, NMR + 5);      /* its ret */
-        tip(&e, ppt_tip, NMR);          /* jmp *%rax */
-    }
     evlog log = { .n = 0 };
-    dc_stats st;
-    decode_encoded(dir, &e, &log, &st);
-    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
-    cr_expect_geq(count_stub(&log, "callee"), 2);
+    decode_icbuf_site(w, &b, dir, &log);
     cr_expect_eq(count_stub(&log, "other callee"), 0);
-    remove_tree(dir);
-    g_free(dir);
 }
 
 /* ---- code re-pointed long before its patch is recorded --------------------- */
