@@ -97,7 +97,7 @@ static unit resolve(const dm_model *m, uint64_t ip, uint64_t tsc)
  * and makes the events. */
 
 enum {
-    OP_BLOCK = 1,     /* a block; its runs follow in the chunk's run array */
+    OP_BLOCK = 1,     /* a block; its runs are nruns from run0 in the chunk's run array */
     OP_FORGET,        /* control flow unknown from here (resync) */
     OP_GAP_OPEN,      /* a = reason, b = error, ip = offset */
     OP_SYNC,          /* synchronized at offset ip: an open gap ends */
@@ -112,6 +112,7 @@ typedef struct op {
     uint64_t tsc;              /* the decoder's time here (0: none yet) */
     const void *u;             /* the unit at ip (OP_EXIT: where control left from) */
     uint32_t ninsn;            /* OP_GAP_OPEN: the reason */
+    uint32_t run0;
     uint16_t nruns;
     uint8_t type;
     uint8_t ukind;
@@ -184,18 +185,23 @@ typedef struct xcache_ent {
     uint8_t x;
 } xcache_ent;
 
-/* The inline-record runs of a compiled block, which depend only on the
- * version and the block (jp_path and dm_inline_range are pure): hot blocks
- * are looked up once per thread. */
+/* The inline-record runs of a compiled block depend only on the version and
+ * the block (jp_path and dm_inline_range are pure). A chunk's run array
+ * holds them once per block the cache below remembers, and every op of
+ * that block in the chunk points there: a hot loop's blocks are looked up
+ * once, and their runs are neither copied again nor written to memory
+ * for each pass (they were more than half of a chunk's bytes). The array
+ * only grows while a chunk is decoded, so the indices stay valid across
+ * retries that drop ops. */
 #define RCACHE_SIZE 2048u
-#define RCACHE_RUNS 4u
 typedef struct rcache_ent {
     const dm_code *c;
     uint64_t ip, end_ip;
     uint32_t ninsn;
-    uint8_t nruns;
+    uint32_t gen;              /* the wctx's chunk whose run array holds them */
+    uint32_t run0;
+    uint16_t nruns;
     bool ends_only;
-    run runs[RCACHE_RUNS];
 } rcache_ent;
 
 /* Where an address is at a time (dm_lookup is pure in both): the same
@@ -220,6 +226,7 @@ typedef struct wctx {
     GHashTable *failed;               /* this chunk's retries that did not help */
     xcache_ent xc[XCACHE_SIZE];
     rcache_ent rc[RCACHE_SIZE];
+    uint32_t gen;              /* chunks decoded (rcache_ent.gen) */
     ucache_ent uc[UCACHE_SIZE];
 } wctx;
 
@@ -357,14 +364,14 @@ static void analyze_block(wctx *w, chunk *k, const struct pt_block *b)
         const dm_code *c = u.p;
         uint64_t h = (b->ip * 0x9E3779B97F4A7C15ull) ^ (b->end_ip >> 1) ^ b->ninsn;
         rcache_ent *e = &w->rc[(h >> 20) & (RCACHE_SIZE - 1)];
-        if (e->c == c && e->ip == b->ip && e->end_ip == b->end_ip && e->ninsn == b->ninsn) {
-            for (unsigned i = 0; i < e->nruns; i++)
-                g_array_append_val(k->runs, e->runs[i]);
+        if (e->gen == w->gen && e->c == c && e->ip == b->ip && e->end_ip == b->end_ip &&
+            e->ninsn == b->ninsn) {
+            o->run0 = e->run0;
             o->nruns = e->nruns;
             if (e->ends_only)
                 k->st.jit_blocks_ends_only++;
         } else {
-            guint first = k->runs->len;
+            o->run0 = k->runs->len;
             const uint64_t *path;
             bool ends_only = false;
             size_t n = b->ninsn > 2 ? jp_path(w->jp, c, b->ip, b->end_ip, b->ninsn, &path) : 0;
@@ -380,15 +387,9 @@ static void analyze_block(wctx *w, chunk *k, const struct pt_block *b)
                                     b->end_ip - c->vaddr < c->size ? 2 : 1;
                 add_positions(w, k, o, c, ends, ne);
             }
-            if (o->nruns <= RCACHE_RUNS) {
-                e->c = c;
-                e->ip = b->ip;
-                e->end_ip = b->end_ip;
-                e->ninsn = b->ninsn;
-                e->nruns = (uint8_t)o->nruns;
-                e->ends_only = ends_only;
-                memcpy(e->runs, &g_array_index(k->runs, run, first), o->nruns * sizeof(run));
-            }
+            *e = (rcache_ent){ .c = c, .ip = b->ip, .end_ip = b->end_ip, .ninsn = b->ninsn,
+                               .gen = w->gen, .run0 = o->run0, .nruns = o->nruns,
+                               .ends_only = ends_only };
         }
     }
     if (k->blocks)
@@ -450,7 +451,7 @@ typedef struct ckpt {
     uint64_t psb;             /* offset in the decoder's bytes */
     uint64_t sync_off;        /* in the segment's: where a retry from it synchronizes */
     uint64_t tsc;
-    guint nops, nruns, nblocks;
+    guint nops, nblocks;
     guint ndis;               /* trace-offs seen before it (pass.dis) */
     size_t nearly;            /* image's early log length */
     resolution res;
@@ -523,7 +524,6 @@ static void checkpoint(wctx *w, chunk *k, pass *ps, uint64_t psb)
     c->sync_off = (uint64_t)((int64_t)psb + ps->shift);
     c->tsc = w->tsc;
     c->nops = k->ops->len;
-    c->nruns = k->runs->len;
     c->nblocks = k->blocks ? k->blocks->len : 0;
     c->ndis = ps->dis->len;
     di_image_early_log(ps->im, &c->nearly);
@@ -1180,32 +1180,30 @@ static bool attempt(wctx *w, chunk *k, const pass *ps, const ckpt *ck, uint64_t 
     return true;
 }
 
-/* Drops attempt np: k's ops, runs and blocks back to their lengths before. */
-static void drop_attempt(chunk *k, pass *np, guint nops, guint nruns, guint nblocks)
+/* Drops attempt np: k's ops and blocks back to their lengths before (the
+ * runs stay: rcache_ent). */
+static void drop_attempt(chunk *k, pass *np, guint nops, guint nblocks)
 {
     g_array_set_size(k->ops, nops);
-    g_array_set_size(k->runs, nruns);
     if (k->blocks)
         g_array_set_size(k->blocks, nblocks);
     pass_free(np);
 }
 
 /* Attempt np replaces run ps: its ops replace the old ones after checkpoint
- * ck (k's ops, runs and blocks had orig_* before the attempt); its
- * checkpoints and trace-off positions move down with them. */
+ * ck (k's ops and blocks had orig_* before the attempt); its checkpoints
+ * and trace-off positions move down with them. */
 static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint orig_ops,
-                         guint orig_runs, guint orig_blocks)
+                         guint orig_blocks)
 {
-    guint shift = orig_ops - ck->nops, rshift = orig_runs - ck->nruns;
+    guint shift = orig_ops - ck->nops;
     guint bshift = k->blocks ? orig_blocks - ck->nblocks : 0;
     g_array_remove_range(k->ops, ck->nops, shift);
-    g_array_remove_range(k->runs, ck->nruns, rshift);
     if (k->blocks)
         g_array_remove_range(k->blocks, ck->nblocks, bshift);
     for (int q = 0; q < np->nck; q++)
         if (np->ck[q].nops >= orig_ops) {
             np->ck[q].nops -= shift;
-            np->ck[q].nruns -= rshift;
             np->ck[q].nblocks -= bshift;
         }
     for (guint q = 0; q < np->dis->len; q++)
@@ -1228,7 +1226,7 @@ static void keep_attempt(chunk *k, pass *ps, pass *np, const ckpt *ck, guint ori
  * instructions in 45 runs. */
 static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t stop,
                            const struct pt_config *cfg, di_store *store, const uint32_t *early,
-                           spec *sp, guint ndis, int *budget, guint orig_ops, guint orig_runs,
+                           spec *sp, guint ndis, int *budget, guint orig_ops,
                            guint orig_blocks, uint64_t beat)
 {
     pass np;
@@ -1242,7 +1240,7 @@ static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t
         }
     spec next[RETRY_GROUPS];
     int nn = next_versions(w, k, &np, ck, from, k->ops->len, next);
-    drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+    drop_attempt(k, &np, orig_ops, orig_blocks);
     for (int j = 0; j < nn && j < NEXT_SITE_GROUPS && *budget > 0; j++) {
         spec both = *sp;
         both.family = 0;
@@ -1256,10 +1254,10 @@ static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t
         if (!attempt(w, k, ps, ck, stop, cfg, store, early, &both, ndis, budget, &np))
             continue;
         if (progress(&np) > beat) {
-            keep_attempt(k, ps, &np, ck, orig_ops, orig_runs, orig_blocks);
+            keep_attempt(k, ps, &np, ck, orig_ops, orig_blocks);
             return true;
         }
-        drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+        drop_attempt(k, &np, orig_ops, orig_blocks);
     }
     return false;
 }
@@ -1270,7 +1268,7 @@ static bool with_next_site(wctx *w, chunk *k, pass *ps, const ckpt *ck, uint64_t
 static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_config *cfg,
                   di_store *store, int *budget)
 {
-    const guint orig_ops = k->ops->len, orig_runs = k->runs->len;
+    const guint orig_ops = k->ops->len;
     const guint orig_blocks = k->blocks ? k->blocks->len : 0;
     const dc_stats orig_st = k->st;
     const uint64_t orig_tsc = w->tsc;
@@ -1334,7 +1332,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 }
                 bool mv = moved_on(got, last_site_call(w, k, orig_ops, k->ops->len),
                                    ps->err_off, site_call);
-                drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+                drop_attempt(k, &np, orig_ops, orig_blocks);
                 if (mv && first_moved < 0)
                     first_moved = fi;
                 if (got >= best) {
@@ -1353,7 +1351,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
              * own stale site at once). */
             if (!decoded && first_moved >= 0 && !best_moved &&
                 with_next_site(w, k, ps, &ck, stop, cfg, store, early, &g[first_moved], ndis,
-                               budget, orig_ops, orig_runs, orig_blocks, best)) {
+                               budget, orig_ops, orig_blocks, best)) {
                 kept = true;
                 break;
             }
@@ -1364,18 +1362,18 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
             !attempt(w, k, ps, &ck, stop, cfg, store, early, &g[pick], ndis, budget, &np))
             continue;
         if (progress(&np) > ps->err_off) {
-            keep_attempt(k, ps, &np, &ck, orig_ops, orig_runs, orig_blocks);
+            keep_attempt(k, ps, &np, &ck, orig_ops, orig_blocks);
             kept = true;
         } else {
             if (moved < 0 && moved_on(progress(&np), last_site_call(w, k, orig_ops, k->ops->len),
                                       ps->err_off, site_call))
                 moved = pick;
-            drop_attempt(k, &np, orig_ops, orig_runs, orig_blocks);
+            drop_attempt(k, &np, orig_ops, orig_blocks);
         }
     }
     if (!kept && moved >= 0)
         kept = with_next_site(w, k, ps, &ck, stop, cfg, store, early, &g[moved], ndis, budget,
-                              orig_ops, orig_runs, orig_blocks, ps->err_off);
+                              orig_ops, orig_blocks, ps->err_off);
     if (ng && !kept) {
         if (!w->failed)
             w->failed = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
@@ -1634,6 +1632,7 @@ static void decode_chunk(wctx *w, chunk *k)
     if (w->failed)
         g_hash_table_remove_all(w->failed);
     memset(w->xc, 0, sizeof w->xc);    /* isids are the chunk's store's own */
+    w->gen++;                           /* runs are the chunk's own */
     struct pt_config cfg;
     pt_config_init(&cfg);
     cfg.begin = (uint8_t *)buf + s->begin;
@@ -2197,7 +2196,7 @@ static void apply_chunk(ctx *x, const chunk *k, const dc_output *out)
 {
     const op *ops = (const op *)(void *)k->ops->data;
     const run *runs = (const run *)(void *)k->runs->data;
-    size_t r = 0, nb = 0;
+    size_t nb = 0;
     for (guint i = 0; i < k->ops->len && !x->stop; i++) {
         const op *o = &ops[i];
         if (o->tsc)
@@ -2212,8 +2211,7 @@ static void apply_chunk(ctx *x, const chunk *k, const dc_output *out)
                 exitu = (unit){ (ukind)ops[i + 1].ukind, ops[i + 1].u };
                 i++;
             }
-            on_block(x, o, exitu, runs + r);
-            r += o->nruns;
+            on_block(x, o, exitu, runs + o->run0);
             break;
         case OP_FORGET:
             forget_flow(x);
