@@ -28,7 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-guess]\n"
-            "                      [--cut-disputed] [--time-only] [--no-eval]\n"
+            "                      [--cut-disputed] [--time-only] [--no-eval] [--holes N]\n"
             "\n"
             "How much of each thread's trace was lost, captured, decoded and recovered, and\n"
             "how accurate the result is when the recording kept a lossless copy of every\n"
@@ -87,6 +87,14 @@ static void usage(FILE *f)
             "                 emulated backend counts them, and recovery then sizes a\n"
             "                 hole by its bytes: recover/README.md)\n"
             "  --no-eval      do not decode the lossless copies (no DA, PR, RA)\n"
+            "  --holes N      list each thread's N largest holes (lossless copy needed):\n"
+            "                 where each starts (TSC), its bytecodes, how many of them never\n"
+            "                 ran before it, the method that runs most of it; then its fill:\n"
+            "                 bytecodes, those right in order (as RA counts), those at a\n"
+            "                 (method, bci) the hole runs too in any order, and its most\n"
+            "                 run method. Few of the hole's code: the fill ran other code;\n"
+            "                 much more of it than right in order: the hole's code, in\n"
+            "                 another order (a loop that ran a different count)\n"
             "\n"
             "example:\n"
             "  ptrec --emulate --aux-size 16K --drain-rate 2 --keep-lossless -o b.trace -- \\\n"
@@ -133,6 +141,18 @@ static int collect(const fl_event *ev, void *vc)
     return 0;
 }
 
+/* One hole, for the list of the largest (--holes): what it held, and what
+ * recovery put in it. */
+typedef struct hole_info {
+    uint64_t tsc;                    /* of its first reference bytecode */
+    uint64_t bytecodes, unseen;      /* as the totals below count them */
+    uint64_t filled, right;          /* recovered and guessed bytecodes, those in order */
+    uint64_t same_code;              /* fill bytecodes the hole runs too, order aside */
+    uint64_t hole_method, fill_method;   /* the method that runs most bytecodes, 0 none */
+    char *hole_name, *fill_name;
+    uint32_t seg;                    /* the decoded segment it follows */
+} hole_info;
+
 typedef struct tstats {
     uint32_t tid;
     dc_stats dc;
@@ -151,8 +171,12 @@ typedef struct tstats {
      * before the hole ran: recovery copies the thread's history, so it
      * cannot fill those with the right bytecode. */
     uint64_t hole_unseen;
+    GArray *largest;                 /* hole_info, largest first (--holes), NULL: none */
     uint64_t flow_ns;                /* decoding, projection and recovery of the thread */
 } tstats;
+
+/* --holes N: list each thread's N largest holes */
+static unsigned list_holes;
 
 static void hole_add(tstats *ts, uint64_t n)
 {
@@ -239,6 +263,71 @@ static uint64_t tsc_bound(const fsym *r, size_t nr, uint64_t tsc, bool after)
 }
 
 /* DA and RA of one thread: the decoded flow d against the reference r. */
+static int by_size(const void *pa, const void *pb)
+{
+    const hole_info *a = pa, *b = pb;
+    if (a->bytecodes != b->bytecodes)
+        return a->bytecodes > b->bytecodes ? -1 : 1;
+    return a->tsc < b->tsc ? -1 : a->tsc > b->tsc;
+}
+
+/* A count per 64-bit key: keys and counts are one allocation, the table
+ * owns them. */
+typedef struct keyed_count {
+    uint64_t key, n;
+} keyed_count;
+
+static keyed_count *count_of(GHashTable *h, uint64_t key)
+{
+    keyed_count *c = g_hash_table_lookup(h, &key);
+    if (!c) {
+        c = g_new0(keyed_count, 1);
+        c->key = key;
+        g_hash_table_add(h, c);    /* key and value: c, hashed on its first field */
+    }
+    return c;
+}
+
+/* The method that runs the most of n bytecodes (0: none placed). */
+static uint64_t most_run(const fsym *a, size_t n)
+{
+    GHashTable *count = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    uint64_t best = 0, best_n = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!a[i].method_id)
+            continue;
+        keyed_count *c = count_of(count, a[i].method_id);
+        if (++c->n > best_n) {
+            best_n = c->n;
+            best = a[i].method_id;
+        }
+    }
+    g_hash_table_destroy(count);
+    return best;
+}
+
+/* Fill bytecodes whose (method, bci) the hole also runs, each of the hole's
+ * used once: an upper bound on what any order of the fill could match. A
+ * fill with much more of it than it got right ran the hole's code in
+ * another order (a loop's count, a branch); one with little ran other code. */
+static uint64_t same_code(const fsym *hole, size_t nh, const fsym *fill, size_t nf)
+{
+    GHashTable *left = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    for (size_t j = 0; j < nh; j++)
+        count_of(left, fsym_key(&hole[j], 1))->n++;
+    uint64_t n = 0;
+    for (size_t i = 0; i < nf; i++) {
+        uint64_t k = fsym_key(&fill[i], 2);
+        keyed_count *c = g_hash_table_lookup(left, &k);
+        if (c && c->n) {
+            c->n--;
+            n++;
+        }
+    }
+    g_hash_table_destroy(left);
+    return n;
+}
+
 static void compare(tstats *ts, GArray *dflow, GArray *rflow)
 {
     const fsym *r = (const fsym *)rflow->data;
@@ -348,9 +437,18 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         }
         if (qend > q)
             hole_add(ts, qend - q);
+        const uint64_t unseen0 = ts->hole_unseen;
         for (uint64_t j = q; j < qend; j++) {
             uint64_t k = fsym_key(&r[j], 1);
             ts->hole_unseen += !g_hash_table_contains(seen, &k);
+        }
+        hole_info *hi = NULL;
+        if (ts->largest && qend > q) {
+            hole_info h = { .tsc = r[q].tsc, .bytecodes = qend - q,
+                            .unseen = ts->hole_unseen - unseen0, .filled = s->fill->len,
+                            .seg = si };
+            g_array_append_val(ts->largest, h);
+            hi = &g_array_index(ts->largest, hole_info, ts->largest->len - 1);
         }
         if (!s->fill->len)
             continue;
@@ -373,10 +471,27 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
                 ts->ga_match += ok[i];
             else
                 ts->ra_match += ok[i];
+            if (hi)
+                hi->right += ok[i];
         }
         g_free(ok);
     }
     g_hash_table_destroy(seen);
+    /* the largest holes, with what the fill ran against what the hole did */
+    if (ts->largest) {
+        g_array_sort(ts->largest, by_size);
+        if (ts->largest->len > list_holes)
+            g_array_set_size(ts->largest, list_holes);
+        for (guint i = 0; i < ts->largest->len; i++) {
+            hole_info *h = &g_array_index(ts->largest, hole_info, i);
+            const dseg *s = &g_array_index(segs, dseg, h->seg);
+            const fsym *hole = r + s->end;
+            const fsym *fill = (const fsym *)s->fill->data;
+            h->hole_method = most_run(hole, h->bytecodes);
+            h->fill_method = most_run(fill, s->fill->len);
+            h->same_code = same_code(hole, h->bytecodes, fill, s->fill->len);
+        }
+    }
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
         g_array_free(s->dec, TRUE);
@@ -454,6 +569,21 @@ static uint64_t gaps(const dc_stats *s)
     return pf_dc_gaps(s);
 }
 
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
 static void json_pct(FILE *f, const char *name, bool have, double v)
 {
     if (have)
@@ -514,6 +644,20 @@ static void print_json(FILE *f, const tstats *t, bool total)
     json_pct(f, "ra", p.has_r, p.ra);
     json_pct(f, "ga", p.has_r && t->guessed, p.ga);
     json_pct(f, "overall", p.has_da, p.overall);
+    if (t->largest) {
+        fprintf(f, ",\"largest_holes\":[");
+        for (guint i = 0; i < t->largest->len; i++) {
+            const hole_info *h = &g_array_index(t->largest, hole_info, i);
+            fprintf(f, "%s{\"tsc\":%" PRIu64 ",\"bytecodes\":%" PRIu64 ",\"unseen\":%" PRIu64
+                    ",\"method\":", i ? "," : "", h->tsc, h->bytecodes, h->unseen);
+            json_string(f, h->hole_name);
+            fprintf(f, ",\"filled\":%" PRIu64 ",\"right\":%" PRIu64 ",\"same_code\":%" PRIu64
+                    ",\"fill_method\":", h->filled, h->right, h->same_code);
+            json_string(f, h->fill_name);
+            fprintf(f, "}");
+        }
+        fprintf(f, "]");
+    }
     fprintf(f, "}");
 }
 
@@ -556,6 +700,34 @@ static void print_text(FILE *f, const tstats *t, const char *label)
         fprintf(f, "%14s of the flow's bytecodes %.2f%% recovered, %.2f%% guessed (ICFG paths in "
                 "%" PRIu64 " gaps); recovery %.2f s of %.2f s CPU for the flow\n", "", p.sh_rec,
                 p.sh_guess, t->rv.guessed_gaps, (double)t->rv.ns / 1e9, (double)t->flow_ns / 1e9);
+    if (t->largest && t->largest->len) {
+        fprintf(f, "%14s the %u largest of %" PRIu64 " holes:\n", "", t->largest->len, t->holes);
+        for (guint i = 0; i < t->largest->len; i++) {
+            const hole_info *h = &g_array_index(t->largest, hole_info, i);
+            fprintf(f, "%14s   at TSC %" PRIu64 ": %" PRIu64 " bytecodes (%" PRIu64
+                    " never run before), most in %s\n", "", h->tsc, h->bytecodes, h->unseen,
+                    h->hole_name);
+            if (h->filled)
+                fprintf(f, "%14s     filled with %" PRIu64 ": %" PRIu64 " right in order, %" PRIu64
+                        " of the hole's code in any order, most in %s\n", "", h->filled,
+                        h->right, h->same_code, h->fill_name);
+            else
+                fprintf(f, "%14s     not filled\n", "");
+        }
+    }
+}
+
+static void largest_free(tstats *t)
+{
+    if (!t->largest)
+        return;
+    for (guint i = 0; i < t->largest->len; i++) {
+        hole_info *h = &g_array_index(t->largest, hole_info, i);
+        g_free(h->hole_name);
+        g_free(h->fill_name);
+    }
+    g_array_free(t->largest, TRUE);
+    t->largest = NULL;
 }
 
 /* The process's CPU time: the flow may decode on several threads, and wall
@@ -579,6 +751,8 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool 
     char *lossless = g_strdup_printf("%s/eval/tid-%u.pt", rt_dir(t), tid);
     ts->eval = eval && access(lossless, R_OK) == 0;
     collector c = { .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
+    if (ts->eval && list_holes)
+        ts->largest = g_array_new(FALSE, FALSE, sizeof(hole_info));
     rv_icfg ic = rv_program_icfg(rt_program(t));
     rv_options ro = { .icfg = guess ? &ic : NULL, .cut_disputed = cut_disputed,
                       .no_lost_bytes = time_only };
@@ -598,6 +772,7 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool 
     if (rc < 0) {
         jerr_error("%s", err);
         ts->eval = false;
+        largest_free(ts);
     }
     if (ts->eval) {
         collector rc2 = { .syms = g_array_new(FALSE, FALSE, sizeof(fsym)) };
@@ -608,9 +783,18 @@ static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool 
         if (r < 0) {
             jerr_error("%s (lossless copy)", err);
             ts->eval = false;
+            largest_free(ts);
         } else {
             ts->ref_bytecodes = rst.bytecodes;
             compare(ts, c.syms, rc2.syms);
+            for (guint i = 0; ts->largest && i < ts->largest->len; i++) {
+                hole_info *h = &g_array_index(ts->largest, hole_info, i);
+                char name[512];
+                h->hole_name = g_strdup(h->hole_method ? rt_method_name(t, h->hole_method, name,
+                                                                        sizeof name) : "-");
+                h->fill_name = g_strdup(h->fill_method ? rt_method_name(t, h->fill_method, name,
+                                                                        sizeof name) : "-");
+            }
         }
         g_array_free(rc2.syms, TRUE);
     }
@@ -630,6 +814,7 @@ int cmd_stats(int argc, char **argv)
         { "no-guess", no_argument, NULL, 'G' },
         { "cut-disputed", no_argument, NULL, 'C' },
         { "time-only", no_argument, NULL, 'T' },
+        { "holes", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -639,6 +824,7 @@ int cmd_stats(int argc, char **argv)
     optind = 1;
     cut_disputed = false;
     time_only = false;
+    list_holes = 0;
     while ((c = getopt_long(argc, argv, "t:jh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -667,6 +853,15 @@ int cmd_stats(int argc, char **argv)
             break;
         case 'T':
             time_only = true;
+            break;
+        case 'H':
+            errno = 0;
+            long long nh = strtoll(optarg, &end, 10);
+            if (errno || *end || end == optarg || nh < 0 || nh > 1000000) {
+                jerr_error("stats: --holes wants a count from 0 to 1000000, not '%s'", optarg);
+                return 2;
+            }
+            list_holes = (unsigned)nh;
             break;
         case 'h':
             usage(stdout);
@@ -703,19 +898,10 @@ int cmd_stats(int argc, char **argv)
     }
     tstats total = { .eval = eval, .recover = recover };
     bool found = false, first = true;
-    if (json)
-        printf("{\"trace\":\"");
     if (json) {
-        for (const char *s = dir; *s; s++) {
-            unsigned char ch = (unsigned char)*s;
-            if (ch == '"' || ch == '\\')
-                printf("\\%c", ch);
-            else if (ch < 0x20)
-                printf("\\u%04x", ch);
-            else
-                putchar(ch);
-        }
-        printf("\",\"threads\":[");
+        printf("{\"trace\":");
+        json_string(stdout, dir);
+        printf(",\"threads\":[");
     }
     for (size_t i = 0; i < n; i++) {
         if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
@@ -734,6 +920,7 @@ int cmd_stats(int argc, char **argv)
             snprintf(label, sizeof label, "thread %u", tids[i]);
             print_text(stdout, &ts, label);
         }
+        largest_free(&ts);
         first = false;
         fflush(stdout);
     }

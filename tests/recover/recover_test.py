@@ -13,7 +13,8 @@ buffer drained at 2 bytes per 1000 TSC ticks: most of the trace is cut) and
     RA > 0; the shares of the flow recovered and guessed and the overall
     accuracy are percentages, and recovery's CPU time is part of the flow's;
   - the pruning of Theorem 5.5 saved work (candidates pruned on a bound);
-that `--time-only` (holes sized by their time span) decodes the same, and
+that `--holes` lists holes that add up to the totals, largest first, that
+`--time-only` (holes sized by their time span) decodes the same, and
 that `ptdecode flow --recover --json` marks as many events recovered and
 guessed as stats counts, and that hostile arguments give one-line errors.
 """
@@ -117,6 +118,34 @@ def main():
           'holes: %d bytecodes never run before their hole; %d recovered right, at most the '
           'other %d' % (h['unseen'], rv['ra_matched'], h['bytecodes'] - h['unseen']))
 
+    # --holes: the list of holes adds up to the totals, largest first, and each
+    # fill's bytecodes right in order are at most those of the hole's code
+    p = run([ptdecode, 'stats', trace, '--json', '--holes', '1000000'])
+    check(p.returncode == 0, 'ptdecode stats --json --holes succeeded')
+    every = json.loads(p.stdout)
+    for t in every['threads']:
+        hl, th, trv = t['largest_holes'], t['holes'], t['recovery']
+        what = 'thread %d: ' % t['tid']
+        check(len(hl) == th['count'] and sum(x['bytecodes'] for x in hl) == th['bytecodes'] and
+              sum(x['unseen'] for x in hl) == th['unseen'] and
+              sum(x['right'] for x in hl) == trv['ra_matched'] + trv['ga_matched'],
+              what + '--holes lists %d holes; their bytecodes, never run before and right add '
+              'up to the totals' % len(hl))
+        check(all(a['bytecodes'] >= b['bytecodes'] for a, b in zip(hl, hl[1:])) and
+              (not hl or hl[0]['bytecodes'] == th['largest']),
+              what + 'holes listed largest first')
+        check(all(x['right'] <= x['same_code'] <= x['filled'] and x['unseen'] <= x['bytecodes'] and
+                  x['method'] and x['fill_method'] for x in hl),
+              what + 'per hole: right in order <= of the hole\'s code <= filled; methods named')
+    main_t = max(every['threads'], key=lambda t: t['holes']['count'])
+    p = run([ptdecode, 'stats', trace, '--json', '--holes', '2'])
+    two = {t['tid']: t['largest_holes'] for t in json.loads(p.stdout)['threads']}
+    check(p.returncode == 0 and two[main_t['tid']] == main_t['largest_holes'][:2],
+          '--holes 2 lists the first two of the whole list')
+    p = run([ptdecode, 'stats', trace, '--holes', '1', '--thread', str(main_t['tid'])])
+    check(p.returncode == 0 and 'the 1 largest of %d holes' % main_t['holes']['count'] in p.stdout,
+          'the text output lists the largest hole')
+
     p = run([ptdecode, 'stats', trace, '--json', '--no-recover'])
     nr = json.loads(p.stdout)['total']
     check(p.returncode == 0 and nr['pr'] is None and nr['ra'] is None and
@@ -155,7 +184,8 @@ def main():
 
     for args, what in (([trace, '--thread', 'x'], 'a bad --thread'),
                        ([os.path.join(work, 'none')], 'a missing trace'),
-                       ([trace, '--bogus'], 'an unknown option')):
+                       ([trace, '--bogus'], 'an unknown option'),
+                       ([trace, '--holes', '-1'], 'a negative --holes')):
         p = run([ptdecode, 'stats'] + args)
         err = p.stderr.strip().splitlines()
         check(p.returncode in (1, 2) and err and p.stdout == '',
