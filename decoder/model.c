@@ -2089,6 +2089,37 @@ static bool write_made_up(dm_model *m, const GByteArray *bytes)
     return true;
 }
 
+/* Of the stub states st[0..n) of static or opt-virtual resolution p
+ * (stub_states), those through a stub that jumps to the c2i entry of the
+ * adapter of p's callee's calling convention, where at least one does: each
+ * site has a stub of its own, and a caller's stubs for callees of other
+ * conventions jump to other adapters. Two stubs whose adapters branch
+ * alike decode alike, and a retry keeps the first one tried (xalan JDK 25:
+ * two sites of NormalizerBase.next's C1 code each went through its own
+ * stub into the interpreter; each call decoded through the other stub's
+ * adapter lost 3,000 instructions). The count kept is returned. */
+static size_t stubs_to_callee_adapter(const dm_model *m, const dm_patch *p,
+                                      GHashTable *adapters, site_state *st, size_t n)
+{
+    const dm_code *callee = entry_called(m, p);
+    char *key = callee ? convention_of(dm_method_get(m, callee->method_id)) : NULL;
+    const adapter_seen *e = key ? g_hash_table_lookup(adapters, key) : NULL;
+    g_free(key);
+    bool to_callee[MAX_STUB_EXITS] = { false }, any = false;
+    for (size_t j = 0; j < n; j++) {
+        for (const adapter_seen *a = e; a && !to_callee[j]; a = a->also)
+            to_callee[j] = !st[j].direct && st[j].then == a->c2i;
+        any = any || to_callee[j];
+    }
+    if (!any)
+        return n;    /* no stub goes to the callee's adapter, or it is not known */
+    size_t kept = 0;
+    for (size_t j = 0; j < n; j++)
+        if (to_callee[j] || st[j].direct)
+            st[kept++] = st[j];
+    return kept;
+}
+
 /* See model.h: the made-up states of call sites resolved to compiled code,
  * appended to the patches. */
 static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_files)
@@ -2138,6 +2169,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *cl
         const entry_offsets *call_at = &entries;
         if (may_have_states(m, p)) {
             stub_states(p, all, fills->len, st, &n);
+            n = stubs_to_callee_adapter(m, p, adapters, st, n);
             callee = entry_called(m, p);
         } else if (resolves_virtual_call(m, p)) {
             callee = entry_called(m, p);

@@ -43,7 +43,9 @@
  *   resolves to the interpreter when the callee has no compiled code yet,
  *   and its c2i adapter re-points the site once it has): for each place
  *   the method's filled static call stubs jump to, a made-up patch holds
- *   the site calling such a stub (dm_patch.made_up). Its four bytes are the
+ *   the site calling such a stub (dm_patch.made_up); only the stubs that
+ *   jump to the adapter of the callee's calling convention, where one
+ *   does (each site has a stub of its own). Its four bytes are the
  *   model's own, in a memory file (libipt reads sections from files); the
  *   resolution's record is widened there to the whole rel32, so that it
  *   overwrites them.

@@ -2763,36 +2763,32 @@ Test(decode, a_site_repointed_away_from_a_replaced_version_calls_the_newer_one_u
  * int into edx from the interpreter's stack, then `jmp *%r11`: its
  * unverified entry follows (AD2_UNVERIFIED), its c2i entry 4 bytes on (the
  * gap ADAPTERS shows). The second loads one reference: "J". */
-static char *interpreted_callee_trace(bool adapters_in_code)
+static void interpreted_callee_records(jm_writer *w, jm_buf *b, bool adapters_in_code)
 {
-    char *dir;
-    jm_writer *w = open_trace_dir(&dir);
-    jm_buf b;
-    jm_buf_init(&b);
-    method(w, &b, M1, "one");
+    method(w, b, M1, "one");
     if (adapters_in_code)
-        method_sig(w, &b, M2, "two", "(I)V", 1);
+        method_sig(w, b, M2, "two", "(I)V", 1);
     else
-        method(w, &b, M2, "two");
-    method(w, &b, M3, "three");
-    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+        method(w, b, M2, "two");
+    method(w, b, M3, "three");
+    stub(w, b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
     uint8_t ad[0x20];
     memset(ad, 0x90, sizeof ad);
     memcpy(ad + 0x0d, "\x41\xff\xe3", 3);
     memcpy(ad + 0x10, "\x74\x00", 2);
     memcpy(ad + 0x14, "\xff\xe0", 2);
-    stub(w, &b, ADAPTERS, "I2C/C2I adapters", ad, sizeof ad);
+    stub(w, b, ADAPTERS, "I2C/C2I adapters", ad, sizeof ad);
     if (adapters_in_code) {
         static const uint8_t ji[] = { 0x48, 0x8b, 0x70, 0x10,     /* mov rsi, [rax+0x10] */
                                       0x8b, 0x50, 0x08,           /* mov edx, [rax+8] */
                                       0x41, 0xff, 0xe3,           /* jmp *%r11 */
                                       0x74, 0x00, 0x90, 0x90,     /* unverified: jz */
                                       0xff, 0xe0 };               /* c2i: jmp *%rax */
-        stub(w, &b, ADAPTERS2, "I2C/C2I adapters", ji, sizeof ji);
+        stub(w, b, ADAPTERS2, "I2C/C2I adapters", ji, sizeof ji);
         static const uint8_t j[] = { 0x48, 0x8b, 0x70, 0x08, 0x41, 0xff, 0xe3, 0xff, 0xe0 };
-        stub(w, &b, ADAPTERS2 + 0x40, "I2C/C2I adapters", j, sizeof j);
+        stub(w, b, ADAPTERS2 + 0x40, "I2C/C2I adapters", j, sizeof j);
     }
-    compiled(w, &b, 100, M3_C1, M3, 3);
+    compiled(w, b, 100, M3_C1, M3, 3);
     uint8_t nm[0x30];
     memset(nm, 0xcc, sizeof nm);
     int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
@@ -2806,14 +2802,23 @@ static char *interpreted_callee_trace(bool adapters_in_code)
     rel = -15;                          /* jumping to itself, as HotSpot emits it */
     memcpy(stub_code + 11, &rel, 4);
     memcpy(nm + 0x20, stub_code, sizeof stub_code);
-    load_at_nmr(w, &b, nm, sizeof nm);
-    compiled(w, &b, 2000, NEW_C2, M2, 4);
+    load_at_nmr(w, b, nm, sizeof nm);
+    compiled(w, b, 2000, NEW_C2, M2, 4);
     rel = (int32_t)(AD_C2I - (NMR + 0x2f));
-    patch(w, &b, 3000, NMR + 0x2b, &rel, 4);
+    patch(w, b, 3000, NMR + 0x2b, &rel, 4);
     rel = (int32_t)(M3_C1 + 0x20 - (NMR + 0x15));
-    patch(w, &b, 4000, NMR + 0x11, &rel, 4);
+    patch(w, b, 4000, NMR + 0x11, &rel, 4);
     rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    patch(w, b, 9000, NMR + 1, &rel, 4);
+}
+
+static char *interpreted_callee_trace(bool adapters_in_code)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    interpreted_callee_records(w, &b, adapters_in_code);
     close_with_main_thread(w, &b);
     return dir;
 }
@@ -2838,6 +2843,96 @@ Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
     cr_expect(st->direct);
     cr_expect_eq(st->new_target, AD2_UNVERIFIED, "the unverified entry after `jmp *%%r11`");
     cr_expect_eq(st->stub_to, AD2_UNVERIFIED + 4, "the c2i entry, ADAPTERS' gap on");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* Two static call sites of one caller, each resolved to the interpreter
+ * through a stub of its own before the watcher's scan, which shows both
+ * stubs filled and both sites calling compiled code (xalan JDK 25,
+ * NormalizerBase.next). The records of interpreted_callee_records(true),
+ * and M4 at NM_TWO: site A (NM_TWO) and site B (NM_TWO+0x10) call
+ * resolve_static_call; its stubs at NM_TWO+0x20 and NM_TWO+0x2f jump to
+ * themselves. At t 9100 the first stub is filled to jump to the c2i entry
+ * of the adapter of convention "J" (ADAPTERS2+0x40, read from its code),
+ * the second to that of "JI" (ADAPTERS2); A is resolved to M2's C2 code
+ * (an instance method taking an int: "JI"), B to M5's (an instance method
+ * without parameters: "J"). */
+#define NM_TWO 0xa4000ull
+#define M4 0x4444ull
+#define M5 0x5555ull
+#define M5_C2 0xc3000ull
+#define AD_JI_C2I (AD2_UNVERIFIED + 4)
+#define AD_J_C2I (ADAPTERS2 + 0x40 + 7 + 4)
+
+static char *two_stub_sites_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    interpreted_callee_records(w, &b, true);
+    method(w, &b, M4, "four");
+    method_sig(w, &b, M5, "five", "()V", 1);
+    stub(w, &b, RS_STATIC, "resolve_static_call", "\xff\xe0", 2);
+    compiled(w, &b, 2000, M5_C2, M5, 4);
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    for (int s = 0; s < 2; s++) {
+        int32_t rel = (int32_t)(RS_STATIC - (NM_TWO + 0x10 * s + 5));
+        nm[0x10 * s] = 0xe8;
+        memcpy(nm + 0x10 * s + 1, &rel, 4);
+    }
+    for (int s = 0; s < 2; s++) {
+        uint8_t stub_code[15] = { 0x48, 0xbb, [10] = 0xe9 };
+        int32_t rel = -15;              /* jumping to itself, as HotSpot emits it */
+        memcpy(stub_code + 11, &rel, 4);
+        memcpy(nm + 0x20 + 15 * s, stub_code, sizeof stub_code);
+    }
+    load_version(w, &b, 100, NM_TWO, M4, 3, nm, sizeof nm);
+    int32_t rel = (int32_t)(AD_J_C2I - (NM_TWO + 0x2f));
+    patch(w, &b, 9100, NM_TWO + 0x2b, &rel, 4);
+    rel = (int32_t)(AD_JI_C2I - (NM_TWO + 0x3e));
+    patch(w, &b, 9101, NM_TWO + 0x3a, &rel, 4);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NM_TWO + 5));
+    patch(w, &b, 9102, NM_TWO + 1, &rel, 4);
+    rel = (int32_t)(M5_C2 + 0x10 - (NM_TWO + 0x15));
+    patch(w, &b, 9103, NM_TWO + 0x11, &rel, 4);
+    close_with_main_thread(w, &b);
+    return dir;
+}
+
+/* The made-up states through a static call stub of the resolution of
+ * `site`: how many, the stub of the last in *stub. */
+static size_t stub_states_of(const dm_model *m, uint64_t site, uint64_t *stub)
+{
+    size_t n = 0;
+    *stub = 0;
+    for (size_t i = 0; i < m->npatches; i++) {
+        const dm_patch *p = &m->patches[i];
+        if (p->site != site)
+            continue;
+        for (uint32_t s = p->first_state; s < p->first_state + p->nstates; s++)
+            if (!m->patches[s].direct) {
+                *stub = m->patches[s].new_target;
+                n++;
+            }
+    }
+    return n;
+}
+
+Test(model, each_site_gets_the_stub_state_whose_adapter_fits_its_callee)
+{
+    char *dir = two_stub_sites_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    uint64_t stub;
+    cr_expect_eq(stub_states_of(m, NM_TWO, &stub), 1, "A: one of the two stubs");
+    cr_expect_eq(stub, NM_TWO + 0x2f, "A calls M2 (\"JI\"): the stub to that adapter");
+    cr_expect_eq(stub_states_of(m, NM_TWO + 0x10, &stub), 1, "B: one of the two stubs");
+    cr_expect_eq(stub, NM_TWO + 0x20, "B calls M5 (\"J\"): the stub to that adapter");
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
