@@ -64,40 +64,50 @@ void json_end(json_w *j)
     fputc(close, j->f);
 }
 
-void json_strn(json_w *j, const char *s, size_t n)
+void json_put_strn(FILE *f, const char *s, size_t n)
 {
-    before_item(j);
-    fputc('"', j->f);
+    fputc('"', f);
     const char *p = s, *end = s + n;
     while (p < end) {
         unsigned char c = (unsigned char)*p;
         if (c >= 0x80) {
             gunichar u = g_utf8_get_char_validated(p, (gssize)(end - p));
             if (u == (gunichar)-1 || u == (gunichar)-2) {
-                fputs("\\ufffd", j->f); /* not UTF-8: one replacement per byte */
+                fputs("\\ufffd", f); /* not UTF-8: one replacement per byte */
                 p++;
             } else {
                 const char *nx = g_utf8_next_char(p);
-                fwrite(p, 1, (size_t)(nx - p), j->f);
+                fwrite(p, 1, (size_t)(nx - p), f);
                 p = nx;
             }
             continue;
         }
         switch (c) {
-        case '"': fputs("\\\"", j->f); break;
-        case '\\': fputs("\\\\", j->f); break;
-        case '\n': fputs("\\n", j->f); break;
-        case '\t': fputs("\\t", j->f); break;
-        case '\r': fputs("\\r", j->f); break;
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
         default:
             if (c < 0x20)
-                fprintf(j->f, "\\u%04x", c);
+                fprintf(f, "\\u%04x", c);
             else
-                fputc(c, j->f);
+                fputc(c, f);
         }
         p++;
     }
-    fputc('"', j->f);
+    fputc('"', f);
+}
+
+void json_put_str(FILE *f, const char *s)
+{
+    json_put_strn(f, s, strlen(s));
+}
+
+void json_strn(json_w *j, const char *s, size_t n)
+{
+    before_item(j);
+    json_put_strn(j->f, s, n);
 }
 
 void json_str(json_w *j, const char *s)

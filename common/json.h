@@ -43,6 +43,10 @@ void json_ki64(json_w *j, const char *k, int64_t v);
 void json_kdbl(json_w *j, const char *k, double v);
 void json_kbool(json_w *j, const char *k, bool v);
 void json_khex(json_w *j, const char *k, uint64_t v);
+/* A string as a JSON value, quoted and escaped, outside any writer: for
+ * output written by hand */
+void json_put_str(FILE *f, const char *s);
+void json_put_strn(FILE *f, const char *s, size_t n);
 void json_finish(json_w *j);              /* trailing newline */
 
 #endif

@@ -10,6 +10,7 @@
 #include <glib.h>
 
 #include "common/jerr.h"
+#include "common/json.h"
 #include "decoder/bytecodes.h"
 #include "decoder/percpu.h"
 #include "profile/cct.h"
@@ -86,21 +87,6 @@ static const char *kind_name(fl_kind k)
     }
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static int on_flow(const fl_event *ev, void *vp)
 {
     flow_printer *p = vp;
@@ -155,7 +141,7 @@ static int on_flow(const fl_event *ev, void *vp)
                     rt_method_name(p->t, ev->stack[i], name, sizeof name);
                     if (i)
                         fputc(',', p->out);
-                    json_str(p->out, name);
+                    json_put_str(p->out, name);
                 }
                 fputc(']', p->out);
             }
@@ -163,7 +149,7 @@ static int on_flow(const fl_event *ev, void *vp)
             return 0;
         }
         fprintf(p->out, ",\"method\":");
-        json_str(p->out, name);
+        json_put_str(p->out, name);
         if (ev->bci >= 0)
             fprintf(p->out, ",\"bci\":%d", ev->bci);
         if (op)

@@ -15,6 +15,7 @@
 #include <glib.h>
 
 #include "common/jerr.h"
+#include "common/json.h"
 #include "common/seqalign.h"
 #include "profile/source.h"
 #include "ptdecode/commands.h"
@@ -569,20 +570,6 @@ static uint64_t gaps(const dc_stats *s)
     return pf_dc_gaps(s);
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
 
 static void json_pct(FILE *f, const char *name, bool have, double v)
 {
@@ -650,10 +637,10 @@ static void print_json(FILE *f, const tstats *t, bool total)
             const hole_info *h = &g_array_index(t->largest, hole_info, i);
             fprintf(f, "%s{\"tsc\":%" PRIu64 ",\"bytecodes\":%" PRIu64 ",\"unseen\":%" PRIu64
                     ",\"method\":", i ? "," : "", h->tsc, h->bytecodes, h->unseen);
-            json_string(f, h->hole_name);
+            json_put_str(f, h->hole_name);
             fprintf(f, ",\"filled\":%" PRIu64 ",\"right\":%" PRIu64 ",\"same_code\":%" PRIu64
                     ",\"fill_method\":", h->filled, h->right, h->same_code);
-            json_string(f, h->fill_name);
+            json_put_str(f, h->fill_name);
             fprintf(f, "}");
         }
         fprintf(f, "]");
@@ -900,7 +887,7 @@ int cmd_stats(int argc, char **argv)
     bool found = false, first = true;
     if (json) {
         printf("{\"trace\":");
-        json_string(stdout, dir);
+        json_put_str(stdout, dir);
         printf(",\"threads\":[");
     }
     for (size_t i = 0; i < n; i++) {

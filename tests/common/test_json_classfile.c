@@ -45,6 +45,20 @@ Test(json, escaping_and_nesting)
     free(s);
 }
 
+/* A string written by hand (no writer) escapes as the writer does. */
+Test(json, a_string_outside_a_writer)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    json_put_str(f, "a\"b\\c\n\x01");
+    fputc(',', f);
+    json_put_strn(f, "ok\xff\xc3\xa9", 5);
+    fclose(f);
+    cr_assert_str_eq(buf, "\"a\\\"b\\\\c\\n\\u0001\",\"ok\\ufffd\xc3\xa9\"");
+    free(buf);
+}
+
 static const unsigned char tiny[] = {
     0xCA, 0xFE, 0xBA, 0xBE, 0x00, 0x00, 0x00, 0x3D, 0x00, 0x05, 0x07, 0x00, 0x02, 0x01, 0x00,
     0x04, 'T', 'i', 'n', 'y', 0x07, 0x00, 0x04, 0x01, 0x00, 0x10, 'j', 'a', 'v', 'a', '/', 'l',
