@@ -22,12 +22,12 @@
  * pass, where the right blocks after it would fit as long as that pass ran
  * the same code; an index of the positions of
  * every address makes a block that fits nowhere cheap. A block that fits a
- * few instructions on is placed there first; one that does not is held
- * until the next block: if that one fits within a few instructions of the
- * current position, the held one stood in for what ran there (a call
- * through a stale stub) and is misplaced, and the position stays where the
- * right blocks are (not for the interpreter's templates, which follow one
- * another in every loop). Executed positions
+ * few instructions on is placed there first; one that does not is held,
+ * and so are a few more in a row, until one fits within a few instructions
+ * of the current position: the held ones stood in for what ran there (a
+ * call through a stale stub) and are misplaced, and the position stays
+ * where the right blocks are (not for the interpreter's templates, which
+ * follow one another in every loop). Executed positions
  * are counted as decoded once, however often blocks land on them. Blocks of
  * compiled code whose inner path the decoder recovers (decoder/jitpath.h)
  * must have exactly the executed path; a wrong one counts as a misplaced
@@ -60,9 +60,11 @@
  * query that ends a block may read the PSB+ after it). */
 #define PSB_LAG 3
 #define LEAD 1024
-/* How far past a block that does not fit the next one may fit for the first
- * to count as standing in for what ran (on_block). */
+/* How far past blocks that do not fit the next one may fit for them to
+ * count as standing in for what ran, and how many of them in a row at most
+ * (on_block): a stale static call stub is two blocks (`mov rbx`, `jmp`). */
 #define SUBSTITUTE_SPAN 64
+#define HELD_MAX 4
 
 typedef struct code_tab {
     uint64_t *ip;            /* by id - 1 */
@@ -229,9 +231,9 @@ typedef struct check {
     const dm_model *m;
     jp_cache *jp;
     FILE *ops;
-    struct pt_block held;       /* a block that did not fit, until the next one */
-    uint64_t held_tsc;
-    bool holding;
+    struct pt_block held[HELD_MAX];   /* blocks in a row that did not fit, until one does */
+    uint64_t held_tsc[HELD_MAX];
+    size_t nheld;
     bool after_gap;
 } check;
 
@@ -345,56 +347,59 @@ static bool in_interpreter(const check *c, const struct pt_block *b, uint64_t ts
     return dm_lookup(c->m, b->ip, tsc).kind == DM_AT_CODELET;
 }
 
+/* Places the held blocks in their windows, in order. */
+static void release_held(check *c)
+{
+    for (size_t i = 0; i < c->nheld; i++)
+        place_in_window(c, &c->held[i], c->held_tsc[i]);
+    c->nheld = 0;
+}
+
 /* A block that fits neither at the current position nor within
- * SUBSTITUTE_SPAN instructions after it is held until the next one is seen.
- * If that one fits within SUBSTITUTE_SPAN instructions of the current
- * position, the held block stood in for what ran there (a call through a
- * stale stub: the wrong stub's instructions, then the right path again)
- * and is misplaced; the position does not leap to wherever the wrong block
- * happens to fit later, leaving the right blocks after it to fit that later
- * pass or none. Otherwise, and for a block of the interpreter (whose
- * templates follow one another in every loop, so that the next block fits
- * near the position whatever went wrong: the decoder skipping a template
- * after lost trace), the held block is placed in its window. After a gap
- * the blocks resume elsewhere, so the first one goes to its window at
- * once. */
+ * SUBSTITUTE_SPAN instructions after it is held, and so are up to
+ * HELD_MAX in a row, until one comes that fits within SUBSTITUTE_SPAN
+ * instructions of the current position: then the held blocks stood in for
+ * what ran there (a call through a stale stub: the wrong stub's
+ * instructions, then the right path again) and are misplaced; the position
+ * does not leap to wherever a wrong block happens to fit later, leaving
+ * the right blocks after it to fit that later pass or none. Otherwise, and
+ * for blocks of the interpreter (whose templates follow one another in
+ * every loop, so that the next block fits near the position whatever went
+ * wrong: the decoder skipping a template after lost trace), the held
+ * blocks are placed in their windows. After a gap the blocks resume
+ * elsewhere, so the first one goes to its window at once. */
 static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
 {
     check *c = vp;
     c->blocks++;
     bool resync = c->after_gap;
     c->after_gap = false;
-    if (c->holding) {
-        c->holding = false;
-        for (size_t d = 0; d <= SUBSTITUTE_SPAN && !in_interpreter(c, &c->held, c->held_tsc); d++)
+    if (c->nheld) {
+        bool interpreter = false;
+        for (size_t i = 0; i < c->nheld && !interpreter; i++)
+            interpreter = in_interpreter(c, &c->held[i], c->held_tsc[i]);
+        for (size_t d = 0; d <= SUBSTITUTE_SPAN && !interpreter; d++)
             if (fits_at(c, b, c->pos + d)) {
-                misplaced(c, &c->held);
+                for (size_t i = 0; i < c->nheld; i++)
+                    misplaced(c, &c->held[i]);
+                c->nheld = 0;
                 place(c, b, tsc, c->pos + d);
                 return;
             }
-        place_in_window(c, &c->held, c->held_tsc);
+        if (interpreter || resync || c->nheld == HELD_MAX)
+            release_held(c);
     }
     if (resync) {
         place_in_window(c, b, tsc);
         return;
     }
-    for (size_t d = 0; d <= SUBSTITUTE_SPAN; d++)
+    for (size_t d = 0; d <= SUBSTITUTE_SPAN && !c->nheld; d++)
         if (fits_at(c, b, c->pos + d)) {  /* the instructions before it not decoded */
             place(c, b, tsc, c->pos + d);
             return;
         }
-    c->held = *b;
-    c->held_tsc = tsc;
-    c->holding = true;
-}
-
-/* The held block, if any, once the stream has ended or a gap begins. */
-static void release_held(check *c)
-{
-    if (c->holding) {
-        c->holding = false;
-        place_in_window(c, &c->held, c->held_tsc);
-    }
+    c->held[c->nheld] = *b;
+    c->held_tsc[c->nheld++] = tsc;
 }
 
 /* A group of --where: the runs of positions not decoded that begin in one
