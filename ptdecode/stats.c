@@ -263,7 +263,7 @@ static uint64_t tsc_bound(const fsym *r, size_t nr, uint64_t tsc, bool after)
     return lo;
 }
 
-/* DA and RA of one thread: the decoded flow d against the reference r. */
+/* Holes largest first (the earlier first among equals). */
 static int by_size(const void *pa, const void *pb)
 {
     const hole_info *a = pa, *b = pb;
@@ -329,6 +329,7 @@ static uint64_t same_code(const fsym *hole, size_t nh, const fsym *fill, size_t 
     return n;
 }
 
+/* DA and RA of one thread: the decoded flow d against the reference r. */
 static void compare(tstats *ts, GArray *dflow, GArray *rflow)
 {
     const fsym *r = (const fsym *)rflow->data;
@@ -569,7 +570,6 @@ static uint64_t gaps(const dc_stats *s)
 {
     return pf_dc_gaps(s);
 }
-
 
 static void json_pct(FILE *f, const char *name, bool have, double v)
 {
