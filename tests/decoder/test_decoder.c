@@ -2854,11 +2854,11 @@ Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
  * NormalizerBase.next). The records of interpreted_callee_records(true),
  * and M4 at NM_TWO: site A (NM_TWO) and site B (NM_TWO+0x10) call
  * resolve_static_call; its stubs at NM_TWO+0x20 and NM_TWO+0x2f jump to
- * themselves. At t 9100 the first stub is filled to jump to the c2i entry
- * of the adapter of convention "J" (ADAPTERS2+0x40, read from its code),
- * the second to that of "JI" (ADAPTERS2); A is resolved to M2's C2 code
- * (an instance method taking an int: "JI"), B to M5's (an instance method
- * without parameters: "J"). */
+ * themselves. At t 9100 and 9101 the first stub is filled to jump to the
+ * c2i entry of the adapter of convention "J" (ADAPTERS2+0x40, read from its
+ * code), the second to that of "JI" (ADAPTERS2); at 9102 and 9103 A is
+ * resolved to M2's C2 code (an instance method taking an int: "JI"), B to
+ * M5's (an instance method without parameters: "J"). */
 #define NM_TWO 0xa4000ull
 #define M4 0x4444ull
 #define M5 0x5555ull
