@@ -269,7 +269,9 @@ static int by_size(const void *pa, const void *pb)
     const hole_info *a = pa, *b = pb;
     if (a->bytecodes != b->bytecodes)
         return a->bytecodes > b->bytecodes ? -1 : 1;
-    return a->tsc < b->tsc ? -1 : a->tsc > b->tsc;
+    if (a->tsc != b->tsc)
+        return a->tsc < b->tsc ? -1 : 1;
+    return a->seg < b->seg ? -1 : a->seg > b->seg;
 }
 
 /* A count per 64-bit key: keys and counts are one allocation, the table
@@ -841,7 +843,7 @@ int cmd_stats(int argc, char **argv)
         case 'T':
             time_only = true;
             break;
-        case 'H':
+        case 'H': {
             errno = 0;
             long long nh = strtoll(optarg, &end, 10);
             if (errno || *end || end == optarg || nh < 0 || nh > 1000000) {
@@ -850,6 +852,7 @@ int cmd_stats(int argc, char **argv)
             }
             list_holes = (unsigned)nh;
             break;
+        }
         case 'h':
             usage(stdout);
             return 0;

@@ -139,8 +139,9 @@ def main():
               what + 'per hole: right in order <= of the hole\'s code <= filled; methods named')
     main_t = max(every['threads'], key=lambda t: t['holes']['count'])
     p = run([ptdecode, 'stats', trace, '--json', '--holes', '2'])
+    check(p.returncode == 0, 'ptdecode stats --json --holes 2 succeeded')
     two = {t['tid']: t['largest_holes'] for t in json.loads(p.stdout)['threads']}
-    check(p.returncode == 0 and two[main_t['tid']] == main_t['largest_holes'][:2],
+    check(two[main_t['tid']] == main_t['largest_holes'][:2],
           '--holes 2 lists the first two of the whole list')
     p = run([ptdecode, 'stats', trace, '--holes', '1', '--thread', str(main_t['tid'])])
     check(p.returncode == 0 and 'the 1 largest of %d holes' % main_t['holes']['count'] in p.stdout,
