@@ -124,3 +124,113 @@ uint64_t seq_aligned(const uint64_t *a, size_t n, const uint64_t *b, size_t m, u
     free(ib.idx);
     return same;
 }
+
+static int cmp_u64_key(const void *k, const void *e)
+{
+    uint64_t x = *(const uint64_t *)k, y = *(const uint64_t *)e;
+    return x < y ? -1 : x > y;
+}
+
+/* Positions of b per strip: 256 words, 16384 symbols. A strip's masks take
+ * 2 KiB per distinct symbol in it (32 MiB at most), its row 2 KiB. */
+enum { STRIP_WORDS = 256, STRIP = STRIP_WORDS * 64 };
+
+uint64_t seq_lcs(const uint64_t *a, size_t n, const uint64_t *b, size_t m, uint8_t *gained)
+{
+    if (gained)
+        memset(gained, 0, n);
+    /* an equal start is matched as it is: an LCS of the rest plus it (an
+     * equal end too, but it would change what a's prefixes gain) */
+    size_t pre = 0;
+    while (pre < n && pre < m && a[pre] == b[pre])
+        pre++;
+    if (gained)
+        memset(gained, 1, pre);
+    const uint64_t *x = a + pre, *y = b + pre;
+    size_t nx = n - pre, ny = m - pre;
+    uint64_t length = pre;
+    if (!nx || !ny)
+        return length;
+
+    /* dense ids: the rank of each symbol among b's distinct ones, SIZE_MAX
+     * for one of a that b does not have */
+    uint64_t *distinct = malloc(ny * sizeof *distinct);
+    size_t *xid = malloc(nx * sizeof *xid), *yid = malloc(ny * sizeof *yid);
+    uint8_t *carry = calloc(nx, 1);
+    if (!distinct || !xid || !yid || !carry)
+        abort();
+    memcpy(distinct, y, ny * sizeof *y);
+    qsort(distinct, ny, sizeof *distinct, cmp_u64);
+    size_t nd = 0;
+    for (size_t j = 0; j < ny; j++)
+        if (!nd || distinct[nd - 1] != distinct[j])
+            distinct[nd++] = distinct[j];
+    for (size_t j = 0; j < ny; j++)
+        yid[j] = (size_t)((uint64_t *)bsearch(&y[j], distinct, nd, sizeof *distinct,
+                                               cmp_u64_key) - distinct);
+    for (size_t i = 0; i < nx; i++) {
+        const uint64_t *at = bsearch(&x[i], distinct, nd, sizeof *distinct, cmp_u64_key);
+        xid[i] = at ? (size_t)(at - distinct) : SIZE_MAX;
+    }
+    free(distinct);
+
+    /* After x[i], bit j of a strip's row is 0 where the LCS of x[0..i] with
+     * y[0..j] is one longer than with y[0..j-1]. The rows of one x[i] in
+     * all strips form one long addition: carry[i] takes its carry from a
+     * strip to the next, and out of the last one it is 1 where x[i]
+     * lengthened the LCS with all of y. */
+    uint32_t *slot = calloc(nd, sizeof *slot);  /* id -> its mask in the strip */
+    uint64_t *masks = NULL, row[STRIP_WORDS];
+    size_t masks_cap = 0;
+    if (!slot)
+        abort();
+    for (size_t lo = 0; lo < ny; lo += STRIP) {
+        size_t hi = lo + STRIP < ny ? lo + STRIP : ny;
+        size_t words = (hi - lo + 63) / 64;
+        uint32_t used = 1;                  /* mask 0 stays empty */
+        for (size_t j = lo; j < hi; j++)
+            if (!slot[yid[j]])
+                slot[yid[j]] = used++;
+        if (used * words > masks_cap) {
+            masks_cap = used * words;
+            free(masks);
+            masks = malloc(masks_cap * sizeof *masks);
+            if (!masks)
+                abort();
+        }
+        memset(masks, 0, used * words * sizeof *masks);
+        for (size_t j = lo; j < hi; j++)
+            masks[slot[yid[j]] * words + (j - lo) / 64] |= 1ull << ((j - lo) % 64);
+        memset(row, 0xff, sizeof row);      /* past hi: ones, which pass a carry on */
+        for (size_t i = 0; i < nx; i++) {
+            uint32_t s = xid[i] == SIZE_MAX ? 0 : slot[xid[i]];
+            unsigned c = carry[i];
+            if (!s && !c)
+                continue;                   /* the row stays as it was */
+            const uint64_t *mk = masks + (size_t)s * words;
+            for (size_t w = 0; w < words; w++) {
+                uint64_t v = row[w], u = v & mk[w];
+                uint64_t sum = v + u;
+                unsigned out = sum < v;
+                sum += c;
+                out |= sum < c;
+                row[w] = sum | (v - u);
+                c = out;
+            }
+            carry[i] = (uint8_t)c;
+        }
+        for (size_t j = lo; j < hi; j++)
+            slot[yid[j]] = 0;
+    }
+    for (size_t i = 0; i < nx; i++) {
+        length += carry[i];
+        if (gained)
+            gained[pre + i] = carry[i];
+    }
+    free(slot);
+    free(masks);
+    free(xid);
+    free(yid);
+    free(carry);
+    return length;
+}

@@ -55,12 +55,14 @@ static void usage(FILE *f)
             "       bytecodes missing (the reference's bytecodes minus the decoded ones)\n"
             "  RA   recovery accuracy (lossless copy needed): a fill that follows a segment\n"
             "       is compared, in order, with the reference between that segment's aligned\n"
-            "       end and the next segment's aligned start: both are walked together,\n"
-            "       resynchronizing at a difference at the nearest place where the next 8\n"
-            "       bytecodes agree, however far on one side (the matches form a common\n"
-            "       subsequence); RA = matched over recovered bytecodes\n"
+            "       end and the next segment's aligned start (the hole): RA = the length of\n"
+            "       a longest common subsequence of fill and hole (the most fill bytecodes\n"
+            "       that match the hole's in order) over recovered bytecodes. It takes\n"
+            "       time in proportion to the fill's bytecodes times the hole's (a hole\n"
+            "       and a fill of a million bytecodes each: some 20 s)\n"
             "  GA   the same for the bytecodes guessed along an ICFG path where no recovered\n"
-            "       fill reached the next segment\n"
+            "       fill reached the next segment (what they add to the recovered ones'\n"
+            "       common subsequence with the hole)\n"
             "  overall (lossless copy needed): decoded bytecodes right at their place plus\n"
             "       recovered and guessed ones right in their hole, over the reference's\n"
             "       bytecodes\n"
@@ -196,7 +198,7 @@ static bool same(const fsym *a, const fsym *b)
     return a->method_id && a->method_id == b->method_id && a->bci == b->bci;
 }
 
-/* A symbol for seq_aligned that is equal where same() is: a bytecode without
+/* A symbol for seq_lcs that is equal where same() is: a bytecode without
  * a method gets `unplaced`, which the other sequence never uses. */
 static uint64_t fsym_key(const fsym *a, uint64_t unplaced)
 {
@@ -458,8 +460,10 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
             continue;
         const fsym *x = (const fsym *)s->fill->data;
         size_t nx = s->fill->len;
-        /* the fill against the hole by the alignment flowcmp's sequence
-         * agreement uses: in order, resynchronizing where 8 bytecodes agree */
+        /* the fill against the hole, in order: a longest common subsequence
+         * of the two, each fill bytecode counted right where it lengthens
+         * that of the fill up to it (so a guessed path after the recovered
+         * pieces gets what it adds to theirs) */
         size_t nh = (size_t)(qend - q);
         uint64_t *fa = g_new(uint64_t, nx), *ha = g_new(uint64_t, nh ? nh : 1);
         for (size_t i = 0; i < nx; i++)
@@ -467,7 +471,7 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         for (size_t j = 0; j < nh; j++)
             ha[j] = fsym_key(&r[q + j], 1);
         uint8_t *ok = g_new0(uint8_t, nx);
-        seq_aligned(fa, nx, ha, nh, ok);
+        seq_lcs(fa, nx, ha, nh, ok);
         g_free(fa);
         g_free(ha);
         for (size_t i = 0; i < nx; i++) {

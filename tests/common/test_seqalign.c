@@ -121,3 +121,87 @@ Test(seqalign, empty_and_disjoint)
     cr_assert_eq(seq_aligned(a, 20, b, 0, NULL), 0);
     cr_assert_eq(seq_aligned(a, 20, b, 20, NULL), 0);
 }
+
+/* The exact LCS equals the dynamic program's on random sequences, small
+ * alphabets (many equal symbols) and large ones, ends equal or not, b
+ * longer than one strip of the bit-parallel rows; what each stretch of a
+ * gains adds up to the LCS of a's prefixes. */
+Test(seqalign, lcs_is_exact)
+{
+    GRand *rng = g_rand_new_with_seed(11);
+    for (int round = 0; round < 120; round++) {
+        size_t n = (size_t)g_rand_int_range(rng, 0, 160);
+        size_t m = round % 10 == 0 ? (size_t)g_rand_int_range(rng, 16000, 50000)
+                                   : (size_t)g_rand_int_range(rng, 0, 300);
+        int alphabet = round % 3 == 0 ? 400 : g_rand_int_range(rng, 1, 6);
+        uint64_t *a = g_new(uint64_t, n + 1), *b = g_new(uint64_t, m + 1);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (uint64_t)g_rand_int_range(rng, 0, alphabet) * 0x9e3779b97f4a7c15ull;
+        for (size_t j = 0; j < m; j++)
+            b[j] = (uint64_t)g_rand_int_range(rng, 0, alphabet) * 0x9e3779b97f4a7c15ull;
+        if (round % 4 == 1 && n && m)       /* equal ends */
+            a[0] = b[0], a[n - 1] = b[m - 1];
+        uint8_t *gained = g_new(uint8_t, n + 1);
+        uint64_t want = lcs(a, n, b, m);
+        cr_assert_eq(seq_lcs(a, n, b, m, gained), want, "round %d (%zu x %zu)", round, n, m);
+        cr_assert_eq(seq_lcs(b, m, a, n, NULL), want, "round %d, swapped", round);
+        uint64_t upto = 0;
+        for (size_t i = 0; i < n; i++) {
+            upto += gained[i];
+            if (i % 37 == 0 || i == n - 1)
+                cr_assert_eq(upto, lcs(a, i + 1, b, m), "round %d: prefix %zu", round, i + 1);
+        }
+        g_free(gained);
+        g_free(a);
+        g_free(b);
+    }
+    g_rand_free(rng);
+}
+
+/* A fill that ran a loop's two iteration kinds in another order than its
+ * hole: the greedy alignment resynchronizes at the nearest agreement and
+ * skips iterations it could have matched; the LCS matches them. */
+Test(seqalign, lcs_counts_what_the_greedy_resynchronization_skips)
+{
+    enum { ITER = 400 };
+    uint64_t *a = g_new(uint64_t, ITER * 30), *b = g_new(uint64_t, ITER * 30);
+    size_t n = 0, m = 0;
+    GRand *rng = g_rand_new_with_seed(3);
+    for (int k = 0; k < ITER; k++) {
+        /* the loop head, then one of two bodies the data picks */
+        for (int pass = 0; pass < 2; pass++) {
+            uint64_t *s = pass ? b : a;
+            size_t *len = pass ? &m : &n;
+            int kind = g_rand_int_range(rng, 0, 3) == 0;
+            for (uint64_t h = 1; h <= 10; h++)
+                s[(*len)++] = h;
+            for (uint64_t t = 0; t < (kind ? 12u : 4u); t++)
+                s[(*len)++] = (kind ? 100 : 200) + t;
+        }
+    }
+    uint64_t exact = seq_lcs(a, n, b, m, NULL), greedy = seq_aligned(a, n, b, m, NULL);
+    cr_assert_eq(exact, lcs(a, n, b, m));
+    cr_assert_gt(exact, greedy, "LCS %llu, greedy %llu", (unsigned long long)exact,
+                 (unsigned long long)greedy);
+    g_rand_free(rng);
+    g_free(a);
+    g_free(b);
+}
+
+Test(seqalign, lcs_of_empty_and_disjoint)
+{
+    uint64_t a[20], b[20];
+    for (int i = 0; i < 20; i++) {
+        a[i] = (uint64_t)i;
+        b[i] = (uint64_t)(100 + i);
+    }
+    uint8_t gained[20];
+    cr_assert_eq(seq_lcs(a, 0, b, 20, NULL), 0);
+    cr_assert_eq(seq_lcs(a, 20, b, 0, gained), 0);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(gained[i], 0);
+    cr_assert_eq(seq_lcs(a, 20, b, 20, NULL), 0);
+    cr_assert_eq(seq_lcs(a, 20, a, 20, gained), 20);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(gained[i], 1);
+}
