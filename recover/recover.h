@@ -119,7 +119,8 @@ typedef struct rv_options {
 typedef struct rv_stats {
     uint64_t boundaries;      /* segment boundaries after a gap (holes to consider) */
     uint64_t no_anchor;       /* ... the segment ending there had fewer than K symbols */
-    uint64_t call_anchored;   /* ... anchored on calls and returns (too few bytecodes) */
+    uint64_t call_anchored;   /* ... anchored on calls and returns (too few bytecodes, or
+                               * none that earlier history continues) */
     uint64_t rejoin_on_calls; /* ... whose next segment is met on its calls and returns */
     uint64_t cut_at_stack;    /* links whose every candidate contradicted the stack,
                                * continued up to the contradiction */

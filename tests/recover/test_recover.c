@@ -344,6 +344,39 @@ Test(recover, compiled_past_anchored_on_calls_and_returns)
     }
 }
 
+/* A past whose newest bytecodes never ran before (no stretch of history
+ * continues them) but whose calls and returns since did is anchored on
+ * those, as a past of compiled code alone is. */
+Test(recover, a_past_whose_bytecodes_never_ran_before_is_anchored_on_its_calls)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    rv_options op = opts();
+    op.no_time = 0;
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4, 5);
+    compiled_calls(&fd);
+    BCS(&fd, 20, 21, 22, 30, 31, 32, 33);
+    /* the incomplete segment: bytecodes the history never ran, then the
+     * same compiled code; 22 bytecodes in 220 bytes before it */
+    seg_counted(&fd, 220, 220, 0);
+    BCS(&fd, 90, 91, 92, 93);
+    compiled_calls(&fd);
+    fd.tsc += 3;
+    seg_counted(&fd, 240, 240, 30);      /* 3 bytecodes' worth */
+    BCS(&fd, 30, 31, 32, 33, 34);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    GArray *r = recovered(&o);
+    const int want[] = { 20, 21, 22 };
+    expect(r, want, 3);
+    cr_assert_eq(st.call_anchored, 1);
+    cr_assert_eq(st.rejoined, 1);
+    g_array_free(r, TRUE);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* The next segment starts in compiled code (calls and returns of inlined
  * frames, no bytecode): it is met on those calls and returns. Of the two
  * stretches that continue the anchor, the one that reaches them is the
@@ -845,8 +878,9 @@ static GArray *brute_top(const rev *h, size_t nh, size_t seg_begin, size_t seg_e
 }
 
 /* Pruning on the tier-1 and tier-2 bounds never drops a candidate that
- * belongs in the top N: on random flows the pruned ranking is the brute
- * force's, and every reported candidate has tier 3 <= tier 2 <= tier 1. */
+ * belongs in the top N: on random flows the pruned ranking on bytecodes is
+ * the brute force's, and every reported candidate has tier 3 <= tier 2 <=
+ * tier 1. */
 Test(recover, pruning_keeps_the_true_top_n)
 {
     GRand *rng = g_rand_new_with_seed(20211);
@@ -930,6 +964,16 @@ Test(recover, pruning_keeps_the_true_top_n)
                           (unsigned long long)w.pos, w.l3);
                 cr_assert(g.l3 <= g.l2 && g.l2 <= g.l1, "bounds %u %u %u", g.l1, g.l2, g.l3);
                 compared++;
+            }
+            /* no candidate on bytecodes: the filter ranks again on the
+             * past's calls and returns, where it has K of them (that
+             * ranking is not the brute force's) */
+            if (!want->len) {
+                unsigned ncalls = 0;
+                for (size_t i = b; i < g_array_index(segends, size_t, s); i++)
+                    ncalls += g_array_index(h, rev, i).kind != FL_BYTECODE;
+                if (ncalls >= 2)
+                    call++;
             }
             g_array_free(want, TRUE);
         }
