@@ -377,6 +377,30 @@ Test(recover, a_past_whose_bytecodes_never_ran_before_is_anchored_on_its_calls)
     g_array_free(o.ev, TRUE);
 }
 
+/* A ranking looks at the anchor's newest RV_RANK_WALK runs only: a loop's
+ * K-gram recurs at every iteration. */
+Test(recover, a_ranking_looks_at_the_newest_runs_of_its_anchor)
+{
+    out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+    feeder fd = { rv_new(&(rv_options){ .k = 4, .no_time = 1 }, collect, &o), 1000, 0, 0 };
+    seg(&fd);
+    for (unsigned i = 0; i < 3 * RV_RANK_WALK; i++)
+        BCS(&fd, 1, 2, 3, 4);
+    BCS(&fd, 50);
+    seg(&fd);
+    BCS(&fd, 1, 2, 3, 4);
+    seg(&fd);
+    BCS(&fd, 50, 51);
+    rv_stats st;
+    rv_finish(fd.f, &st);
+    cr_assert_eq(st.boundaries, 2);
+    cr_assert_gt(st.candidates, 0);
+    cr_assert_leq(st.candidates, RV_RANK_WALK, "%llu candidates",
+                  (unsigned long long)st.candidates);
+    rv_free(fd.f);
+    g_array_free(o.ev, TRUE);
+}
+
 /* The next segment starts in compiled code (calls and returns of inlined
  * frames, no bytecode): it is met on those calls and returns. Of the two
  * stretches that continue the anchor, the one that reaches them is the
