@@ -884,8 +884,8 @@ static void rank(rv_filter *f, const past *ps, unsigned n, GArray *top)
     }
     gpointer head = g_hash_table_lookup(ps->idx->head, (gpointer)(uintptr_t)ps->kkey);
     unsigned walked = 0;
-    for (uint64_t c = (uint64_t)(uintptr_t)head; c && c - 1 >= ps->idx->sbase && walked < RV_RANK_WALK;
-         walked++) {
+    for (uint64_t c = (uint64_t)(uintptr_t)head;
+         c && c - 1 >= ps->idx->sbase && walked < RV_RANK_WALK; walked++) {
         uint64_t j = c - 1;
         hsym *cs = si_at(ps->idx, j);
         c = cs->prev;

@@ -87,8 +87,8 @@ typedef struct rv_ranked {
 /* The anchor's newest runs a ranking looks at, at most. A loop's K-gram
  * recurs at each iteration, and each run costs a tier-1 suffix walk: on
  * rhino at 50% loss (`16K/6`: 8,063 boundaries, 157 K links) the newest
- * 4096 took recovery 286 s of CPU, more than decoding's 197, and the newest
- * 512 took 187 s (README.md, step 2). */
+ * 4096 took recovery 287 s of CPU, more than decoding's 197, and the newest
+ * 512 took 190 s (README.md, step 2). */
 #define RV_RANK_WALK 512u
 /* Events held back after a gap at most: 4 * K plus this many. */
 #define RV_HOLD_EXTRA 64u
