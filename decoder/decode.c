@@ -110,6 +110,7 @@ enum {
 typedef struct op {
     uint64_t ip, end_ip;       /* OP_GAP_OPEN: end_ip is the libipt error */
     uint64_t tsc;              /* the decoder's time here (0: none yet) */
+    uint64_t off;              /* OP_BLOCK: the stream offset the decoder stood at after it */
     const void *u;             /* the unit at ip (OP_EXIT: where control left from) */
     uint32_t ninsn;            /* OP_GAP_OPEN: the reason */
     uint32_t run0;
@@ -221,6 +222,7 @@ typedef struct wctx {
     jp_cache *jp;
     const atomic_bool *cancel;
     uint64_t tsc;
+    uint64_t off;              /* the stream offset after the newest block */
     resolution res;
     uint64_t retries, retries_kept;   /* this chunk's (see retry) */
     GHashTable *failed;               /* this chunk's retries that did not help */
@@ -348,6 +350,7 @@ static void analyze_block(wctx *w, chunk *k, const struct pt_block *b)
         exitu = wresolve(w, b->end_ip);
     xfer end = block_end(w, b);
     op *o = push_op(k, OP_BLOCK, w->tsc);
+    o->off = w->off;
     o->ip = b->ip;
     o->end_ip = b->end_ip;
     o->ninsn = b->ninsn;
@@ -701,6 +704,9 @@ static void decode_run(wctx *w, chunk *k, pass *ps, uint64_t stop)
         if (t > w->tsc)
             w->tsc = t;
         if (blk.ninsn) {
+            uint64_t off = 0;
+            pt_blk_get_offset(dec, &off);
+            w->off = k->seg->begin + (uint64_t)((int64_t)off + ps->shift);
             if (!blk.speculative && follow_resolution(w, im, &blk) < 0)
                 problem(&k->st, "%s: cannot update the code image at tsc %" PRIu64,
                         w->m->code_path, w->tsc);
@@ -1772,6 +1778,7 @@ typedef struct ctx {
     dc_stats *st;
     bool stop;
     uint64_t tsc;
+    uint64_t off;          /* the stream offset after the block being replayed */
 
     /* control-flow state between blocks */
     unit prev;
@@ -1805,6 +1812,8 @@ static void deliver(ctx *x, dc_event *ev)
         return;
     if ((unsigned)ev->kind < DC_KIND_COUNT)
         x->st->events[ev->kind]++;
+    if (ev->kind != DC_GAP)
+        ev->offset = x->off;
     if (x->sink(ev, x->sink_ctx))
         x->stop = true;
 }
@@ -2203,6 +2212,7 @@ static void apply_chunk(ctx *x, const chunk *k, const dc_output *out)
             x->tsc = o->tsc;
         switch (o->type) {
         case OP_BLOCK:
+            x->off = o->off;
             if (out->block && k->blocks && nb < k->blocks->len)
                 out->block(&g_array_index(k->blocks, struct pt_block, nb), x->tsc, out->ctx);
             nb++;

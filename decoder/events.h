@@ -13,9 +13,10 @@
  * later reconstruction, or from the reference-mode records.
  *
  * Every event has tsc (the time of the last timing packet before it: with
- * TSC packets only in PSB+, a lower bound within one PSB period) and ip (the
- * address that produced it). Fields not listed for a kind are zero, except
- * opcode, raw and bci, which are -1. */
+ * TSC packets only in PSB+, a lower bound within one PSB period), ip (the
+ * address that produced it) and offset (where in the stream: see below).
+ * Fields not listed for a kind are zero, except opcode, raw and bci, which
+ * are -1. */
 #ifndef JPT_DECODER_EVENTS_H
 #define JPT_DECODER_EVENTS_H
 
@@ -117,7 +118,12 @@ typedef struct dc_event {
     dc_gap_reason reason;
     int error;                /* libipt error code (negative) for DC_GAP_DECODE/NOCODE */
     uint64_t end_tsc;         /* time decoding resumed (0: did not) */
-    uint64_t offset;          /* stream offset where the gap begins */
+    /* DC_GAP: the stream offset where the gap begins. Any other kind: where
+     * the decoder stood in the thread's stream when the event was made (after
+     * the block that made it or the one after), so the difference between
+     * two events' offsets is the trace bytes the code between them took,
+     * to within a block's packets. */
+    uint64_t offset;
     uint64_t end_offset;      /* stream offset where decoding resumed */
     uint64_t lost_bytes;      /* DC_GAP_LOST: bytes the collector dropped (0 unknown) */
 } dc_event;

@@ -91,6 +91,11 @@ typedef struct fl_event {
      * (the bytes between were skipped), and the bytes the collector lost
      * there (FL_F_LOST_COUNTED). Recovery sizes the hole with them. */
     uint64_t gap_offset, resume_offset, lost_bytes;
+    /* An event decoded from the trace (not FL_SEGMENT): where the decoder
+     * stood in the thread's trace stream when it was made (dc_event.offset),
+     * so that two events' difference is the trace bytes the code between
+     * them took. 0 in events that were not decoded. */
+    uint64_t offset;
 } fl_event;
 
 /* Returns 0 to go on, nonzero to stop. */

@@ -126,6 +126,7 @@ typedef struct hist {
     int32_t bci, opcode;
     uint64_t method_id;
     uint64_t tsc;
+    uint64_t offset;       /* fl_event.offset */
 } hist;
 
 typedef struct hyp {
@@ -763,7 +764,7 @@ static const hist *record(rp_projector *r, const hist *prev, fl_kind kind, uint6
     hist *h = arena_alloc(r->a, sizeof *h);
     *h = (hist){ .prev = prev, .len = prev ? prev->len + 1 : 1, .kind = (uint8_t)kind,
                  .flags = flags, .bci = bci, .opcode = opcode, .method_id = method_id,
-                 .tsc = r->ev->tsc };
+                 .tsc = r->ev->tsc, .offset = r->ev->offset };
     return h;
 }
 
@@ -2193,7 +2194,8 @@ static void emit_history(rp_projector *r, const hist *h)
         const hist *x = g_ptr_array_index(v, k);
         fl_event ev = { .kind = x->kind, .origin = FL_DECODED, .flags = x->flags, .tid = r->tid,
                         .tsc = x->tsc, .method_id = x->method_id, .bci = x->bci,
-                        .opcode = x->opcode, .count = x->kind == FL_BYTECODE ? 1 : 0 };
+                        .opcode = x->opcode, .count = x->kind == FL_BYTECODE ? 1 : 0,
+                        .offset = x->offset };
         if (x->kind == FL_BYTECODE) {
             if (x->method_id)
                 r->st.placed++;
@@ -2581,7 +2583,8 @@ static void process(rp_projector *r, const dc_event *e)
         if (!r->next->len) {
             if (e->kind == DC_BYTECODE) {
                 fl_event ev = { .kind = FL_BYTECODE, .origin = FL_DECODED, .tid = r->tid,
-                                .tsc = e->tsc, .bci = -1, .opcode = e->opcode, .count = 1 };
+                                .tsc = e->tsc, .bci = -1, .opcode = e->opcode, .count = 1,
+                                .offset = e->offset };
                 r->st.unplaced++;
                 emit(r, &ev);
             }

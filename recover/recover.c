@@ -15,6 +15,7 @@ typedef struct hev {
     uint64_t tsc;
     uint64_t method_id;
     uint64_t count;
+    uint64_t offset;          /* fl_event.offset: where in the trace stream (0: unknown) */
     uint64_t key;             /* identity for suffix comparison; 0: a wall (unplaced bytecode) */
     int64_t sym;              /* absolute index in bc's symbols, -1: not a placed bytecode */
     int64_t csym;             /* absolute index in cr's symbols, -1: not a call or return */
@@ -84,14 +85,16 @@ typedef struct cand {
  * bytecode, compiled code a few bits), where time also counts what ran
  * untraced (the VM, a safepoint) and how fast the emulation went. The rate
  * is that of the newest 16 KiB of decoded trace (a ring of checkpoints
- * every BYTE_STEP bytes, as for the rate per tick). A stretch between two
- * gaps is only known whole, so that is the newest stretch's own rate, or
- * the newest few's where they are shorter. The code that ran just before
- * the loss is the best guide to what ran in it: on xalan at 22% loss,
- * windows of 4 MiB, 1 MiB, 256 KiB, 64 KiB and 16 KiB put its 1,729 holes
- * at 0.78, 0.85, 0.90, 0.92 and 0.95 of the bytecodes they held in all
- * (4 KiB: as 16 KiB), and overall accuracy went from 84.6 to 89.3
- * (README.md). */
+ * every BYTE_STEP bytes, as for the rate per tick). The ring is fed at
+ * gaps, where a stretch of decoded trace closes, so that is the newest
+ * stretch's own rate, or the newest few's where they are shorter. The code
+ * that ran just before the loss is the best guide to what ran in it: on
+ * xalan at 22% loss, windows of 4 MiB, 1 MiB, 256 KiB, 64 KiB and 16 KiB
+ * put its 1,729 holes at 0.78, 0.85, 0.90, 0.92 and 0.95 of the bytecodes
+ * they held in all (4 KiB: as 16 KiB), and overall accuracy went from 84.6
+ * to 89.3 (README.md). That size bounds the search for a fill; the fill
+ * itself is measured in the bytes of the code it copies where it can be
+ * (in_bytes(), below). */
 #define BYTE_STEP (4u << 10)
 #define BYTE_SLOTS 4u
 
@@ -523,8 +526,8 @@ static void history_add(rv_filter *f, const fl_event *ev)
     uint8_t tier = tier_of(ev);
     hev e = { .kind = (uint8_t)ev->kind, .flags = (uint8_t)ev->flags, .tsc = ev->tsc,
               .method_id = ev->method_id, .bci = ev->bci, .opcode = (int16_t)ev->opcode,
-              .count = ev->count, .segno = f->segno, .sym = -1, .csym = -1, .tier = tier,
-              .key = key_of(ev, tier) };
+              .count = ev->count, .offset = ev->offset, .segno = f->segno, .sym = -1,
+              .csym = -1, .tier = tier, .key = key_of(ev, tier) };
     if (tier <= 1)
         f->last1 = abs + 1;
     if (tier <= 2)
@@ -954,8 +957,24 @@ typedef struct budget {
     uint64_t ticks;               /* elapsed so far */
     uint64_t span;                /* the gap's time span */
     uint64_t expect;              /* bytecodes the span holds at the thread's rate (0: unknown) */
+    uint64_t bytes;               /* trace bytes of the hole still to fill (0: unknown) */
+    int by_bytes;                 /* the fill is measured in trace bytes (in_bytes()) */
     int timed;
 } budget;
+
+/* Where the hole's bytes are known and so are the stream offsets of the
+ * history's events, a fill is measured by the trace bytes the code it
+ * copies took where it was decoded, against the bytes the hole lost: where
+ * a continuation rejoins, how long it may run (twice the hole), when a loop
+ * stops repeating, where a fill that never rejoins ends. The bytecodes the
+ * hole's bytes hold at the rate of the trace before it (above) are right
+ * only where the hole ran the same code: on xalan at `256K/6` (PMD 22.7)
+ * six of the 60 largest holes were sized under 0.8 of what they held, and
+ * fills right for 95% or more stopped 208 K bytecodes short. Measured in
+ * bytes, overall went from 89.82 to 90.70 there, and from 90.95 to 92.08
+ * at `16K/8` (README.md, step 5). */
+static int in_bytes(const budget *bd) { return bd->by_bytes && bd->bytes; }
+static uint64_t goal_of(const budget *bd) { return in_bytes(bd) ? bd->bytes : bd->expect; }
 
 /* A rejoin met before its continuation had run the bytecodes the gap's span
  * holds: where the fill could end if nothing longer rejoins. Below 7/8 of
@@ -984,6 +1003,13 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
     uint32_t seg = ev_at(f, p)->segno;
     uint64_t ref = ev_at(f, p)->tsc;
     uint64_t e = p + 1, n = 0, b = 0;
+    /* how far the continuation has gone into the hole (m), and how far the
+     * hole goes: in trace bytes where the fill is measured so, else in
+     * bytecodes */
+    const uint64_t from = ev_at(f, p)->offset;
+    const int by_bytes = in_bytes(bd) && from;
+    const uint64_t goal = by_bytes ? bd->bytes : bd->expect;
+    uint64_t m = 0, r_m = 0;
     /* The rejoin symbols often recur (a loop head): of the places where the
      * continuation meets them, the one whose length is nearest to what the
      * gap's span holds at the thread's rate is taken (the first one when
@@ -1001,6 +1027,7 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
     for (;; e++, n++) {
         *len = n;
         *nbc = b;
+        m = !by_bytes ? b : ev_at(f, e - 1)->offset > from ? ev_at(f, e - 1)->offset - from : 0;
         if (e < ev_end(f) && ev_at(f, e)->segno == seg + 1 && seg_joined(f, seg + 1)) {
             seg++;
             crossed = 1;
@@ -1018,11 +1045,12 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
         }
         int meets = rejoins_at(f, e, t) ? stack_meets(sim, t) : 0;
         if (meets) {
-            uint64_t diff = dist(b, bd->expect);
+            uint64_t diff = dist(m, goal);
             if (diff < r_diff) {
                 r_diff = diff;
                 r_len = n - lead_before(f, p, e, t);
                 r_nbc = b;
+                r_m = m;
                 r_ticks = *ticks;
                 if (!r_sim)
                     r_sim = g_array_new(FALSE, FALSE, sizeof(frame));
@@ -1031,14 +1059,14 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
                 g_array_append_vals(r_sim, sim->data, meets == 2 ? t->stk->len : sim->len);
             }
             rejoined = 1;
-            if (!bd->expect || b >= bd->expect) {
+            if (!goal || m >= goal) {
                 end = END_REJOIN;
                 break;
             }
         }
         hev *x = ev_at(f, e);
         uint64_t dt = x->tsc > ref ? x->tsc - ref : 0;
-        if (n >= bd->events || b >= bd->bytecodes ||
+        if (n >= bd->events || (by_bytes ? m >= 2 * goal : b >= bd->bytecodes) ||
             (bd->timed && !bd->expect && bd->ticks + dt > bd->span)) {
             end = END_BOUND;
             break;
@@ -1066,8 +1094,8 @@ static int continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
     if (x_sim)
         g_array_free(x_sim, TRUE);
     er->sim = NULL;
-    if (rejoined && (end == END_SEGMENT || end == END_STACK) && bd->expect &&
-        8 * r_nbc < EARLY_EIGHTHS * bd->expect) {
+    if (rejoined && (end == END_SEGMENT || end == END_STACK) && goal &&
+        8 * r_m < EARLY_EIGHTHS * goal) {
         *er = (early){ r_len, r_nbc, r_ticks, r_sim };
         return end;
     }
@@ -1474,6 +1502,100 @@ static uint64_t keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
     return b;
 }
 
+/* Trace bytes piece pc's events took where they were decoded: from the
+ * event before it (the first one's own, when that one began its segment)
+ * to its last (its first len events). UNKNOWN_BYTES where events have no
+ * stream offsets. */
+#define UNKNOWN_BYTES UINT64_MAX
+static uint64_t piece_bytes(rv_filter *f, const piece *pc, uint64_t len)
+{
+    if (!len)
+        return 0;
+    const hev *first = ev_at(f, pc->start), *last = ev_at(f, pc->start + len - 1);
+    const hev *from = first;
+    if (pc->start > f->hbase && ev_at(f, pc->start - 1)->segno == first->segno)
+        from = ev_at(f, pc->start - 1);
+    if (!from->offset || last->offset < from->offset)
+        return UNKNOWN_BYTES;
+    return last->offset - from->offset;
+}
+
+/* The trace bytes of the fill's first n pieces (UNKNOWN_BYTES: unknown). */
+static uint64_t fill_bytes(rv_filter *f, const GArray *pieces, guint n)
+{
+    uint64_t sum = 0;
+    for (guint k = 0; k < n && k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        const uint64_t b = piece_bytes(f, pc, pc->len);
+        if (b == UNKNOWN_BYTES)
+            return UNKNOWN_BYTES;
+        sum += b;
+    }
+    return sum;
+}
+
+/* How far a continuation of len events (nbc bytecodes) after p goes into
+ * the hole, as goal_of(bd) measures the hole: in trace bytes (at the
+ * hole's bytes per bytecode where the stretch's are unknown), else in
+ * bytecodes. */
+static uint64_t measure(rv_filter *f, const budget *bd, uint64_t p, uint64_t len, uint64_t nbc)
+{
+    if (!in_bytes(bd))
+        return nbc;
+    const piece pc = { p + 1, len, 0, 0, NULL };
+    const uint64_t b = piece_bytes(f, &pc, len);
+    if (b != UNKNOWN_BYTES)
+        return b;
+    return (uint64_t)((double)nbc * (double)bd->bytes / (double)(bd->expect ? bd->expect : 1));
+}
+
+/* How much of the hole a fallback rejoin's fill holds: its first n pieces
+ * and the piece fb (nbc bytecodes) that ends at the rejoin, in trace bytes
+ * where the fill is measured so (UNKNOWN_BYTES: unknown), else in
+ * bytecodes. */
+static uint64_t fallback_measure(rv_filter *f, const budget *bd, const GArray *pieces, guint n,
+                                 const piece *fb, uint64_t nbc)
+{
+    if (!bd->by_bytes)
+        return bytecodes_in(f, pieces, n) + nbc;
+    const uint64_t a = fill_bytes(f, pieces, n), b = piece_bytes(f, fb, fb->len);
+    return a == UNKNOWN_BYTES || b == UNKNOWN_BYTES ? UNKNOWN_BYTES : a + b;
+}
+
+/* Cuts the fill where the trace bytes its events took where they were
+ * decoded reach nbytes (keeps all of it when it took fewer). 0 when a
+ * piece's bytes are unknown: the fill is left as it is. */
+static int keep_bytes(rv_filter *f, GArray *pieces, uint64_t nbytes)
+{
+    for (guint k = 0; k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        if (piece_bytes(f, pc, pc->len) == UNKNOWN_BYTES)
+            return 0;
+    }
+    uint64_t n = 0;
+    for (guint k = 0; k < pieces->len; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        const uint64_t b = piece_bytes(f, pc, pc->len);
+        if (b <= nbytes) {
+            nbytes -= b;
+            n += pc->len;
+            continue;
+        }
+        /* the last event of the piece within the bytes left */
+        uint64_t lo = 0, hi = pc->len;
+        while (hi - lo > 1) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (piece_bytes(f, pc, mid) <= nbytes)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        keep_events(pieces, n + lo);
+        return 1;
+    }
+    return 1;
+}
+
 /* A way for the fill to end: after its fwd-th bytecode, the history's
  * events (x, r), run in the frames stk (bottom first, as far as known). */
 typedef struct seam {
@@ -1702,7 +1824,8 @@ static void fill_gap(rv_filter *f)
     uint64_t rate_bc, rate_den;
     if (bd.timed && !f->o.no_lost_bytes && next && next->kind == FL_SEGMENT &&
         (next->flags & FL_F_LOST_COUNTED) && next->resume_offset >= next->gap_offset) {
-        const double bytes = (double)(next->lost_bytes + next->resume_offset - next->gap_offset);
+        bd.bytes = next->lost_bytes + next->resume_offset - next->gap_offset;
+        const double bytes = (double)bd.bytes;
         recent_bytes(&f->bc_bytes, f->bytecodes, next->gap_offset, &rate_bc, &rate_den);
         if (rate_den && rate_bc)
             holds = bytes * (double)rate_bc / (double)rate_den;
@@ -1727,7 +1850,8 @@ static void fill_gap(rv_filter *f)
             bd.events = scaled < (double)bd.events * FILL_SCALE_MAX ? (uint64_t)scaled
                                                                     : bd.events * FILL_SCALE_MAX;
     }
-    const uint64_t expect = bd.expect;
+    const uint64_t expect = bd.expect, hole_bytes = bd.bytes;
+    bd.by_bytes = hole_bytes && expect && ev_at(f, end - 1)->offset;
 
     target t;
     target_of(f, &t);
@@ -1845,7 +1969,8 @@ static void fill_gap(rv_filter *f)
                  * nearest to what the span holds (the first among equals) */
                 int better = pick < 0 || r < pk.end ||
                              (r == END_REJOIN && pk.end == END_REJOIN &&
-                              dist(nbc, bd.expect) < dist(pk.nbc, bd.expect));
+                              dist(measure(f, &bd, cd->p, len, nbc), goal_of(&bd)) <
+                                  dist(measure(f, &bd, pk.p, pk.len, pk.nbc), goal_of(&bd)));
                 unsigned c = nc++;
                 cs[c] = cd->p + 1;
                 cl[c] = len;
@@ -1909,10 +2034,13 @@ static void fill_gap(rv_filter *f)
          * segment ends inside the loop): the loop goes on for as many
          * iterations as the span holds, without ranking each again. */
         const piece *prev = pieces->len ? &g_array_index(pieces, piece, pieces->len - 1) : NULL;
+        const uint64_t pc_bytes = piece_bytes(f, &pc, pc.len);
         uint64_t reps = 1;
         if (prev && prev->start == pc.start && prev->len == pc.len && pk.end == END_SEGMENT &&
             pk.nbc && bd.expect > pk.nbc && same_stack(sim, pk.sim)) {
             reps = bd.expect / pk.nbc;
+            if (in_bytes(&bd) && pc_bytes && pc_bytes != UNKNOWN_BYTES)
+                reps = bd.bytes / pc_bytes;
             if (reps > bd.events / pk.len)
                 reps = bd.events / pk.len;
             if (reps > bd.bytecodes / pk.nbc)
@@ -1928,6 +2056,10 @@ static void fill_gap(rv_filter *f)
             bd.bytecodes -= pk.nbc < bd.bytecodes ? pk.nbc : bd.bytecodes;
             if (bd.expect)
                 bd.expect = pk.nbc < bd.expect ? bd.expect - pk.nbc : 1;
+            if (bd.bytes)
+                bd.bytes = pc_bytes == UNKNOWN_BYTES ? 0
+                           : pc_bytes < bd.bytes     ? bd.bytes - pc_bytes
+                                                     : 1;
             bd.ticks += pk.ticks;
         }
         g_array_set_size(sim, 0);
@@ -1955,8 +2087,9 @@ static void fill_gap(rv_filter *f)
         goto done;
     /* The chain never rejoined: it ends at the latest early rejoin. One
      * short of half the hole comes after the tail (below). */
-    const int short_fb =
-        !rejoined && fb.sim && 2 * (bytecodes_in(f, pieces, fb_pieces) + fb.nbc) < expect;
+    const int short_fb = !rejoined && fb.sim &&
+                         fallback_measure(f, &bd, pieces, fb_pieces, &fb_piece, fb.nbc) <
+                             ((bd.by_bytes ? hole_bytes : expect) + 1) / 2;
     if (!rejoined && fb.sim && !short_fb) {
         end_at_early(pieces, fb_pieces, &fb_piece);
         rejoined = 1;
@@ -1991,7 +2124,7 @@ static void fill_gap(rv_filter *f)
          * in. One with fewer bytecodes than that (compiled code runs few)
          * is kept to the events the hole's bytes hold, where they are
          * known. */
-        if (expect) {
+        if ((!hole_bytes || !keep_bytes(f, pieces, hole_bytes)) && expect) {
             if (keep_bytecodes(f, pieces, expect) < expect && holds_events >= 1)
                 keep_events(pieces, (uint64_t)holds_events);
         }

@@ -27,6 +27,8 @@ typedef struct feeder {
     rv_filter *f;
     uint64_t tsc, seq;
     int coarse;      /* nonzero: bytecodes share one time (one per PSB in a trace) */
+    uint64_t off;    /* the trace stream's offset after the newest bytecode */
+    uint64_t step;   /* nonzero: the trace bytes each bytecode takes (else no offsets) */
 } feeder;
 
 /* A segment after a gap in the trace (the first one starts the thread). */
@@ -41,9 +43,10 @@ static void seg(feeder *fd)
 static void bcs_in(feeder *fd, uint64_t method, const int *bci, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        fd->off += fd->step;
         fl_event e = { .kind = FL_BYTECODE, .tid = 1, .tsc = fd->coarse ? fd->tsc : fd->tsc++,
-                       .method_id = method,
-                       .bci = bci[i], .opcode = 0, .count = 1 };
+                       .method_id = method, .bci = bci[i], .opcode = 0, .count = 1,
+                       .offset = fd->step ? fd->off : 0 };
         rv_event(&e, fd->f);
     }
 }
@@ -100,7 +103,7 @@ Test(recover, longest_suffix_wins_and_stops_at_rejoin)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 100, 101, 1, 2, 3, 4, 5, 6, 20, 21, 22, 30, 31, 32, 33);
     BCS(&fd, 200, 201, 1, 2, 3, 4, 5, 6, 40, 41, 42, 30, 31, 32, 33);
@@ -136,7 +139,7 @@ Test(recover, other_suffix_other_candidate)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 100, 101, 1, 2, 3, 4, 5, 6, 20, 21, 22, 30, 31, 32, 33);
     BCS(&fd, 200, 201, 1, 2, 3, 4, 5, 6, 40, 41, 42, 30, 31, 32, 33, 300);
@@ -160,7 +163,7 @@ Test(recover, calls_replayed_tail_not_repeated)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 5);
     callret(&fd, FL_CALL, 9);
@@ -186,7 +189,7 @@ Test(recover, no_candidate_no_fill)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
     seg(&fd);
@@ -219,7 +222,7 @@ Test(recover, bounded_without_rejoin)
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = opts();
         op.no_time = !timed;
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
         seg(&fd);
@@ -264,7 +267,7 @@ Test(recover, a_counted_hole_is_sized_by_its_bytes)
         rv_options op = opts();
         op.no_time = 0;
         op.no_lost_bytes = time_only;
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20);
         seg_counted(&fd, 200, 200, 0);
@@ -281,6 +284,86 @@ Test(recover, a_counted_hole_is_sized_by_its_bytes)
             const int want[] = { 5, 6, 7 };
             expect(r, want, 3);
         }
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
+/* A fill that does not rejoin ends where the trace bytes its events took
+ * where they were decoded reach the hole's: the stretch it copies ran one
+ * bytecode per byte, so the hole's 8 bytes hold 8 of its bytecodes, where
+ * the thread's rate (24 bytecodes in 96 bytes) would say 2. Events without
+ * stream offsets are cut at that rate. */
+Test(recover, an_unconfirmed_fill_ends_at_the_bytes_its_hole_lost)
+{
+    for (int with_offsets = 0; with_offsets < 2; with_offsets++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        op.no_time = 0;
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
+        seg(&fd);
+        fd.step = with_offsets ? 10 : 0;
+        BCS(&fd, 1, 2, 3, 4);
+        fd.step = with_offsets ? 1 : 0;
+        BCS(&fd, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20);
+        seg_counted(&fd, 56, 56, 0);
+        fd.off = 56;
+        fd.step = with_offsets ? 10 : 0;
+        BCS(&fd, 1, 2, 3, 4);
+        fd.tsc += 20;
+        seg_counted(&fd, 96, 96, 8);
+        BCS(&fd, 90, 91, 92, 93);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered(&o);
+        if (with_offsets) {
+            const int want[] = { 5, 6, 7, 8, 9, 10, 11, 12 };
+            expect(r, want, 8);
+        } else {
+            const int want[] = { 5, 6 };
+            expect(r, want, 2);
+        }
+        cr_assert_eq(st.rejoined, 0);
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
+/* Of the places where a continuation rejoins (a loop's head, 5 6 7 8, at
+ * every iteration), the one whose trace bytes are nearest to the hole's is
+ * taken: two iterations of 40 bytes in a hole of 80, where the thread's
+ * rate (25 bytecodes in 370 bytes) would say 5 bytecodes, one iteration.
+ * Events without stream offsets are measured at that rate. */
+Test(recover, a_rejoin_is_taken_where_the_bytes_of_the_fill_reach_the_holes)
+{
+    for (int with_offsets = 0; with_offsets < 2; with_offsets++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = opts();
+        op.no_time = 0;
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
+        seg(&fd);
+        fd.step = with_offsets ? 10 : 0;
+        BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 9);
+        seg_counted(&fd, 210, 210, 0);
+        fd.off = 210;
+        fd.step = with_offsets ? 40 : 0;
+        BCS(&fd, 1, 2, 3, 4);
+        fd.tsc += 20;
+        seg_counted(&fd, 370, 370, 80);
+        BCS(&fd, 5, 6, 7, 8, 9);
+        rv_stats st;
+        rv_finish(fd.f, &st);
+        GArray *r = recovered(&o);
+        if (with_offsets) {
+            const int want[] = { 5, 6, 7, 8, 5, 6, 7, 8 };
+            expect(r, want, 8);
+        } else {
+            const int want[] = { 5, 6, 7, 8 };
+            expect(r, want, 4);
+        }
+        cr_assert_eq(st.rejoined, 1);
         g_array_free(r, TRUE);
         rv_free(fd.f);
         g_array_free(o.ev, TRUE);
@@ -308,7 +391,7 @@ Test(recover, compiled_past_anchored_on_calls_and_returns)
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = opts();
         op.no_time = 0;
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2);
         compiled_calls(&fd);
@@ -352,7 +435,7 @@ Test(recover, a_past_whose_bytecodes_never_ran_before_is_anchored_on_its_calls)
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.no_time = 0;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 5);
     compiled_calls(&fd);
@@ -382,7 +465,7 @@ Test(recover, a_past_whose_bytecodes_never_ran_before_is_anchored_on_its_calls)
 Test(recover, a_ranking_looks_at_the_newest_runs_of_its_anchor)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
-    feeder fd = { rv_new(&(rv_options){ .k = 4, .no_time = 1 }, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&(rv_options){ .k = 4, .no_time = 1 }, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     for (unsigned i = 0; i < 3 * RV_RANK_WALK; i++)
         BCS(&fd, 1, 2, 3, 4);
@@ -409,7 +492,7 @@ Test(recover, a_next_segment_of_compiled_code_is_met_on_its_calls_and_returns)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 200, 1, 2, 3, 4, 5, 6, 40, 41, 42, 43, 44, 45, 46, 47);
     seg(&fd);
@@ -440,7 +523,7 @@ Test(recover, a_rejoin_leaves_the_calls_the_next_segment_starts_with_to_it)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 100, 1, 2, 3, 4, 5, 6, 20, 21);
     callret(&fd, FL_CALL, 9);
@@ -473,7 +556,7 @@ Test(recover, a_fill_on_calls_holds_the_events_its_bytes_do)
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.no_time = 0;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     for (int b = 1000; b < 1400; b++)
         bcs(&fd, &b, 1);
@@ -507,7 +590,7 @@ Test(recover, a_continuation_every_candidate_contradicts_is_kept_up_to_the_contr
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS_IN(&fd, 40, 70);
     callret(&fd, FL_CALL, M);
@@ -554,7 +637,7 @@ Test(recover, a_fill_holds_the_events_its_bytecodes_come_with)
     rv_options op = opts();
     op.no_time = 0;
     op.max_fill = 12;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     bcs_calling(&fd, 1, 20);
     seg_counted(&fd, 200, 200, 0);
@@ -586,7 +669,7 @@ Test(recover, a_long_stretch_keeps_the_byte_window_to_its_size)
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.no_time = 0;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     const uint64_t window = 16u << 10;
     seg(&fd);
     for (int i = 0; i < 1000; i++)
@@ -612,7 +695,7 @@ Test(recover, nothing_missing)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8);
     seg(&fd);
@@ -634,7 +717,7 @@ Test(recover, bounded_window)
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.window = 64;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 500, 501, 502, 503, 504, 505);
     for (int i = 0; i < 1000; i++)
@@ -667,7 +750,7 @@ Test(recover, bounded_by_rate)
     for (int rejoin = 0; rejoin < 2; rejoin++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = { .k = 4 };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         for (int i = 0; i < 20; i++)   /* 20 bytecodes in 19 ticks */
             BCS(&fd, 1000 + i);
@@ -711,7 +794,7 @@ Test(recover, bounded_by_the_recent_rate)
     for (int coarse = 0; coarse < 2; coarse++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = { .k = 4 };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         for (int i = 0; i < 10; i++) {   /* start-up: 10 bytecodes in a million ticks */
             BCS(&fd, 1000 + i);
@@ -807,7 +890,7 @@ Test(recover, tiers_bound_each_other)
     rv_options op = opts();
     op.on_rank = on_rank;
     op.rank_ctx = &rk;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     callret(&fd, FL_CALL, 4);              /* 0 */
     callret(&fd, FL_CALL, 2);              /* 1 */
@@ -941,7 +1024,7 @@ Test(recover, pruning_keeps_the_true_top_n)
         ranks rk = { g_array_new(FALSE, FALSE, sizeof(GArray *)) };
         rv_options op = { .k = 2, .no_time = 1, .candidates = 3, .max_links = 1,
                           .on_rank = on_rank, .rank_ctx = &rk };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         size_t at = 0;
         for (int s = 0; s < nseg; s++) {
             seg(&fd);
@@ -1023,7 +1106,7 @@ Test(recover, top_n_order)
     op.candidates = 3;
     op.on_rank = on_rank;
     op.rank_ctx = &rk;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 90, 1, 2, 3, 4, 50);          /* suffix 4, position 4 */
     BCS(&fd, 91, 92, 1, 2, 3, 4, 51);      /* suffix 6, position 11 */
@@ -1086,7 +1169,7 @@ Test(recover, stack_inconsistent_candidate_passed_over)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     stack_conflict_flows(&fd);
     rv_stats st;
     rv_finish(fd.f, &st);
@@ -1107,7 +1190,7 @@ Test(recover, wider_ranking_when_the_top_contradicts_the_stack)
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.candidates = 1;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     stack_conflict_flows(&fd);
     rv_stats st;
     rv_finish(fd.f, &st);
@@ -1127,7 +1210,7 @@ Test(recover, chaining_across_a_long_hole)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 100, 101, 1, 2, 3, 4, 5, 6);
     seg(&fd);
@@ -1182,7 +1265,7 @@ Test(recover, early_rejoin_passed_for_one_near_the_span)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 10, 11, 30, 31, 32, 33, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
     seg(&fd);
@@ -1212,7 +1295,7 @@ Test(recover, a_rejoin_at_three_fifths_of_the_span_is_passed)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 30, 31, 32, 33, 40, 41,
         42, 43);
@@ -1240,7 +1323,7 @@ Test(recover, rejoin_nearest_to_the_span)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 60, 61, 62, 63, 64, 65, 66, 67, 68, 30, 31, 32, 33);
     seg(&fd);
@@ -1267,7 +1350,7 @@ Test(recover, loop_repeated_for_the_span)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3);
     for (int i = 0; i < 20; i++)
@@ -1289,6 +1372,42 @@ Test(recover, loop_repeated_for_the_span)
     g_array_free(o.ev, TRUE);
 }
 
+/* A loop repeated for the hole is repeated for as many copies as the
+ * bytes of its piece go into the hole's: 100 iterations of 16 bytes in a
+ * hole of 1600, where the thread's rate (91 bytecodes in 652 bytes) would
+ * say 223 bytecodes. */
+Test(recover, loop_repeated_for_the_bytes_of_the_hole)
+{
+    for (int with_offsets = 0; with_offsets < 2; with_offsets++) {
+        out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
+        rv_options op = { .k = 4 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
+        seg(&fd);
+        fd.step = with_offsets ? 4 : 0;
+        BCS(&fd, 1, 2, 3);
+        for (int i = 0; i < 20; i++)
+            BCS(&fd, 5, 6, 7, 8);
+        seg_counted(&fd, 332, 332, 0);
+        fd.off = 332;
+        fd.step = with_offsets ? 40 : 0;
+        BCS(&fd, 9, 1, 2, 3, 5, 6, 7, 8);
+        fd.tsc += 10;
+        seg_counted(&fd, 652, 652, 1600);
+        BCS(&fd, 70, 71, 72, 73);
+        rv_finish(fd.f, NULL);
+        GArray *r = recovered_last(&o);
+        if (with_offsets)
+            cr_assert_eq(r->len, 400, "%u bytecodes for 1600 bytes", r->len);
+        else
+            cr_assert(r->len >= 210 && r->len <= 230, "%u bytecodes for about 223", r->len);
+        for (guint i = 0; i < r->len; i++)
+            cr_assert_eq(g_array_index(r, int, i), 5 + (int)(i % 4), "event %u", i);
+        g_array_free(r, TRUE);
+        rv_free(fd.f);
+        g_array_free(o.ev, TRUE);
+    }
+}
+
 /* A segment break where no time passed (a decode error resumed within one
  * timing period) does not end the history there: the continuation reads on
  * into the next segment, whose announcement of the running frame
@@ -1299,7 +1418,7 @@ Test(recover, continuation_reads_across_a_break_without_time)
     for (int timed = 0; timed < 2; timed++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = opts();
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         callret(&fd, FL_CALL, M);
         BCS(&fd, 1, 2, 3, 4, 10, 11, 12);
@@ -1370,7 +1489,7 @@ Test(recover, icfg_fallback)
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = opts();
         op.icfg = &ic;
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         op_at(&fd, 1, 0, 0x03);
         fd.tsc += 10;
@@ -1416,7 +1535,7 @@ Test(recover, unconfirmed_fill_cut_where_candidates_split)
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = opts();
         op.cut_disputed = !keep;
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4, 10, 11, 20, 21, 90);
         BCS(&fd, 1, 2, 3, 4, 10, 11, 30, 31, 91);
@@ -1470,7 +1589,7 @@ Test(recover, held_back_calls_bounded)
     tally t = { 0 };
     rv_options op = opts();
     op.window = 4096;
-    feeder fd = { rv_new(&op, count_ev, &t), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, count_ev, &t), 1000, 0, 0, 0, 0 };
     uint64_t fed = 0;
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
@@ -1510,7 +1629,7 @@ Test(recover, candidates_clamped)
     op.candidates = 100000;
     op.on_rank = on_rank;
     op.rank_ctx = &rk;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     for (int i = 0; i < 400; i++)
         BCS(&fd, 1, 2, 3, 4, 1000 + i);
@@ -1542,7 +1661,7 @@ Test(recover, many_segments_small_window)
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
     op.window = 64;
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     for (int i = 0; i < 20000; i++) {
         /* a new segment without a gap, some of them empty */
@@ -1615,7 +1734,7 @@ Test(recover, rejoins_a_known_context_below_the_stack)
      * disagree (5 against 13), and nothing would rejoin. */
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = opts();
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     known_context_below_flows(&fd);
     rv_stats st;
     rv_finish(fd.f, &st);
@@ -1671,7 +1790,7 @@ Test(recover, a_long_hole_ends_with_the_history_before_the_next_segment)
         int joint = variant == 0, unseen = variant == 2;
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = { .k = 4 };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4);
         stretch(&fd, 10000, 3000);                 /* A */
@@ -1727,7 +1846,7 @@ Test(recover, a_tail_in_other_frames_is_found_running)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4);
     stretch(&fd, 10000, 3000);
@@ -1773,7 +1892,7 @@ Test(recover, a_tail_reads_back_across_a_decode_error_only)
     for (int loss = 0; loss < 2; loss++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = { .k = 4 };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4);
         stretch(&fd, 10000, 3000);
@@ -1818,7 +1937,7 @@ Test(recover, a_hole_no_candidate_continues_is_filled_from_its_other_end)
     for (int unseen = 0; unseen < 2; unseen++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = { .k = 4 };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         BCS(&fd, 1, 2, 3, 4);
         stretch(&fd, 10000, 3000);                 /* A */
@@ -1862,7 +1981,7 @@ Test(recover, an_early_rejoin_whose_stack_then_contradicts_is_a_fallback)
     for (int tail = 0; tail < 2; tail++) {
         out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
         rv_options op = { .k = 4 };
-        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+        feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
         seg(&fd);
         stretch(&fd, 30000, 500);
         BCS(&fd, 1, 2, 3, 4, 5, 6, 7, 90, 91, 92, 93);
@@ -1903,7 +2022,7 @@ Test(recover, the_longest_tail_fills_a_hole_no_candidate_continues)
 {
     out o = { g_array_new(FALSE, FALSE, sizeof(fl_event)) };
     rv_options op = { .k = 4 };
-    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0 };
+    feeder fd = { rv_new(&op, collect, &o), 1000, 0, 0, 0, 0 };
     seg(&fd);
     BCS(&fd, 1, 2, 3, 4);
     seg(&fd);
