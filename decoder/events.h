@@ -122,7 +122,10 @@ typedef struct dc_event {
      * the decoder stood in the thread's stream when the event was made (after
      * the block that made it or the one after), so the difference between
      * two events' offsets is the trace bytes the code between them took,
-     * to within a block's packets. */
+     * to within a block's packets. Next to a chunk boundary (DC_CHUNK_BYTES)
+     * it may read a few bytes otherwise than in one piece, as tsc may: the
+     * decoder that starts at the chunk's PSB has read ahead by other
+     * packets. */
     uint64_t offset;
     uint64_t end_offset;      /* stream offset where decoding resumed */
     uint64_t lost_bytes;      /* DC_GAP_LOST: bytes the collector dropped (0 unknown) */

@@ -3632,13 +3632,13 @@ static int collect_all(const dc_event *ev, void *vp)
 /* The same event; times too if with_time. */
 static bool same_event(const dc_event *a, const dc_event *b, bool with_time)
 {
-    if (with_time && (a->tsc != b->tsc || a->end_tsc != b->end_tsc))
+    if (with_time && (a->tsc != b->tsc || a->end_tsc != b->end_tsc || a->offset != b->offset))
         return false;
     return a->kind == b->kind && a->flags == b->flags && a->ip == b->ip &&
            a->opcode == b->opcode && a->raw == b->raw && a->exit_ip == b->exit_ip &&
            a->method_id == b->method_id && a->bci == b->bci && a->depth == b->depth &&
            a->code == b->code && a->desc == b->desc && a->reason == b->reason &&
-           a->error == b->error && a->offset == b->offset &&
+           a->error == b->error && (a->kind != DC_GAP || a->offset == b->offset) &&
            a->end_offset == b->end_offset && a->lost_bytes == b->lost_bytes;
 }
 
@@ -3648,7 +3648,9 @@ static bool same_event(const dc_event *a, const dc_event *b, bool with_time)
  * that starts a chunk, its decoder has that PSB's time where one that read
  * on from the chunk before still reports the time before it (libipt gives
  * a packet's time only once a later query consumed it), so the first events
- * after a chunk boundary may carry the (later) PSB time instead. */
+ * after a chunk boundary may carry the (later) PSB time instead. So are the
+ * stream offsets of events other than gaps (the decoder's position after a
+ * block): there the two decoders have read ahead by other packets. */
 static dc_stats decode_same(const char *dir, const dc_options *opts, size_t nopts,
                             uint64_t *chunks)
 {
