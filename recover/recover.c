@@ -1502,10 +1502,10 @@ static uint64_t keep_bytecodes(rv_filter *f, GArray *pieces, uint64_t nbc)
     return b;
 }
 
-/* Trace bytes piece pc's events took where they were decoded: from the
- * event before it (the first one's own, when that one began its segment)
- * to its last (its first len events). UNKNOWN_BYTES where events have no
- * stream offsets. */
+/* Trace bytes the first len events of piece pc took where they were
+ * decoded: from the event before it to its last (from its first, whose own
+ * bytes are then left out, where that one began its segment).
+ * UNKNOWN_BYTES where events have no stream offsets. */
 #define UNKNOWN_BYTES UINT64_MAX
 static uint64_t piece_bytes(rv_filter *f, const piece *pc, uint64_t len)
 {
@@ -1567,11 +1567,8 @@ static uint64_t fallback_measure(rv_filter *f, const budget *bd, const GArray *p
  * piece's bytes are unknown: the fill is left as it is. */
 static int keep_bytes(rv_filter *f, GArray *pieces, uint64_t nbytes)
 {
-    for (guint k = 0; k < pieces->len; k++) {
-        const piece *pc = &g_array_index(pieces, piece, k);
-        if (piece_bytes(f, pc, pc->len) == UNKNOWN_BYTES)
-            return 0;
-    }
+    if (fill_bytes(f, pieces, pieces->len) == UNKNOWN_BYTES)
+        return 0;
     uint64_t n = 0;
     for (guint k = 0; k < pieces->len; k++) {
         const piece *pc = &g_array_index(pieces, piece, k);
