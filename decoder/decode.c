@@ -2047,7 +2047,9 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
             break;
         case X_RET: {
             bool matched = shadow_pop(x, o->ip, &back);
-            entered = !same && !(matched && u.kind == U_CODELET);
+            /* a compiled method's recursive call returning to its caller
+             * leaves one frame for another of the same version */
+            entered = (!same || (is_nm && matched)) && !(matched && u.kind == U_CODELET);
             if (!matched)
                 back.jit_frames = NULL;
             break;

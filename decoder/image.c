@@ -1038,7 +1038,13 @@ static int apply_site_state(di_image *im, uint32_t idx)
     const dm_patch *p = &m->patches[idx];
     if (apply_early(im, idx) < 0)
         return -1;
+    /* A static call stub lies past the version's last PC record; a target
+     * with a scope is a method's entry (a recursive call to its own
+     * version), whose next change is no fill but its not-entrant mark. */
     uint64_t t = p->new_target;
+    const dm_frame *scope;
+    if (p->owner < 0 || dm_inline_at(m, &m->codes[p->owner], t, &scope))
+        return 1;
     for (size_t q = 0; q < m->npatches; q++) {
         const dm_patch *f = &m->patches[q];
         if (f->owner != p->owner || f->made_up || im->early[q] || f->start_tsc <= im->tsc ||

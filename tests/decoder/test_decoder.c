@@ -2311,6 +2311,72 @@ Test(decode, a_retry_applying_a_resolution_leaves_the_callees_not_entrant_mark_t
     g_free(dir);
 }
 
+/* A compiled method that calls itself: M1's version at NMR is `je +5; call
+ * resolve_static_call; ret` under one scope, its site A at NMR+2. The
+ * thread resolves A to NMR itself (the resolver goes on there), and A's
+ * record comes at t 9000; NMR is marked not entrant (a jump to the
+ * wrong-method stub over its entry) at t 9500, after a newer version of M1
+ * (t 8000). Applying A's state early is no reason to apply the mark: the
+ * target has a scope, so it is the method's entry, not a static call stub
+ * whose fill HotSpot made first. Each return from the recursive call goes
+ * back into the caller's frame of the same version. */
+Test(decode, a_site_resolved_to_its_own_version_leaves_its_not_entrant_mark_to_its_time)
+{
+    char *dir;
+    jm_buf b;
+    jm_writer *w = trace_with_three_methods(&dir, &b);
+    vm_resolver_stub(w, &b, RS_STATIC, "resolve_static_call");
+    stub(w, &b, WRONG_METHOD, "wrong_method_stub", "\xff\xe0", 2);
+    uint8_t nm[0x20];
+    memset(nm, 0xcc, sizeof nm);
+    memcpy(nm, "\x74\x05\xe8", 3);
+    int32_t rel = (int32_t)(RS_STATIC - (NMR + 7));
+    memcpy(nm + 3, &rel, 4);
+    nm[7] = 0xc3;
+    jm_put_u64(&b, NMR); jm_put_u64(&b, sizeof nm); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 3); jm_put_u32(&b, 1);
+    jm_put_u64(&b, NMR + 8); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 100, &b, nm, sizeof nm);
+    compiled(w, &b, 8000, NMR + 0x1000, M1, 4);
+    rel = (int32_t)(NMR - (NMR + 7));
+    patch(w, &b, 9000, NMR + 3, &rel, 4);
+    uint8_t jmp[5] = { 0xe9 };
+    rel = (int32_t)(WRONG_METHOD - (NMR + 5));
+    memcpy(jmp + 1, &rel, 4);
+    patch(w, &b, 9500, NMR, jmp, sizeof jmp);
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 0, 1);                      /* pass 1: A through the resolver */
+    tip(&e, ppt_tip_pgd, 0x1000);
+    tip(&e, ppt_tip_pge, RS_STATIC + 5);
+    tip(&e, ppt_tip, NMR);              /* the resolver goes on to NMR */
+    tnt(&e, 1, 1);
+    tip(&e, ppt_tip, NMR + 7);          /* the callee returns into its caller */
+    tip(&e, ppt_tip, NMR);              /* and the caller to NMR again */
+    tnt(&e, 0, 1);                      /* pass 2: A calls NMR straight */
+    tnt(&e, 1, 1);
+    tip(&e, ppt_tip, NMR + 7);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_stub(&log, "wrong_method_stub"), 0);
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 1);
+    size_t calls = 0, returns = 0;
+    for (size_t i = 0; i < log.n; i++)
+        if (log.ev[i].kind == DC_JIT_ENTER && log.ev[i].ip == NMR + 7)
+            returns += (log.ev[i].flags & DC_F_BY_RETURN) != 0;
+        else if (log.ev[i].kind == DC_JIT_ENTER && log.ev[i].ip == NMR)
+            calls += (log.ev[i].flags & DC_F_BY_CALL) != 0;
+    cr_expect_eq(calls, 1, "pass 2's call of NMR");
+    cr_expect_eq(returns, 2, "a return into the caller's frame in each pass");
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* Sites A and B of M1 (resolve_opt_virtual_call as loaded, its call into
  * the VM without trace) were both resolved before the chunk (PSB at t 1000)
  * to OLD_C1, whose entry +0x20 is `jz; jz; ret`. Their one record (t 9000)
