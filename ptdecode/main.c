@@ -25,6 +25,7 @@ static const struct command {
     { "flow", cmd_flow, "reconstruct each thread's calls, returns and bytecodes (method, bci)" },
     { "summary", cmd_summary, "threads, shares decoded/recovered/guessed, losses, hot methods" },
     { "stats", cmd_stats, "data missing, captured, decoded, recovered; accuracy against eval/" },
+    { "compare", cmd_compare, "agreement of a traced run with the reference: calls, bytecodes" },
 };
 
 static void usage(FILE *f)
