@@ -41,6 +41,7 @@ static const char *const kind_names[DC_KIND_COUNT] = {
     [DC_NATIVE] = "native", [DC_INTERP_OTHER] = "interp-other", [DC_JIT_ENTER] = "jit-enter",
     [DC_JIT] = "jit", [DC_INLINE_CALL] = "inline-call", [DC_INLINE_RETURN] = "inline-return",
     [DC_STUB] = "stub", [DC_CODE_OTHER] = "code", [DC_GAP] = "gap",
+    [DC_JIT_BYTECODE] = "jit-bytecode",
 };
 
 const char *dc_kind_name(dc_kind k)
@@ -1783,6 +1784,7 @@ typedef struct ctx {
     /* control-flow state between blocks */
     unit prev;
     xfer prev_xfer;
+    uint64_t prev_end_ip;  /* the last instruction of the block before */
     bool resumed;          /* tracing was re-enabled since the last block */
     bool unknown_origin;   /* first block after a (re)synchronization */
     shadow_ent shadow[SHADOW_MAX];
@@ -1949,11 +1951,22 @@ static uint32_t common_outer(const dm_frame *a, uint32_t da, const dm_frame *b, 
 
 /* The position moves to r->pc in version c (r: its inline-stack record,
  * looked up by the first layer). */
-static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh)
+static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh, bool backward)
 {
     uint64_t pc = r->pc;
-    if (!fresh && x->jit_code == c && x->jit_frames && pc >= x->jit_lo && pc < x->jit_hi)
+    bool same_record = !fresh && x->jit_code == c && x->jit_frames && pc >= x->jit_lo &&
+                       pc < x->jit_hi;
+    if (same_record && !backward)
         return;                /* same record as before: nothing changes */
+    if (same_record) {
+        /* the record runs again after a jump back: a loop inside it */
+        dc_event ev = { .kind = DC_JIT, .ip = pc, .code = c, .opcode = -1, .raw = -1,
+                        .call_bci = -1, .flags = DC_F_BACKWARD,
+                        .method_id = x->jit_frames[0].method_id, .bci = x->jit_frames[0].bci,
+                        .depth = x->jit_depth };
+        emit(x, &ev);
+        return;
+    }
     const dm_frame *f = r->f;
     uint32_t d = r->d;
     x->jit_lo = c->vaddr + r->lo;
@@ -1988,12 +2001,13 @@ static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh)
             emit(x, &ev);
         }
         ev.call_bci = -1;
-        if (o[0].method_id == f[0].method_id && o[0].bci == f[0].bci && od == d) {
+        if (o[0].method_id == f[0].method_id && o[0].bci == f[0].bci && od == d && !backward) {
             x->jit_frames = f;
             return;
         }
     }
     ev.kind = DC_JIT;
+    ev.flags = backward ? DC_F_BACKWARD : 0;
     ev.method_id = f[0].method_id;
     ev.bci = f[0].bci;
     ev.depth = d;
@@ -2107,9 +2121,14 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
             x->jit_depth = back.jit_depth;
             x->jit_lo = x->jit_hi = 0;
         }
+        /* a jump back within the version: the code may run a loop again */
+        bool backward = !entered && !x->unknown_origin && same && o->ip <= x->prev_end_ip &&
+                        (x->prev_xfer == X_COND || x->prev_xfer == X_JMP_DIRECT ||
+                         x->prev_xfer == X_JMP_INDIRECT);
         for (uint32_t i = 0; i < o->nruns; i++)
             jit_position(x, c, &runs[i],
-                         i == 0 && ((entered && !from_call) || x->unknown_origin));
+                         i == 0 && ((entered && !from_call) || x->unknown_origin),
+                         i == 0 && backward);
         break;
     }
     case U_BLOB:
@@ -2148,6 +2167,7 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
     /* Where control leaves from decides the next transfer. */
     x->prev = exitu;
     x->prev_xfer = end;
+    x->prev_end_ip = o->end_ip;
     x->resumed = false;
     x->unknown_origin = false;
 }

@@ -57,6 +57,9 @@ typedef enum dc_kind {
     DC_CODE_OTHER,
     /* Trace lost or undecodable: see the gap fields. */
     DC_GAP,
+    /* Made by reconstruct/compiled.h: compiled code ran opcode at (method_id,
+     * bci), depth the inline depth of that frame. */
+    DC_JIT_BYTECODE,
     DC_KIND_COUNT
 } dc_kind;
 
@@ -75,6 +78,21 @@ typedef enum dc_kind {
  * where a call goes through the static call stub that leads to the
  * interpreter (c2i), not into the method */
 #define DC_F_NO_SCOPE  0x80
+/* DC_JIT: control jumped back (to an address at or before the jump) within
+ * the version since its last compiled-code event: the machine code may be
+ * running a loop again. A record that runs again this way gives a DC_JIT
+ * of its own even though the scope did not change. */
+#define DC_F_BACKWARD  0x100
+/* Made by reconstruct/compiled.h from the scopes, not by the decoder:
+ * DC_JIT_ENTER: the interpreter jumped into an on-stack-replacement
+ * version: its interpreted frame goes on compiled, no call. */
+#define DC_F_OSR       0x200
+/* DC_INLINE_CALL / DC_INLINE_RETURN of a callee that left no scope, whose
+ * call the bytecode path crossed. */
+#define DC_F_INFERRED  0x400
+/* DC_INLINE_CALL of an inlined frame found running where the activation's
+ * start was not known. */
+#define DC_F_CONTEXT   0x800
 
 typedef enum dc_gap_reason {
     DC_GAP_NONE = 0,

@@ -221,10 +221,14 @@ static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
             s->bytecodes ? 100.0 * (double)s->placed / (double)s->bytecodes : 100.0,
             s->unplaced, s->segments, s->segments_unique, s->segments_chosen,
             s->segments_unresolved, s->choices, s->max_hypotheses);
-    if (s->calls_inferred || s->reentries_ignored)
-        fprintf(f, "# thread %u: compiled code: %" PRIu64 " calls inferred, %" PRIu64
-                " inlined calls that cannot run again ignored\n",
-                tid, s->calls_inferred, s->reentries_ignored);
+    const rj_stats *j = &s->jit;
+    if (j->activations)
+        fprintf(f, "# thread %u: compiled code: %" PRIu64 " activations (%" PRIu64 " by OSR), %"
+                PRIu64 " bytecodes, %" PRIu64 " inlined calls, %" PRIu64 " calls inferred (%"
+                PRIu64 " not told apart); %" PRIu64 " scope pins, %" PRIu64 " skipped, %" PRIu64
+                " resyncs\n",
+                tid, j->activations, j->osr_entries, j->bytecodes, j->inlined_calls,
+                j->calls_inferred, j->calls_unknown, j->pins, j->pins_skipped, j->resyncs);
 }
 
 int cmd_flow(int argc, char **argv)

@@ -7,7 +7,9 @@
 
 #include <glib.h>
 
+#include "common/jvm.h"
 #include "decoder/classfile.h"
+#include "reconstruct/compiled.h"
 
 /* Live hypotheses at most; beyond, the first ones (deterministic order) are
  * kept and the cut is counted. */
@@ -25,7 +27,7 @@
 #define RETURN_FANOUT 64   /* see expand */
 /* Events held for the lookahead: compiled code between two interpreted
  * bytecodes (an interpreted invoke's compiled callee) can be long. */
-#define QUEUE 1024
+#define QUEUE 8192
 /* Work bound of one lookahead walk through a CFG. */
 #define WALK_BUDGET 2048
 /* Frames a lookahead walk follows into callees. */
@@ -54,12 +56,12 @@
 #define ANY (UINT32_MAX - 1)
 
 enum {
-    OP_IRETURN = 0xac, OP_RETURN = 0xb1, OP_ATHROW = 0xbf,
-    OP_INVOKEVIRTUAL = 0xb6, OP_INVOKEINTERFACE = 0xb9, OP_INVOKEDYNAMIC = 0xba,
+    OP_ATHROW = JVM_ATHROW, OP_INVOKEVIRTUAL = JVM_INVOKEVIRTUAL,
+    OP_INVOKEINTERFACE = JVM_INVOKEINTERFACE, OP_INVOKEDYNAMIC = JVM_INVOKEDYNAMIC,
 };
 
-static bool is_return(int op) { return op >= OP_IRETURN && op <= OP_RETURN; }
-static bool is_invoke(int op) { return op >= OP_INVOKEVIRTUAL && op <= OP_INVOKEDYNAMIC; }
+static bool is_return(int op) { return jvm_is_return(op); }
+static bool is_invoke(int op) { return jvm_is_invoke(op); }
 
 enum frame_kind {
     FR_INTERP = 1,   /* an interpreted method at a known instruction (or ANY of its) */
@@ -69,18 +71,18 @@ enum frame_kind {
     FR_VMCALL,       /* the VM called Java through the call stub */
 };
 
-#define ACC_SYNCHRONIZED 0x0020
-#define ACC_NATIVE 0x0100
-#define ACC_ABSTRACT 0x0400
-
-#define SITES 4
+#define ACC_SYNCHRONIZED JVM_ACC_SYNCHRONIZED
+#define ACC_NATIVE JVM_ACC_NATIVE
+#define ACC_ABSTRACT JVM_ACC_ABSTRACT
 
 typedef struct frame {
     const struct frame *caller;
     uint32_t depth;
     uint8_t kind;
     bool calling;          /* FR_INTERP: the invoke at `last` is in progress;
-                            * FR_VMCALL: its callee has been entered */
+                            * FR_VMCALL: its callee has been entered;
+                            * FR_COMPILED: it made a call (a method, a stub)
+                            * that has not returned */
     bool throwing;         /* FR_INTERP: an exception is dispatched from `last` */
     bool after_return;     /* FR_UNKNOWN: reached by returning from `returned` */
     uint32_t method;       /* program index; NONE when unknown */
@@ -88,24 +90,7 @@ typedef struct frame {
     uint32_t last;         /* FR_INTERP: last instruction run here, or NONE */
     uint32_t returned;     /* FR_UNKNOWN after_return: program index or NONE */
     uint32_t inline_depth; /* FR_COMPILED */
-    int32_t bci;           /* FR_COMPILED: current bci of the innermost frame */
-    /* FR_COMPILED: the last call sites outside any loop of the method whose
-     * inlined callees this frame entered (bcis; -1: none), most recent at
-     * sites[(nsites - 1) % SITES] */
-    int32_t sites[SITES];
-    uint8_t nsites;
-    bool entered;          /* FR_COMPILED: its call was seen (not running
-                            * where the segment starts) */
-    bool single;           /* FR_COMPILED: this activation cannot repeat while
-                            * the frame stays: a compiled method's own frame,
-                            * or one inlined at a call site on no cycle into
-                            * such a frame. An inlined frame in a loop can:
-                            * C2 may unroll the loop, and nothing marks where
-                            * one iteration's inlined frame ends. */
-    bool init_called;      /* FR_COMPILED: a constructor it called returned */
-    uint32_t phantom;      /* FR_COMPILED: depth of an inlined callee the trace
-                            * seems to enter again where it cannot (step_jit);
-                            * its events are ignored until it is left. 0: none */
+    int32_t bci;           /* FR_COMPILED: current bci of the frame (compiled.h moves it) */
     uint64_t method_id;    /* the agent's id (0: unknown) */
     const void *code;      /* FR_COMPILED: the version */
     /* FR_INTERP of an instance method: what its receiver's class is known to
@@ -234,8 +219,6 @@ struct rp_projector {
      * hypotheses that have one (their indices in cur), after every other
      * hypothesis of the event: the cap then drops doubtful ones first. */
     bool defer_doubtful, doubtful_pass;
-    bool ignored_reentry;      /* a hypothesis ignored an inlined call at this
-                                * event (rp_stats.reentries_ignored) */
     GArray *deferred;          /* guint */
     guint stepping;            /* index in cur of the hypothesis being stepped */
     /* The stack the segments since the last loss of trace ended with
@@ -248,6 +231,9 @@ struct rp_projector {
     GPtrArray *before_chain;   /* const frame *, NULL until made */
     GPtrArray *save_chain;     /* before_save's scratch */
     GHashTable *calls_method;  /* uint64_t caller << 32 | callee -> 1 no, 2 yes */
+    /* compiled code at the bytecode level, in front of the queue (NULL:
+     * the decoder's scope events come as they are) */
+    rj_filter *jit;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -780,36 +766,6 @@ static void add(rp_projector *r, const frame *top, const hist *h)
     g_array_append_val(r->next, x);
 }
 
-static bool is_constructor(const rp_projector *r, uint32_t method)
-{
-    const rc_method *m = method == NONE ? NULL : rc_method_at(r->p, method);
-    return m && !strcmp(m->name, "<init>");
-}
-
-/* Before compiled constructor f returns: if no constructor call of it was
- * seen, the calls its bytecode makes on its own object up to
- * java/lang/Object's (FL_F_INFERRED). Every constructor but Object's calls
- * one before it returns normally. */
-static const hist *infer_this_calls(rp_projector *r, const frame *f, const hist *h)
-{
-    if (!f->entered || f->init_called || !is_constructor(r, f->method))
-        return h;
-    const rc_method *chain[16];
-    size_t n = 0;
-    const rc_method *m = rc_method_at(r->p, f->method);
-    uint32_t insn;
-    for (const rc_method *t; n < 16 && (t = rc_this_call(r->p, m, &insn)); m = t) {
-        const rc_cfg *g = rc_cfg_get(r->p, m);
-        h = record(r, h, FL_CALL, t->id, (int32_t)g->bci[insn], -1,
-                   FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED);
-        chain[n++] = t;
-    }
-    while (n--)
-        h = record(r, h, FL_RETURN, chain[n]->id, -1, -1,
-                   FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED);
-    return h;
-}
-
 /* Compiled frame f calls an arraycopy stub. C2 and C1 compile
  * System.arraycopy (and Unsafe's copies) into such a call, or into a copy
  * of their own, with no frame or scope for the method: the scope at the
@@ -836,21 +792,12 @@ static const hist *infer_intrinsic_call(rp_projector *r, const frame *f, const h
  * (FL_F_EXCEPTION: it is unwound); returns its caller. */
 static const frame *pop(rp_projector *r, const frame *f, const hist **h, uint32_t flags)
 {
-    if (f->kind == FR_COMPILED && !(flags & FL_F_EXCEPTION))
-        *h = infer_this_calls(r, f, *h);
     if (f->kind == FR_INTERP || f->kind == FR_COMPILED || f->kind == FR_OPAQUE) {
         uint32_t fl = flags | (f->kind == FR_COMPILED ? FL_F_COMPILED : 0) |
                       (f->kind == FR_COMPILED && f->inline_depth > 1 ? FL_F_INLINED : 0);
         *h = record(r, *h, FL_RETURN, f->method_id, -1, -1, fl);
     }
-    const frame *c = f->caller;
-    if (c && c->kind == FR_COMPILED && !c->init_called && !(flags & FL_F_EXCEPTION) &&
-        is_constructor(r, f->method)) {
-        frame n = *c;
-        n.init_called = true;
-        c = frame_copy(r, &n);
-    }
-    return c;
+    return f->caller;
 }
 
 /* After the frame of `method` returned: the new top learns it. */
@@ -1906,19 +1853,38 @@ static frame compiled_frame(const rp_projector *r, const dc_event *e, uint64_t i
 {
     return (frame){ .kind = FR_COMPILED, .method = index_of_id(r, id), .insn = NONE,
                     .last = NONE, .returned = NONE, .inline_depth = depth, .bci = -1,
-                    .sites = { [0 ... SITES - 1] = -1 }, .single = depth == 1,
                     .method_id = id, .code = e->code };
 }
 
 static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
 {
+    if (e->flags & DC_F_OSR) {
+        /* on-stack replacement: the interpreted frame goes on compiled, so
+         * it runs the version's method (other hypotheses end here) */
+        if (f && f->kind == FR_INTERP) {
+            if (f->method_id == e->method_id)
+                add(r, push(r, f->caller, compiled_frame(r, e, e->method_id, 1)), h);
+            return;
+        }
+        if (!f || f->kind == FR_UNKNOWN) {
+            h = record(r, h, FL_CALL, e->method_id, -1, -1, FL_F_CONTEXT | FL_F_COMPILED);
+            add(r, push(r, f, compiled_frame(r, e, e->method_id, 1)), h);
+            return;
+        }
+    }
     bool by_return = e->flags & DC_F_BY_RETURN;
     if (by_return) {
-        /* back in a compiled caller: pop to its frame */
+        /* back in a compiled caller: pop to its frame, the one of that
+         * version waiting for a call (a recursive call's callee is another
+         * frame of the same version) */
         const frame *g = f;
         const hist *hh = h;
         bool fresh = true;     /* no frame of the kept stack (before_save) */
-        while (g && !(g->kind == FR_COMPILED && g->code == e->code)) {
+        bool any_calling = false;
+        for (const frame *k = f; k && k->kind != FR_UNKNOWN && !any_calling; k = k->caller)
+            any_calling = k->kind == FR_COMPILED && k->code == e->code && k->calling;
+        while (g && !(g->kind == FR_COMPILED && g->code == e->code &&
+                      (g->calling || !any_calling))) {
             fresh = fresh && !g->from_before;
             if (g->kind == FR_UNKNOWN) {
                 g = NULL;
@@ -1927,6 +1893,11 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
             g = pop(r, g, &hh, 0);
         }
         if (g) {
+            if (g->calling) {
+                frame c = *g;
+                c.calling = false;
+                g = frame_copy(r, &c);
+            }
             add(r, g, hh);
             return;
         }
@@ -1969,85 +1940,42 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         f = frame_copy(r, &v);
     }
     h = record(r, h, FL_CALL, e->method_id, call_bci, -1, FL_F_COMPILED);
-    frame n = compiled_frame(r, e, e->method_id, 1);
-    n.entered = true;
-    add(r, push(r, f, n), h);
+    add(r, push(r, f, compiled_frame(r, e, e->method_id, 1)), h);
 }
 
-/* Whether call site `site` of compiled frame f's method is on no cycle of
- * its CFG: it runs at most once per activation. */
-static bool site_once(rp_projector *r, const frame *f, int32_t site)
-{
-    if (site < 0 || f->method == NONE)
-        return false;
-    const rc_cfg *g = rc_cfg_get(r->p, rc_method_at(r->p, f->method));
-    int64_t i = g ? rc_cfg_index(g, (uint32_t)site) : -1;
-    return i >= 0 && !g->cyclic[i];
-}
-
-/* Whether single frame f entered the inlined callee of such a site already
- * (in this activation, then). C2 lays an inlined callee's code out with its
- * caller's, and code after the callee's return may share a scope with the
- * callee: CharacterDataLatin1.toLowerCase is at getProperties' bci 7 again
- * after its own bci 37, String.charAt at isLatin1's bci 10 after
- * StringLatin1.charAt. The scope lookup then shows a second call that
- * cannot have been made. */
-static bool site_entered(const frame *f, int32_t site)
-{
-    for (int k = 0; k < SITES; k++)
-        if (f->sites[k] == site)
-            return true;
-    return false;
-}
-
+/* Compiled code as reconstruct/compiled.h gives it: inlined calls and
+ * returns along the bytecode path, the path's bytecodes, the position. */
 static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
 {
     if (!f || f->kind != FR_COMPILED || f->code != e->code)
         return add(r, f, h);
-    if (f->phantom) {
-        /* inside a callee entered where it cannot be: wait for its return */
-        if (e->kind == DC_INLINE_RETURN && e->depth < f->phantom) {
-            frame n = *f;
-            n.phantom = 0;
-            f = frame_copy(r, &n);
-        } else if ((e->kind == DC_INLINE_CALL && e->depth <= f->phantom) ||
-                   (e->kind == DC_JIT && e->depth < f->phantom)) {
-            frame n = *f;      /* (it was left unseen: start again) */
-            n.phantom = 0;
-            f = frame_copy(r, &n);
-            return step_jit(r, f, h, e);
-        }
-        return add(r, f, h);
-    }
     switch (e->kind) {
     case DC_INLINE_CALL: {
-        bool once = site_once(r, f, e->call_bci);
-        if (once && f->single && site_entered(f, e->call_bci)) {
-            frame n = *f;
-            n.phantom = e->depth;
-            r->ignored_reentry = true;
-            add(r, frame_copy(r, &n), h);
-            return;
-        }
-        h = record(r, h, FL_CALL, e->method_id, e->call_bci >= 0 ? e->call_bci : f->bci, -1,
-                   FL_F_COMPILED | FL_F_INLINED);
-        if (once && f->single) {
-            frame c = *f;
-            c.sites[c.nsites++ % SITES] = e->call_bci;
-            f = frame_copy(r, &c);
-        }
+        bool context = e->flags & DC_F_CONTEXT;
+        uint32_t fl = FL_F_COMPILED | FL_F_INLINED |
+                      (e->flags & DC_F_INFERRED ? FL_F_INFERRED : 0) |
+                      (context ? FL_F_CONTEXT : 0);
+        h = record(r, h, FL_CALL, e->method_id, context ? -1 : e->call_bci, -1, fl);
         frame n = compiled_frame(r, e, e->method_id, e->depth);
         n.bci = e->bci;
-        n.entered = true;
-        n.single = once && f->single;
         add(r, push(r, f, n), h);
         return;
     }
     case DC_INLINE_RETURN:
         if (f->inline_depth > 1)
-            f = pop(r, f, &h, 0);
+            f = pop(r, f, &h, e->flags & DC_F_INFERRED ? FL_F_INFERRED : 0);
         add(r, f, h);
         return;
+    case DC_JIT_BYTECODE: {
+        h = record(r, h, FL_BYTECODE, e->method_id, e->bci, e->opcode, FL_F_COMPILED);
+        if (f->bci != e->bci) {
+            frame n = *f;
+            n.bci = e->bci;
+            f = frame_copy(r, &n);
+        }
+        add(r, f, h);
+        return;
+    }
     default:
         /* code with no scope (bci -1: stubs HotSpot adds around calls, a
          * return address) keeps the last bci a PC record named: the site of
@@ -2092,6 +2020,12 @@ static void step(rp_projector *r, const hyp *x, const dc_event *e)
     const frame *f = x->top;
     const hist *h = x->h;
     r->doubt = x->doubt;
+    if ((e->flags & DC_F_BY_CALL) && f && f->kind == FR_COMPILED && !f->calling) {
+        /* a call out of compiled code: its frame waits for the return */
+        frame c = *f;
+        c.calling = true;
+        f = frame_copy(r, &c);
+    }
     switch (e->kind) {
     case DC_BYTECODE:
         step_bc(r, f, h, e);
@@ -2163,6 +2097,7 @@ static void step(rp_projector *r, const hyp *x, const dc_event *e)
     case DC_JIT:
     case DC_INLINE_CALL:
     case DC_INLINE_RETURN:
+    case DC_JIT_BYTECODE:
         step_jit(r, f, h, e);
         return;
     case DC_DEOPT:
@@ -2196,7 +2131,9 @@ static void emit_history(rp_projector *r, const hist *h)
                         .tsc = x->tsc, .method_id = x->method_id, .bci = x->bci,
                         .opcode = x->opcode, .count = x->kind == FL_BYTECODE ? 1 : 0,
                         .offset = x->offset };
-        if (x->kind == FL_BYTECODE) {
+        if (x->kind == FL_BYTECODE && (x->flags & FL_F_COMPILED)) {
+            /* compiled bytecodes: counted by reconstruct/compiled.h */
+        } else if (x->kind == FL_BYTECODE) {
             if (x->method_id)
                 r->st.placed++;
             else
@@ -2426,9 +2363,6 @@ static bool same_state(const frame *a, const frame *b)
             a->insn == b->insn && a->last == b->last && a->calling == b->calling &&
             a->throwing == b->throwing && a->code == b->code && a->bci == b->bci &&
             a->inline_depth == b->inline_depth && a->method_id == b->method_id &&
-            a->entered == b->entered && a->init_called == b->init_called &&
-            a->single == b->single &&
-            !memcmp(a->sites, b->sites, sizeof a->sites) && a->phantom == b->phantom &&
             a->after_return == b->after_return && a->returned == b->returned &&
             a->recv == b->recv && a->this_call == b->this_call &&
             a->from_before == b->from_before);
@@ -2445,12 +2379,10 @@ static guint frame_hash(gconstpointer p)
             (uint64_t)f->after_return << 10 | (uint64_t)f->inline_depth << 32,
         (uint64_t)f->method << 32 | f->insn,
         (uint64_t)f->last << 32 | f->returned,
-        (uint64_t)(uint32_t)f->bci | (uint64_t)(uint32_t)f->sites[0] << 32,
-        f->method_id ^ (uint64_t)f->phantom << 48 ^ (uint64_t)f->nsites << 40,
+        (uint64_t)(uint32_t)f->bci,
+        f->method_id,
         (uint64_t)(uintptr_t)f->code,
-        (uint64_t)(uintptr_t)f->recv | f->this_call | (uint64_t)f->from_before << 1 |
-            (uint64_t)f->entered << 2 | (uint64_t)f->init_called << 3 |
-            (uint64_t)f->single << 4,
+        (uint64_t)(uintptr_t)f->recv | f->this_call | (uint64_t)f->from_before << 1,
     };
     uint64_t h = 0x243f6a8885a308d3ull;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -2559,8 +2491,6 @@ static void process(rp_projector *r, const dc_event *e)
     for (guint i = 0; i < r->deferred->len; i++)
         step(r, &g_array_index(r->cur, hyp, g_array_index(r->deferred, guint, i)), e);
     r->doubtful_pass = false;
-    r->st.reentries_ignored += r->ignored_reentry;
-    r->ignored_reentry = false;
     size_t merged = dedup(r->next);
     if (merged) {
         r->st.choices += merged;
@@ -2622,7 +2552,10 @@ static pos_index *index_get(rp_projector *r)
     return x->x;
 }
 
-rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, void *ctx)
+static int enqueue(const dc_event *ev, void *vp);
+
+rp_projector *rp_new(rc_program *p, const dm_model *m, rp_index *idx, uint32_t tid, fl_sink sink,
+                     void *ctx)
 {
     rp_projector *r = g_new0(rp_projector, 1);
     r->p = p;
@@ -2643,6 +2576,7 @@ rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, v
     r->before_chain = g_ptr_array_new();
     r->save_chain = g_ptr_array_new();
     r->calls_method = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    r->jit = m ? rj_new(p, m, enqueue, r) : NULL;
     return r;
 }
 
@@ -2655,7 +2589,7 @@ static void process_oldest(rp_projector *r)
     r->qlen--;
 }
 
-int rp_event(const dc_event *ev, void *vp)
+static int enqueue(const dc_event *ev, void *vp)
 {
     rp_projector *r = vp;
     if (r->qlen == QUEUE)
@@ -2665,11 +2599,23 @@ int rp_event(const dc_event *ev, void *vp)
     return r->stop;
 }
 
+int rp_event(const dc_event *ev, void *vp)
+{
+    rp_projector *r = vp;
+    return r->jit ? rj_event(ev, r->jit) : enqueue(ev, r);
+}
+
 int rp_finish(rp_projector *r, rp_stats *st)
 {
+    if (r->jit)
+        rj_finish(r->jit);
     while (r->qlen && !r->stop)
         process_oldest(r);
     segment_end(r, false, false);
+    if (r->jit) {
+        rj_free(r->jit, &r->st.jit);
+        r->jit = NULL;
+    }
     if (st)
         *st = r->st;
     return r->stop;
@@ -2690,6 +2636,7 @@ void rp_free(rp_projector *r)
     g_ptr_array_free(r->before_chain, TRUE);
     g_ptr_array_free(r->save_chain, TRUE);
     g_hash_table_destroy(r->calls_method);
+    rj_free(r->jit, NULL);
     arena_free(r->a);
     g_free(r);
 }
@@ -2710,6 +2657,6 @@ void rp_stats_add(rp_stats *sum, const rp_stats *s)
     sum->capped += s->capped;
     sum->receiver_filtered += s->receiver_filtered;
     sum->itable_filtered += s->itable_filtered;
-    sum->reentries_ignored += s->reentries_ignored;
     sum->calls_inferred += s->calls_inferred;
+    rj_stats_add(&sum->jit, &s->jit);
 }

@@ -32,6 +32,8 @@
 #include <stdint.h>
 
 #include "decoder/events.h"
+#include "decoder/model.h"
+#include "reconstruct/compiled.h"
 #include "reconstruct/flow.h"
 #include "reconstruct/program.h"
 
@@ -51,9 +53,7 @@ typedef struct rp_stats {
     uint64_t itable_filtered;    /* interface calls whose itable scan ruled out targets */
     uint64_t calls_inferred;     /* calls emitted that compiled code made with no trace
                                   * of them (FL_F_INFERRED) */
-    uint64_t reentries_ignored;  /* events where the scopes showed an inlined callee
-                                  * entered again where it cannot be (an acyclic call
-                                  * site, twice in one activation) */
+    rj_stats jit;                /* compiled code at the bytecode level (compiled.h) */
 } rp_stats;
 
 typedef struct rp_projector rp_projector;
@@ -64,9 +64,12 @@ typedef struct rp_index rp_index;
 rp_index *rp_index_new(rc_program *p);
 void rp_index_free(rp_index *x);
 
-/* One projector per thread stream; program p and index idx are shared
- * (read-only apart from their lazily built, thread-safe caches). */
-rp_projector *rp_new(rc_program *p, rp_index *idx, uint32_t tid, fl_sink sink, void *ctx);
+/* One projector per thread stream; program p, model m and index idx are
+ * shared (read-only apart from their lazily built, thread-safe caches).
+ * With m, compiled code's scope events go through reconstruct/compiled.h
+ * first; without, they are taken as they come. */
+rp_projector *rp_new(rc_program *p, const dm_model *m, rp_index *idx, uint32_t tid,
+                     fl_sink sink, void *ctx);
 /* Feeds one decoder event (signature of a dc_sink). Returns nonzero when
  * the flow sink asked to stop. */
 int rp_event(const dc_event *ev, void *projector);

@@ -95,7 +95,7 @@ int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const ch
                         fl_sink sink, void *ctx, rp_stats *st, dc_stats *dst, char *err,
                         size_t errlen)
 {
-    rp_projector *r = rp_new(t->p, t->idx, tid, sink, ctx);
+    rp_projector *r = rp_new(t->p, t->m, t->idx, tid, sink, ctx);
     dc_output out = { .sink = rp_event, .ctx = r };
     dc_stats local;
     int rc = dc_decode_stream(t->m, t->cache, &t->info, pt_path, idx_path, &out,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "common/jmeta.h"
@@ -858,7 +859,7 @@ static GArray *project_link(void (*run)(rp_projector *), rp_stats *st)
 {
     GArray *flow = g_array_new(FALSE, FALSE, sizeof(fl_event));
     rp_index *idx = rp_index_new(prog);
-    rp_projector *r = rp_new(prog, idx, 1, log_flow, flow);
+    rp_projector *r = rp_new(prog, NULL, idx, 1, log_flow, flow);
     run(r);
     cr_assert_eq(rp_finish(r, st), 0);
     rp_free(r);
@@ -1381,110 +1382,353 @@ Test(program, a_segment_that_left_every_kept_frame_did_not_link)
     expect_segment_calls(out_of_all_then_back_in_outer, 2, want, 3);
 }
 
-/* ---- compiled code: an inlined callee entered again where it cannot be --- */
+/* ---- compiled code at the bytecode level (reconstruct/compiled.h) ------- */
 
-static const char outer_code[1];  /* a compiled Link.outer or Link.both, callees inlined */
+/* A compiled version of one method at CV_AT, with PC records given as
+ * "pc method@bci<method@bci..." (innermost first; methods of Link, or
+ * "Cls.name(sig)"), and code bytes that are nops but for a call instruction
+ * ending at each pc listed in calls. */
+#define CV_AT 0x10000ull
+#define CV_SIZE 0x1000ull
 
-static void jit(rp_projector *r, dc_kind kind, const char *method, int32_t bci, uint32_t depth,
-                int32_t call_bci)
+typedef struct cversion {
+    dm_model m;
+    dm_code code;
+    GArray *pcs, *frames;
+    char *dir;
+} cversion;
+
+static uint64_t method_named(const char *s, size_t n)
 {
-    dc_event e = { .tsc = ++feed_tick, .kind = kind, .code = outer_code,
-                   .method_id = link_id(method), .bci = bci, .depth = depth,
-                   .call_bci = call_bci, .flags = kind == DC_JIT_ENTER ? DC_F_BY_CALL : 0 };
+    char buf[128];
+    snprintf(buf, sizeof buf, "%.*s", (int)n, s);
+    const char *dot = strchr(buf, '.');
+    if (!dot)
+        return link_id(buf);
+    char *paren = strchr(buf, '(');
+    cr_assert(paren, "%s", buf);
+    char klass[64], name[64];
+    snprintf(klass, sizeof klass, "%.*s", (int)(dot - buf), buf);
+    snprintf(name, sizeof name, "%.*s", (int)(paren - dot - 1), dot + 1);
+    return find(klass, name, paren)->id;
+}
+
+static void cversion_init(cversion *v, const char *method, const char *const *recs, size_t n,
+                          const uint64_t *calls, size_t ncalls)
+{
+    memset(v, 0, sizeof *v);
+    v->pcs = g_array_new(FALSE, FALSE, sizeof(dm_pcrec));
+    v->frames = g_array_new(FALSE, FALSE, sizeof(dm_frame));
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        dm_pcrec r = { .pc = CV_AT + strtoull(recs[i], &end, 16), .first = v->frames->len };
+        for (const char *p = end + 1; *p;) {
+            const char *at = strchr(p, '@');
+            cr_assert(at, "%s", recs[i]);
+            dm_frame fr = { .method_id = method_named(p, (size_t)(at - p)),
+                            .bci = (int32_t)strtol(at + 1, &end, 10) };
+            g_array_append_val(v->frames, fr);
+            r.depth++;
+            p = *end == '<' ? end + 1 : end;
+        }
+        g_array_append_val(v->pcs, r);
+    }
+    v->dir = g_dir_make_tmp("jpt-cv-XXXXXX", NULL);
+    cr_assert(v->dir);
+    uint8_t *code = g_malloc(CV_SIZE);
+    memset(code, 0x90, CV_SIZE);
+    for (size_t i = 0; i < ncalls; i++)
+        code[calls[i] - 5] = 0xe8;
+    char *path = g_build_filename(v->dir, "code.bin", NULL);
+    cr_assert(g_file_set_contents(path, (const char *)code, CV_SIZE, NULL));
+    g_free(code);
+    v->m.code_path = path;
+    v->m.pcs = (dm_pcrec *)(void *)v->pcs->data;
+    v->m.npcs = v->pcs->len;
+    v->m.frames = (dm_frame *)(void *)v->frames->data;
+    v->m.nframes = v->frames->len;
+    v->code = (dm_code){ .kind = DM_CODE_NMETHOD, .vaddr = CV_AT, .size = CV_SIZE,
+                         .method_id = method_named(method, strlen(method)), .level = 4,
+                         .npcs = v->pcs->len };
+    v->m.codes = &v->code;
+    v->m.ncodes = 1;
+}
+
+static void cversion_free(cversion *v)
+{
+    remove(v->m.code_path);
+    rmdir(v->dir);
+    g_free(v->dir);
+    g_free(v->m.code_path);
+    g_array_free(v->pcs, TRUE);
+    g_array_free(v->frames, TRUE);
+}
+
+/* An event of the version at offset off. */
+static void cv_event(rp_projector *r, cversion *v, dc_kind kind, uint32_t flags, uint64_t off)
+{
+    dc_event e = { .tsc = ++feed_tick, .kind = kind, .flags = flags, .code = &v->code,
+                   .ip = CV_AT + off, .method_id = v->code.method_id, .bci = -1, .depth = 1,
+                   .opcode = -1, .raw = -1, .call_bci = -1 };
     cr_assert_eq(rp_event(&e, r), 0);
 }
 
-/* One iteration of outer's loop: mid inlined at outer's bci 11 (in the loop)
- * and leaf at mid's bci 1 (not in a loop). With `shared_tail`, code after
- * leaf's return shares leaf's scope (C2's layout), so the scopes show leaf
- * entered a second time from the same site of the same mid. */
-static void inlined_iteration(rp_projector *r, bool shared_tail)
+static void cv_interp_return(rp_projector *r)
 {
-    jit(r, DC_INLINE_CALL, "mid", 0, 2, 11);
-    jit(r, DC_INLINE_CALL, "leaf", 0, 3, 1);
-    jit(r, DC_INLINE_RETURN, "leaf", 2, 2, -1);
-    jit(r, DC_JIT, "mid", 4, 2, -1);
-    if (shared_tail) {
-        jit(r, DC_INLINE_CALL, "leaf", 2, 3, 1);
-        jit(r, DC_JIT, "leaf", 3, 3, -1);
-        jit(r, DC_INLINE_RETURN, "leaf", 3, 2, -1);
-        jit(r, DC_JIT, "mid", 7, 2, -1);
-    }
-    jit(r, DC_INLINE_RETURN, "mid", 7, 1, -1);
-    jit(r, DC_JIT, "outer", 14, 1, -1);
+    dc_event e = { .tsc = ++feed_tick, .kind = DC_INTERP_RETURN, .flags = DC_F_BY_RETURN,
+                   .desc = "invoke return entry points", .opcode = -1, .raw = -1, .bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
 }
 
-/* A compiled Link.both: leaf inlined at bci 1, other at bci 5 (with its own
- * leaf); then code after other's return in leaf's scope again. */
-static void compiled_both(rp_projector *r)
+/* The projected flow of events fed by run into a projector that has the
+ * version's model: its calls and returns (calls_and_returns), and bytecode
+ * counts per method in *bytecodes ("Link.leaf=4 ..."). */
+static char *calls_and_returns(GArray *flow);
+
+static GArray *project_version(cversion *v, void (*run)(rp_projector *, cversion *),
+                               rp_stats *st)
 {
-    jit(r, DC_JIT_ENTER, "both", -1, 1, -1);
-    jit(r, DC_INLINE_CALL, "leaf", 0, 2, 1);
-    jit(r, DC_INLINE_RETURN, "leaf", 3, 1, -1);
-    jit(r, DC_JIT, "both", 4, 1, -1);
-    jit(r, DC_INLINE_CALL, "other", 0, 2, 5);
-    jit(r, DC_INLINE_CALL, "leaf", 0, 3, 1);
-    jit(r, DC_INLINE_RETURN, "leaf", 3, 2, -1);
-    jit(r, DC_INLINE_RETURN, "other", 6, 1, -1);
-    jit(r, DC_INLINE_CALL, "leaf", 3, 2, 1);
-    jit(r, DC_INLINE_RETURN, "leaf", 3, 1, -1);
-    jit(r, DC_JIT, "both", 8, 1, -1);
+    GArray *flow = g_array_new(FALSE, FALSE, sizeof(fl_event));
+    rp_index *idx = rp_index_new(prog);
+    rp_projector *r = rp_new(prog, &v->m, idx, 1, log_flow, flow);
+    run(r, v);
+    cr_assert_eq(rp_finish(r, st), 0);
+    rp_free(r);
+    rp_index_free(idx);
+    return flow;
 }
 
-static void compiled_outer_twice(rp_projector *r)
+static uint64_t compiled_bytecodes(GArray *flow, const char *method)
 {
-    jit(r, DC_JIT_ENTER, "outer", -1, 1, -1);
-    jit(r, DC_JIT, "outer", 4, 1, -1);
-    inlined_iteration(r, true);
-    inlined_iteration(r, false);
-}
-
-/* A compiled Link.mid (its own version) with leaf inlined at bci 1, whose
- * scope comes back after mid's bci 4. */
-static void compiled_mid(rp_projector *r)
-{
-    jit(r, DC_JIT_ENTER, "mid", -1, 1, -1);
-    jit(r, DC_INLINE_CALL, "leaf", 0, 2, 1);
-    jit(r, DC_INLINE_RETURN, "leaf", 2, 1, -1);
-    jit(r, DC_JIT, "mid", 4, 1, -1);
-    jit(r, DC_INLINE_CALL, "leaf", 2, 2, 1);
-    jit(r, DC_JIT, "leaf", 3, 2, -1);
-    jit(r, DC_INLINE_RETURN, "leaf", 3, 1, -1);
-    jit(r, DC_JIT, "mid", 7, 1, -1);
-}
-
-/* Calls of segment 0; st->reentries_ignored must be `ignored`, and calls
- * and returns must pair up (an ignored entry leaves no return either). */
-static void expect_inlined_calls(void (*run)(rp_projector *), const char *want,
-                                 uint64_t ignored)
-{
-    rp_stats st;
-    GArray *flow = project_link(run, &st);
-    char *got = segment_calls(flow, 0);
-    cr_expect_str_eq(got, want);
-    cr_expect_eq(st.reentries_ignored, ignored, "%s", want);
-    int depth = 0, lowest = 0;
+    uint64_t id = link_id(method), n = 0;
     for (guint i = 0; i < flow->len; i++) {
         const fl_event *ev = &g_array_index(flow, fl_event, i);
-        depth += ev->kind == FL_CALL ? 1 : ev->kind == FL_RETURN ? -1 : 0;
-        lowest = depth < lowest ? depth : lowest;
+        n += ev->kind == FL_BYTECODE && (ev->flags & FL_F_COMPILED) && ev->method_id == id;
     }
-    cr_expect_eq(lowest, 0, "%s", want);
-    g_free(got);
-    g_array_free(flow, TRUE);
+    return n;
 }
 
-Test(program, an_acyclic_call_site_enters_its_inlined_callee_once_per_activation)
+/* Link.outer compiled with mid inlined at its bci 11 and leaf at mid's bci
+ * 1, as C1 records it: outer's loop test and increment have records, the
+ * inlined frames only one each, in a slow path that never runs. */
+static const char *const outer_records[] = {
+    "10 outer@6", "20 outer@16", "30 mid@-1<outer@11", "40 leaf@-1<mid@1<outer@11",
+    "50 outer@14",
+};
+
+/* outer called, two iterations of its loop (a jump back before each loop
+ * test after the first), then its return */
+static void outer_two_iterations(rp_projector *r, cversion *v)
 {
-    /* mid's own version: leaf's site (bci 1) is on no cycle of mid */
-    expect_inlined_calls(compiled_mid, "Link.mid Link.leaf", 1);
-    /* not only the site entered last: leaf's site, after other's */
-    expect_inlined_calls(compiled_both, "Link.both Link.leaf Link.other Link.leaf", 1);
-    /* mid inlined in outer's loop: an iteration's mid may follow the last
-     * one's with no scope of outer between them (an unrolled loop), so
-     * leaf's second scope may be the next iteration's: counted */
-    expect_inlined_calls(compiled_outer_twice,
-                         "Link.outer Link.mid Link.leaf Link.leaf Link.mid Link.leaf", 0);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);
+    cv_event(r, v, DC_JIT, 0, 0x10);
+    cv_event(r, v, DC_JIT, DC_F_BACKWARD, 0);
+    cv_event(r, v, DC_JIT, 0, 0x10);
+    cv_event(r, v, DC_JIT, DC_F_BACKWARD, 0);
+    cv_interp_return(r);
+}
+
+Test(program, compiled_code_calls_the_inlined_callees_its_bytecode_path_crosses)
+{
+    cversion v;
+    cversion_init(&v, "outer", outer_records, 5, NULL, 0);
+    rp_stats st;
+    GArray *flow = project_version(&v, outer_two_iterations, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Link Link Link)) Link Link)))");
+    /* outer: 0..6, then twice 9..16 and 19, 4..6; then 22, 23 */
+    cr_expect_eq(compiled_bytecodes(flow, "outer"), 7 + 2 * (6 + 4) + 2);
+    cr_expect_eq(compiled_bytecodes(flow, "mid"), 2 * 7);
+    cr_expect_eq(compiled_bytecodes(flow, "leaf"), 2 * 4);
+    cr_expect_eq(st.jit.inlined_calls, 4);
+    cr_expect_eq(st.jit.pins_skipped, 0);
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* The increment's record, then the call's result's (bci 14, before it in
+ * the loop) with no jump back between: not a second iteration (an
+ * instruction scheduled out of bytecode order), so the walk does not go
+ * round the loop. */
+static void outer_test_again(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);
+    cv_event(r, v, DC_JIT, 0, 0x10);
+    cv_event(r, v, DC_JIT, 0, 0x40);
+    cv_interp_return(r);
+}
+
+Test(program, a_loop_in_compiled_code_needs_a_jump_back)
+{
+    cversion v;
+    cversion_init(&v, "outer", outer_records, 5, NULL, 0);
+    rp_stats st;
+    GArray *flow = project_version(&v, outer_test_again, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Link Link Link)))");
+    cr_expect_eq(st.jit.pins_skipped, 1);
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* Link.both compiled with leaf inlined at bci 1 and other's call at bci 5
+ * a real call (its record at 0x30 follows a call instruction); a record of
+ * leaf's scheduled after that call, in bytecode order before it, cannot be
+ * reached without making the call. */
+static const char *const both_records[] = {
+    "10 leaf@3<both@1", "20 both@4", "30 both@5", "40 both@8",
+};
+static const uint64_t both_calls[] = { 0x30 };
+
+static void both_called(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0x10);      /* both@4 */
+    cv_event(r, v, DC_JIT, 0, 0);         /* leaf@3 again: out of order */
+    cv_event(r, v, DC_JIT, 0, 0x20);      /* the call of other: its static stub */
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL | DC_F_NO_SCOPE, 0x80);
+    dc_event e = { .tsc = ++feed_tick, .kind = DC_STUB, .flags = DC_F_BY_JUMP,
+                   .desc = "I2C/C2I adapters", .opcode = -1, .raw = -1, .bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    e.kind = DC_METHOD_ENTRY;
+    e.desc = "method entry point (kind = zerolocals)";
+    cr_assert_eq(rp_event(&e, r), 0);
+    static const int other_body[] = { OP_ILOAD_0, OP_INVOKESTATIC, EV_ENTRY, OP_ILOAD_0,
+                                      OP_BIPUSH, OP_IXOR, OP_IRETURN, EV_BACK, OP_BIPUSH,
+                                      OP_ISUB, OP_IRETURN };
+    FEED(r, other_body);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_RETURN, 0x30);
+    cv_event(r, v, DC_JIT, 0, 0x30);
+    cv_interp_return(r);
+}
+
+Test(program, compiled_code_crosses_a_call_it_makes_for_real_only_by_that_call)
+{
+    cversion v;
+    /* leaf is not inlined at both's bci 1 here: its only record is out of
+     * order, so the walk enters it once (other's record is its call) */
+    cversion_init(&v, "both", both_records, 4, both_calls, 1);
+    rp_stats st;
+    GArray *flow = project_version(&v, both_called, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Link Link) Link Link)))");
+    cr_expect_eq(compiled_bytecodes(flow, "both"), 6);
+    cr_expect_eq(compiled_bytecodes(flow, "leaf"), 4);
+    cr_expect_eq(st.jit.pins_skipped, 1);
+    cr_expect_eq(st.jit.resyncs, 0);
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* Link.leaf compiled with no records at all, called and returning: its
+ * path from its first bytecode to its return. */
+static void leaf_called(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_interp_return(r);
+}
+
+/* Link.mid compiled with no record of leaf: the invoke at bci 1 calls it
+ * (FL_F_INFERRED). */
+static const char *const mid_records[] = { "10 mid@4" };
+
+static void mid_called(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);
+    cv_interp_return(r);
+}
+
+Test(program, an_invoke_crossed_whose_callee_left_no_scope_is_its_call)
+{
+    cversion v;
+    rp_stats st;
+    cversion_init(&v, "leaf", NULL, 0, NULL, 0);
+    GArray *flow = project_version(&v, leaf_called, &st);
+    cr_expect_eq(compiled_bytecodes(flow, "leaf"), 4);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+
+    cversion_init(&v, "mid", mid_records, 1, NULL, 0);
+    flow = project_version(&v, mid_called, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Link Link~))");
+    cr_expect_eq(st.jit.calls_inferred, 1);
+    cr_expect_eq(compiled_bytecodes(flow, "mid"), 7);
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* A compiled Link.leaf calls itself (its record at 0x10 is a call): the
+ * return goes back into the caller's frame, which returns too. */
+static const char *const leaf_records[] = { "10 leaf@1" };
+static const uint64_t leaf_calls[] = { 0x10 };
+
+static void leaf_recursive(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);             /* at the call */
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0x20);          /* no scope: on to its return */
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_RETURN, 0x10);
+    cv_event(r, v, DC_JIT, 0, 0x10);
+    cv_interp_return(r);
+}
+
+Test(program, a_compiled_recursive_call_returns_into_its_callers_frame)
+{
+    cversion v;
+    cversion_init(&v, "leaf", leaf_records, 1, leaf_calls, 1);
+    rp_stats st;
+    GArray *flow = project_version(&v, leaf_recursive, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Link Link))");
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* The interpreter runs outer's loop and jumps into an on-stack-replacement
+ * version at its test: the interpreted frame goes on compiled, no call. */
+static void outer_osr(rp_projector *r, cversion *v)
+{
+    FEED(r, outer_head);
+    static const int jump[] = { OP_GOTO };
+    FEED(r, jump);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_JUMP, 0x8);
+    cv_event(r, v, DC_JIT, 0, 0);
+    cv_event(r, v, DC_JIT, 0, 0x10);
+    cv_event(r, v, DC_JIT, DC_F_BACKWARD, 0);
+    cv_interp_return(r);
+}
+
+Test(program, an_on_stack_replacement_continues_the_interpreted_frame)
+{
+    cversion v;
+    cversion_init(&v, "outer", outer_records, 5, NULL, 0);
+    rp_stats st;
+    GArray *flow = project_version(&v, outer_osr, &st);
+    char *got = calls_and_returns(flow);
+    /* the entry names the interpreted frame's method: outer, not another
+     * method that starts with the same bytecodes */
+    cr_expect_str_eq(got, "Link Link Link)))");
+    cr_expect_eq(st.jit.osr_entries, 1);
+    size_t outer_calls = 0;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        outer_calls += ev->kind == FL_CALL && ev->method_id == link_id("outer") &&
+                       !(ev->flags & FL_F_CONTEXT);
+    }
+    cr_expect_leq(outer_calls, 1, "the OSR entry is no call of outer: %s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
 }
 
 /* ---- constructors: the call each makes on its own object ---------------- */
@@ -1509,44 +1753,6 @@ Test(program, this_calls)
     cr_expect_null(rc_this_call(prog, find("Cha", "total", "([LShape;)D"), NULL));
 }
 
-/* A compiled event of a Cha class's method in version `code`. */
-static void cjit(rp_projector *r, const void *code, dc_kind kind, uint32_t flags,
-                 const char *klass, const char *sig, int32_t bci, uint32_t depth,
-                 int32_t call_bci)
-{
-    dc_event e = { .tsc = ++feed_tick, .kind = kind, .flags = flags, .code = code,
-                   .method_id = find(klass, "<init>", sig)->id, .bci = bci, .depth = depth,
-                   .call_bci = call_bci };
-    cr_assert_eq(rp_event(&e, r), 0);
-}
-
-static const char made_code[1], ring_code[1];
-
-/* A compiled Made(Circle): its super(c.r) inlined with no scope at all */
-static void compiled_made(rp_projector *r)
-{
-    cjit(r, made_code, DC_JIT_ENTER, DC_F_BY_CALL, "Made", "(LCircle;)V", -1, 1, -1);
-    cjit(r, made_code, DC_JIT, 0, "Made", "(LCircle;)V", 19, 1, -1);
-    /* its way out: through its static call stub (no scope) to an
-     * interpreted method, which is not a call of itself; then back to the
-     * interpreter */
-    cjit(r, made_code, DC_JIT_ENTER, DC_F_BY_CALL | DC_F_NO_SCOPE, "Made", "(LCircle;)V", -1,
-         1, -1);
-    dc_event back = { .tsc = ++feed_tick, .kind = DC_INTERP_RETURN,
-                      .desc = "invoke return entry points" };
-    cr_assert_eq(rp_event(&back, r), 0);
-}
-
-/* A compiled Ring(double): Circle(double) inlined with a scope, Base() not */
-static void compiled_ring(rp_projector *r)
-{
-    cjit(r, ring_code, DC_JIT_ENTER, DC_F_BY_CALL, "Ring", "(D)V", -1, 1, -1);
-    cjit(r, ring_code, DC_INLINE_CALL, 0, "Circle", "(D)V", 5, 2, 2);
-    cjit(r, ring_code, DC_INLINE_RETURN, 0, "Circle", "(D)V", 5, 1, -1);
-    dc_event back = { .tsc = ++feed_tick, .kind = DC_INTERP_RETURN,
-                      .desc = "invoke return entry points" };
-    cr_assert_eq(rp_event(&back, r), 0);
-}
 
 /* Calls and returns of a flow: "Cls" for a call, "~" after an inferred
  * one, ")" for a return. */
@@ -1576,15 +1782,6 @@ static void expect_inferred(void (*run)(rp_projector *), const char *want, uint6
     cr_expect_eq(st.calls_inferred, inferred, "%s", want);
     g_free(got);
     g_array_free(flow, TRUE);
-}
-
-Test(program, compiled_constructors_call_the_constructors_their_bytecode_names)
-{
-    /* Made's super(c.r), Circle's super() up to Base's: Object's is not
-     * captured here */
-    expect_inferred(compiled_made, "Made Circle~ Base~)))", 2);
-    /* a constructor call that was seen (Circle's) is not inferred again */
-    expect_inferred(compiled_ring, "Ring Circle Base~)))", 1);
 }
 
 static const char copier_code[1];

@@ -1,0 +1,35 @@
+/* The JVM's own vocabulary (JVMS chapter 6 opcodes, access flags), for every
+ * stage that reads bytecode. */
+#ifndef JPT_COMMON_JVM_H
+#define JPT_COMMON_JVM_H
+
+#include <stdbool.h>
+
+enum jvm_opcode {
+    JVM_IFEQ = 0x99, JVM_IF_ACMPNE = 0xa6, JVM_GOTO = 0xa7, JVM_JSR = 0xa8, JVM_RET = 0xa9,
+    JVM_TABLESWITCH = 0xaa, JVM_LOOKUPSWITCH = 0xab,
+    JVM_IRETURN = 0xac, JVM_RETURN = 0xb1,
+    JVM_GETSTATIC = 0xb2, JVM_PUTSTATIC, JVM_GETFIELD, JVM_PUTFIELD,
+    JVM_INVOKEVIRTUAL = 0xb6, JVM_INVOKESPECIAL, JVM_INVOKESTATIC, JVM_INVOKEINTERFACE,
+    JVM_INVOKEDYNAMIC,
+    JVM_NEW = 0xbb, JVM_ATHROW = 0xbf,
+    JVM_IFNULL = 0xc6, JVM_IFNONNULL = 0xc7, JVM_GOTO_W = 0xc8, JVM_JSR_W = 0xc9,
+};
+
+#define JVM_ACC_PUBLIC       0x0001
+#define JVM_ACC_PRIVATE      0x0002
+#define JVM_ACC_STATIC       0x0008
+#define JVM_ACC_FINAL        0x0010
+#define JVM_ACC_SYNCHRONIZED 0x0020
+#define JVM_ACC_NATIVE       0x0100
+#define JVM_ACC_ABSTRACT     0x0400
+
+static inline bool jvm_is_invoke(int op) { return op >= JVM_INVOKEVIRTUAL && op <= JVM_INVOKEDYNAMIC; }
+static inline bool jvm_is_return(int op) { return op >= JVM_IRETURN && op <= JVM_RETURN; }
+/* if<cond>, if_icmp<cond>, if_acmp<cond>, ifnull, ifnonnull */
+static inline bool jvm_is_if(int op)
+{
+    return (op >= JVM_IFEQ && op <= JVM_IF_ACMPNE) || op == JVM_IFNULL || op == JVM_IFNONNULL;
+}
+
+#endif

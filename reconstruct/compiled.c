@@ -1,0 +1,808 @@
+/* Compiled code at the bytecode level (compiled.h). */
+#include "reconstruct/compiled.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "common/jvm.h"
+
+#define NONE UINT32_MAX
+#define START (UINT32_MAX - 1)   /* before the first bytecode of the version's method */
+#define WALK_MAX (1u << 16)      /* states one path search visits at most */
+#define MEMO_MAX (1u << 14)      /* paths remembered per version */
+#define PASS_RING 32             /* scopes remembered since the machine code last jumped back */
+
+enum step_kind {
+    SK_BC,        /* an edge of the method's CFG */
+    SK_ENTER,     /* into an inlined callee at its first bytecode */
+    SK_RETURN,    /* out of an inlined callee, after its call site */
+    SK_OVER,      /* over an invoke whose callee left no scope */
+    SK_CALLED,    /* over an invoke the version called for real */
+};
+
+typedef struct step {
+    uint32_t state;
+    uint8_t kind;
+} step;
+
+/* A frame of the inline tree: the version's method (node 0) or a callee
+ * inlined at a call site of its parent. */
+typedef struct tnode {
+    uint64_t method_id;
+    const rc_method *m;      /* NULL: not in the program */
+    const rc_cfg *g;         /* NULL: no code (native, abstract, unknown) */
+    int32_t parent;
+    uint32_t site;           /* instruction index of the invoke in the parent */
+    int32_t site_bci;
+    uint32_t depth;          /* 1 for the root */
+    uint32_t base;           /* its first state */
+    int32_t first_child, next_sibling;
+} tnode;
+
+typedef struct tree {
+    const dm_code *code;
+    GArray *nodes;           /* tnode */
+    uint32_t nstates;
+    uint32_t *node_of;       /* state -> node */
+    uint8_t *real_call;      /* state: an invoke the version calls for real */
+    int32_t *rec_state;      /* the version's record k -> state, -1 none */
+    GHashTable *memo;        /* key -> GArray of step, NULL when no path */
+} tree;
+
+typedef struct pin {
+    uint32_t rec;            /* record index in the version */
+    int32_t state;           /* -1: the record names no bytecode */
+    bool backward;           /* the machine code jumped back since the last pin */
+    dc_event ev;             /* the event, for times and offsets */
+} pin;
+
+typedef struct act {
+    const dm_code *code;
+    tree *t;
+    uint32_t state;          /* NONE: unknown; START: not begun */
+    bool called;             /* the invoke at state was called for real */
+    bool calling;            /* a call out of it is in progress */
+    bool has_pin;
+    pin pending;             /* the latest pin, held until the next event says whether
+                              * a call left from it */
+    uint64_t last_ip;        /* the record of the latest pin */
+    bool backward;           /* a jump back since the last pin was taken */
+    uint32_t ring[PASS_RING];
+    uint32_t nring;
+} act;
+
+struct rj_filter {
+    rc_program *p;
+    const dm_model *m;
+    dc_sink next;
+    void *next_ctx;
+    int stop;
+    int code_fd;
+    GHashTable *trees;       /* dm_code * -> tree */
+    GArray *acts;            /* act, innermost last */
+    dc_kind last_kind;       /* of the previous event */
+    uint32_t last_flags;
+    GArray *path;            /* step: the walk being emitted */
+    /* path search, per state of the tree searched (grown to the largest) */
+    uint32_t cap, gen;
+    uint32_t *seen, *from, *queue;
+    uint8_t *how;
+    rj_stats st;
+};
+
+void rj_stats_add(rj_stats *sum, const rj_stats *s)
+{
+    uint64_t *d = (uint64_t *)sum;
+    const uint64_t *v = (const uint64_t *)s;
+    for (size_t i = 0; i < sizeof *s / sizeof(uint64_t); i++)
+        d[i] += v[i];
+}
+
+/* ---- the inline tree ------------------------------------------------------- */
+
+static tnode *node_at(const tree *t, int32_t i) { return &g_array_index(t->nodes, tnode, i); }
+
+static uint32_t next_insn(const rc_cfg *g, uint32_t i)
+{
+    for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++)
+        if (g->edge[e].kind == RC_EDGE_NEXT)
+            return g->edge[e].to;
+    return NONE;
+}
+
+static int32_t child(rj_filter *f, tree *t, int32_t parent, int32_t site_bci, uint64_t id)
+{
+    tnode *pn = node_at(t, parent);
+    if (!pn->g || site_bci < 0)
+        return -1;
+    int64_t site = rc_cfg_index(pn->g, (uint32_t)site_bci);
+    if (site < 0 || !jvm_is_invoke(pn->g->op[site]))
+        return -1;
+    for (int32_t c = pn->first_child; c >= 0; c = node_at(t, c)->next_sibling)
+        if (node_at(t, c)->site == (uint32_t)site && node_at(t, c)->method_id == id)
+            return c;
+    tnode n = { .method_id = id, .m = rc_method_by_id(f->p, id), .parent = parent,
+                .site = (uint32_t)site, .site_bci = site_bci, .depth = pn->depth + 1,
+                .first_child = -1, .next_sibling = pn->first_child };
+    n.g = n.m && n.m->code ? rc_cfg_get(f->p, n.m) : NULL;
+    g_array_append_val(t->nodes, n);
+    int32_t idx = (int32_t)t->nodes->len - 1;
+    node_at(t, parent)->first_child = idx;
+    return idx;
+}
+
+/* Whether the instruction ending at pc in version c is a call (HotSpot
+ * records a call at its return address): call rel32, or call *%reg. */
+static bool call_ends_at(rj_filter *f, const dm_code *c, uint64_t pc)
+{
+    if (f->code_fd < 0 || pc < c->vaddr + 5 || pc > c->vaddr + c->size)
+        return false;
+    uint8_t b[5];
+    if (pread(f->code_fd, b, 5, (off_t)(c->code_offset + (pc - c->vaddr) - 5)) != 5)
+        return false;
+    return b[0] == 0xe8 || (b[3] == 0xff && (b[4] & 0xf8) == 0xd0) ||
+           (b[2] == 0x41 && b[3] == 0xff && (b[4] & 0xf8) == 0xd0);
+}
+
+static void memo_free(gpointer p)
+{
+    if (p)
+        g_array_unref(p);
+}
+
+static tree *tree_of(rj_filter *f, const dm_code *c)
+{
+    tree *t = g_hash_table_lookup(f->trees, c);
+    if (t)
+        return t;
+    t = g_new0(tree, 1);
+    t->code = c;
+    t->nodes = g_array_new(FALSE, FALSE, sizeof(tnode));
+    tnode root = { .method_id = c->method_id, .m = rc_method_by_id(f->p, c->method_id),
+                   .parent = -1, .site_bci = -1, .depth = 1, .first_child = -1,
+                   .next_sibling = -1 };
+    root.g = root.m && root.m->code ? rc_cfg_get(f->p, root.m) : NULL;
+    g_array_append_val(t->nodes, root);
+    uint32_t n = c->kind == DM_CODE_NMETHOD ? c->npcs : 0;
+    int32_t *rec_node = g_new(int32_t, n + 1);
+    int32_t *rec_bci = g_new(int32_t, n + 1);
+    for (uint32_t k = 0; k < n; k++) {
+        const dm_pcrec *r = &f->m->pcs[c->first_pc + k];
+        const dm_frame *fr = &f->m->frames[r->first];
+        rec_node[k] = -1;
+        rec_bci[k] = -1;
+        if (!r->depth || fr[r->depth - 1].method_id != c->method_id)
+            continue;
+        int32_t nd = 0;
+        for (int32_t j = (int32_t)r->depth - 2; j >= 0 && nd >= 0; j--)
+            nd = child(f, t, nd, fr[j + 1].bci, fr[j].method_id);
+        rec_node[k] = nd;
+        rec_bci[k] = nd >= 0 ? fr[0].bci : -1;
+    }
+    for (guint i = 0; i < t->nodes->len; i++) {
+        tnode *nd = node_at(t, (int32_t)i);
+        nd->base = t->nstates;
+        t->nstates += nd->g ? nd->g->ninsn : 0;
+    }
+    t->node_of = g_new(uint32_t, t->nstates + 1);
+    for (guint i = 0; i < t->nodes->len; i++) {
+        const tnode *nd = node_at(t, (int32_t)i);
+        for (uint32_t s = 0; nd->g && s < nd->g->ninsn; s++)
+            t->node_of[nd->base + s] = i;
+    }
+    t->real_call = g_new0(uint8_t, t->nstates + 1);
+    t->rec_state = g_new(int32_t, n + 1);
+    for (uint32_t k = 0; k < n; k++) {
+        t->rec_state[k] = -1;
+        const tnode *nd = rec_node[k] >= 0 ? node_at(t, rec_node[k]) : NULL;
+        int64_t i = nd && nd->g && rec_bci[k] >= 0 ? rc_cfg_index(nd->g, (uint32_t)rec_bci[k])
+                                                 : -1;
+        if (i < 0)
+            continue;
+        t->rec_state[k] = (int32_t)(nd->base + (uint32_t)i);
+        if (jvm_is_invoke(nd->g->op[i]) &&
+            call_ends_at(f, c, f->m->pcs[c->first_pc + k].pc))
+            t->real_call[t->rec_state[k]] = 1;
+    }
+    g_free(rec_node);
+    g_free(rec_bci);
+    t->memo = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, memo_free);
+    g_hash_table_insert(f->trees, (gpointer)c, t);
+    return t;
+}
+
+static void tree_free(gpointer p)
+{
+    tree *t = p;
+    g_array_free(t->nodes, TRUE);
+    g_free(t->node_of);
+    g_free(t->real_call);
+    g_free(t->rec_state);
+    g_hash_table_destroy(t->memo);
+    g_free(t);
+}
+
+static const tnode *state_node(const tree *t, uint32_t s)
+{
+    return node_at(t, (int32_t)t->node_of[s]);
+}
+
+static uint32_t state_insn(const tree *t, uint32_t s) { return s - state_node(t, s)->base; }
+
+static int state_op(const tree *t, uint32_t s)
+{
+    const tnode *n = state_node(t, s);
+    return n->g->op[s - n->base];
+}
+
+/* ---- paths ---------------------------------------------------------------- */
+
+#define EXIT NONE                /* target: a return instruction of the version's method */
+
+static bool is_goal(const tree *t, uint32_t s, uint32_t to)
+{
+    if (to != EXIT)
+        return s == to;
+    return t->node_of[s] == 0 && jvm_is_return(state_op(t, s));
+}
+
+/* Breadth-first over the inline tree's ICFG from `from` (START, or a state
+ * whose invoke was called for real when `called`) to `to` (a state or
+ * EXIT); with `wrap`, edges back to an earlier or the same bci are taken.
+ * The steps after `from` go to out. false when no path is found within
+ * WALK_MAX states (*limit set when the bound cut it). */
+static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
+                   bool wrap, GArray *out, bool *limit)
+{
+    if (t->nstates + 1 > w->cap) {
+        uint32_t cap = t->nstates + 1;
+        w->seen = g_renew(uint32_t, w->seen, cap);
+        memset(w->seen + w->cap, 0, (cap - w->cap) * sizeof *w->seen);
+        w->from = g_renew(uint32_t, w->from, cap);
+        w->queue = g_renew(uint32_t, w->queue, cap);
+        w->how = g_renew(uint8_t, w->how, cap);
+        w->cap = cap;
+    }
+    if (++w->gen == 0) {
+        memset(w->seen, 0, w->cap * sizeof *w->seen);
+        w->gen = 1;
+    }
+    uint32_t head = 0, tail = 0, goal = NONE;
+#define VISIT(s_, k_, f_)                                                                   \
+    do {                                                                                    \
+        uint32_t s__ = (s_);                                                                \
+        if (s__ < t->nstates && w->seen[s__] != w->gen) {                                   \
+            w->seen[s__] = w->gen;                                                          \
+            w->from[s__] = (f_);                                                            \
+            w->how[s__] = (uint8_t)(k_);                                                    \
+            if (is_goal(t, s__, to)) {                                                      \
+                goal = s__;                                                                 \
+                goto found;                                                                 \
+            }                                                                               \
+            w->queue[tail++] = s__;                                                         \
+        }                                                                                   \
+    } while (0)
+    const tnode *root = node_at(t, 0);
+    if (from == START) {
+        if (!root->g)
+            return false;
+        VISIT(root->base, SK_BC, START);
+    } else if (called && jvm_is_invoke(state_op(t, from))) {
+        const tnode *n = state_node(t, from);
+        uint32_t nx = next_insn(n->g, state_insn(t, from));
+        if (nx != NONE)
+            VISIT(n->base + nx, SK_CALLED, from);
+    } else {
+        w->queue[tail++] = from;   /* not seen: a loop may lead back to it */
+    }
+    while (head < tail) {
+        if (tail >= WALK_MAX) {
+            *limit = true;
+            return false;
+        }
+        uint32_t s = w->queue[head++];
+        const tnode *n = state_node(t, s);
+        uint32_t i = s - n->base;
+        int op = n->g->op[i];
+        if (jvm_is_invoke(op)) {
+            bool inlined = false;
+            for (int32_t c = n->first_child; c >= 0; c = node_at(t, c)->next_sibling) {
+                const tnode *cn = node_at(t, c);
+                if (cn->site != i)
+                    continue;
+                inlined = true;
+                if (cn->g)
+                    VISIT(cn->base, SK_ENTER, s);
+            }
+            /* a callee inlined without code of its own, or one that left
+             * no scope; never an invoke the version calls for real */
+            bool leaf = !inlined;
+            for (int32_t c = n->first_child; c >= 0 && !leaf; c = node_at(t, c)->next_sibling)
+                leaf = node_at(t, c)->site == i && !node_at(t, c)->g;
+            uint32_t nx = next_insn(n->g, i);
+            if (leaf && !t->real_call[s] && nx != NONE)
+                VISIT(n->base + nx, SK_OVER, s);
+        } else if (jvm_is_return(op)) {
+            if (n->parent >= 0) {
+                const tnode *pn = node_at(t, n->parent);
+                uint32_t nx = next_insn(pn->g, n->site);
+                if (nx != NONE)
+                    VISIT(pn->base + nx, SK_RETURN, s);
+            }
+        } else {
+            const rc_cfg *g = n->g;
+            for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++) {
+                const rc_edge *ed = &g->edge[e];
+                if (ed->kind == RC_EDGE_EXCEPTION)
+                    continue;
+                if (!wrap && g->bci[ed->to] <= g->bci[i])
+                    continue;
+                VISIT(n->base + ed->to, SK_BC, s);
+            }
+        }
+    }
+#undef VISIT
+    return false;
+found:
+    g_array_set_size(out, 0);
+    for (uint32_t s = goal; s != from && s != START;) {
+        step st = { s, w->how[s] };
+        g_array_prepend_val(out, st);
+        uint32_t pr = w->from[s];
+        if (pr == START)
+            break;
+        s = pr;
+    }
+    return true;
+}
+
+/* search, remembered per (from, called, to, wrap). The result is in f->path. */
+static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap)
+{
+    uint64_t fe = from == START ? t->nstates : from;
+    uint64_t te = to == EXIT ? t->nstates : to;
+    uint64_t key = fe << 33 | te << 2 | (uint64_t)called << 1 | (uint64_t)wrap;
+    gpointer v;
+    if (g_hash_table_lookup_extended(t->memo, &key, NULL, &v)) {
+        if (!v)
+            return false;
+        GArray *a = v;
+        g_array_set_size(f->path, 0);
+        g_array_append_vals(f->path, a->data, a->len);
+        return true;
+    }
+    bool limit = false;
+    bool ok = search(f, t, from, called, to, wrap, f->path, &limit);
+    if (limit)
+        f->st.walk_limit++;
+    if (g_hash_table_size(t->memo) >= MEMO_MAX)
+        g_hash_table_remove_all(t->memo);
+    GArray *a = NULL;
+    if (ok) {
+        a = g_array_sized_new(FALSE, FALSE, sizeof(step), f->path->len);
+        g_array_append_vals(a, f->path->data, f->path->len);
+    }
+    g_hash_table_insert(t->memo, g_memdup2(&key, sizeof key), a);
+    return ok;
+}
+
+/* ---- events out -------------------------------------------------------------- */
+
+static void out(rj_filter *f, const dc_event *e)
+{
+    if (!f->stop)
+        f->stop = f->next(e, f->next_ctx);
+}
+
+/* An event of kind k of act a, with the time and place of ev. */
+static dc_event made(const act *a, const dc_event *ev, dc_kind k, uint64_t id, int32_t bci,
+                     uint32_t depth)
+{
+    return (dc_event){ .kind = k, .tsc = ev->tsc, .ip = ev->ip, .offset = ev->offset,
+                       .code = a->code, .method_id = id, .bci = bci, .depth = depth,
+                       .opcode = -1, .raw = -1, .call_bci = -1 };
+}
+
+static void out_call(rj_filter *f, const act *a, const dc_event *ev, const tnode *n,
+                     uint32_t flags)
+{
+    dc_event e = made(a, ev, DC_INLINE_CALL, n->method_id, 0, n->depth);
+    e.call_bci = n->site_bci;
+    e.flags = flags;
+    f->st.inlined_calls += !(flags & DC_F_CONTEXT);
+    out(f, &e);
+}
+
+static void out_return(rj_filter *f, const act *a, const dc_event *ev, const tnode *n)
+{
+    dc_event e = made(a, ev, DC_INLINE_RETURN, n->method_id, -1, n->depth - 1);
+    out(f, &e);
+}
+
+static void out_position(rj_filter *f, const act *a, const dc_event *ev)
+{
+    if (a->state == NONE || a->state == START)
+        return;
+    const tnode *n = state_node(a->t, a->state);
+    dc_event e = made(a, ev, DC_JIT, n->method_id,
+                      (int32_t)n->g->bci[a->state - n->base], n->depth);
+    out(f, &e);
+}
+
+/* The call an invoke crossed without a scope made: the callee inlined there
+ * without code, or the one method the site can call. */
+static void out_inferred(rj_filter *f, const act *a, const dc_event *ev, uint32_t site_state)
+{
+    const tree *t = a->t;
+    const tnode *n = state_node(t, site_state);
+    uint32_t i = site_state - n->base;
+    uint64_t id = 0;
+    for (int32_t c = n->first_child; c >= 0 && !id; c = node_at(t, c)->next_sibling)
+        if (node_at(t, c)->site == i)
+            id = node_at(t, c)->method_id;
+    if (!id && n->m) {
+        const rc_method *const *tg;
+        bool open = false;
+        size_t nt = rc_call_targets_at(f->p, n->m, i, &tg, &open);
+        if (nt == 1 && !open)
+            id = tg[0]->id;
+    }
+    if (!id) {
+        f->st.calls_unknown++;
+        return;
+    }
+    f->st.calls_inferred++;
+    dc_event e = made(a, ev, DC_INLINE_CALL, id, 0, n->depth + 1);
+    e.call_bci = (int32_t)n->g->bci[i];
+    e.flags = DC_F_INFERRED;
+    out(f, &e);
+    e.kind = DC_INLINE_RETURN;
+    e.bci = -1;
+    e.depth = n->depth;
+    out(f, &e);
+}
+
+/* Emits the walk in f->path from a's position, and moves it to the end. */
+static void emit_path(rj_filter *f, act *a, const dc_event *ev)
+{
+    const tree *t = a->t;
+    uint32_t prev = a->state;
+    for (guint k = 0; k < f->path->len && !f->stop; k++) {
+        const step *st = &g_array_index(f->path, step, k);
+        switch (st->kind) {
+        case SK_ENTER:
+            out_call(f, a, ev, state_node(t, st->state), 0);
+            break;
+        case SK_RETURN:
+            out_return(f, a, ev, state_node(t, prev));
+            break;
+        case SK_OVER:
+            out_inferred(f, a, ev, prev);
+            break;
+        default:
+            break;
+        }
+        const tnode *n = state_node(t, st->state);
+        uint32_t i = st->state - n->base;
+        dc_event e = made(a, ev, DC_JIT_BYTECODE, n->method_id, (int32_t)n->g->bci[i],
+                          n->depth);
+        e.opcode = n->g->op[i];
+        out(f, &e);
+        f->st.bytecodes++;
+        prev = st->state;
+    }
+    if (f->path->len) {
+        a->state = prev;
+        a->called = false;
+    }
+    out_position(f, a, ev);
+}
+
+/* The chain of nodes from the root to n (outermost first) into v. */
+static size_t chain(const tree *t, int32_t n, int32_t *v, size_t cap)
+{
+    size_t len = 0;
+    for (int32_t k = n; k >= 0 && len < cap; k = node_at(t, k)->parent)
+        len++;
+    size_t i = len;
+    for (int32_t k = n; k >= 0 && i > 0; k = node_at(t, k)->parent)
+        v[--i] = k;
+    return len;
+}
+
+#define CHAIN_MAX 256
+
+/* Moves a to state s without a path: the frames it leaves return, those it
+ * enters are announced (flags: DC_F_CONTEXT where they were running before
+ * anything was known). */
+static void jump_to(rj_filter *f, act *a, uint32_t s, const dc_event *ev, uint32_t flags)
+{
+    const tree *t = a->t;
+    int32_t to[CHAIN_MAX], at[CHAIN_MAX];
+    size_t nt = chain(t, (int32_t)t->node_of[s], to, CHAIN_MAX);
+    size_t na = a->state == NONE || a->state == START
+                    ? 1
+                    : chain(t, (int32_t)t->node_of[a->state], at, CHAIN_MAX);
+    if (na == 1)
+        at[0] = 0;
+    size_t common = 0;
+    while (common < na && common < nt && at[common] == to[common])
+        common++;
+    for (size_t k = na; k-- > common;)
+        out_return(f, a, ev, node_at(t, at[k]));
+    for (size_t k = common; k < nt; k++)
+        out_call(f, a, ev, node_at(t, to[k]), flags);
+    a->state = s;
+    a->called = false;
+    out_position(f, a, ev);
+}
+
+static bool in_ring(const act *a, uint32_t s)
+{
+    for (uint32_t i = 0; i < a->nring && i < PASS_RING; i++)
+        if (a->ring[i] == s)
+            return true;
+    return false;
+}
+
+/* Takes pin p of a: exact pins are reached by some path or jumped to,
+ * approximate ones are followed only where the rules allow (compiled.h). */
+static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
+{
+    if (p->state < 0)
+        return;
+    uint32_t s = (uint32_t)p->state;
+    bool evidence = a->backward || p->backward || in_ring(a, s);
+    if (a->backward || p->backward)
+        a->nring = 0;
+    a->backward = false;
+    if (a->state == NONE) {
+        jump_to(f, a, s, &p->ev, DC_F_CONTEXT);
+    } else if (a->state == s && !evidence) {
+        /* still there */
+    } else if (walk(f, a->t, a->state, a->called, s, false) ||
+               ((evidence || exact) && walk(f, a->t, a->state, a->called, s, true))) {
+        emit_path(f, a, &p->ev);
+    } else if (exact) {
+        f->st.resyncs++;
+        jump_to(f, a, s, &p->ev, 0);
+    } else {
+        f->st.pins_skipped++;
+        return;
+    }
+    a->ring[a->nring++ % PASS_RING] = s;
+}
+
+static void take_pending(rj_filter *f, act *a, bool exact)
+{
+    if (!a->has_pin)
+        return;
+    a->has_pin = false;
+    take_pin(f, a, &a->pending, exact);
+}
+
+/* a's activation returns out of the version: to a return of its method. */
+static void finish(rj_filter *f, act *a, const dc_event *ev)
+{
+    take_pending(f, a, false);
+    if (a->state == NONE || !a->t)
+        return;
+    if (a->state != START && state_node(a->t, a->state)->parent < 0 &&
+        jvm_is_return(state_op(a->t, a->state)))
+        return;                  /* at its return already */
+    if (walk(f, a->t, a->state, a->called, EXIT, false) ||
+        walk(f, a->t, a->state, a->called, EXIT, true))
+        emit_path(f, a, ev);
+    else
+        f->st.resyncs++;
+}
+
+/* ---- activations ----------------------------------------------------------- */
+
+static act *top(rj_filter *f)
+{
+    return f->acts->len ? &g_array_index(f->acts, act, f->acts->len - 1) : NULL;
+}
+
+static act *push_act(rj_filter *f, const dm_code *c, uint32_t state)
+{
+    act a = { .code = c, .t = tree_of(f, c), .state = state };
+    if (a.state == START && !node_at(a.t, 0)->g)
+        a.state = NONE;
+    g_array_append_val(f->acts, a);
+    f->st.activations++;
+    return top(f);
+}
+
+static void pop_act(rj_filter *f) { g_array_set_size(f->acts, f->acts->len - 1); }
+
+/* The top activation makes a call: the pin it leaves from is exact. */
+static void call_out(rj_filter *f, act *a)
+{
+    take_pending(f, a, true);
+    a->calling = true;
+    a->called = a->state != NONE && a->state != START && jvm_is_invoke(state_op(a->t, a->state));
+}
+
+static bool is_nmethod(const dc_event *e)
+{
+    return e->code && ((const dm_code *)e->code)->kind == DM_CODE_NMETHOD;
+}
+
+static void on_enter(rj_filter *f, const dc_event *e)
+{
+    act *a = top(f);
+    const dm_code *c = e->code;
+    dc_event fwd = *e;
+    if (e->flags & DC_F_BY_RETURN) {
+        /* back in a caller: the activation on top returned, and any above
+         * the caller's that is still there went unseen */
+        if (a && !a->calling) {
+            finish(f, a, e);
+            pop_act(f);
+        }
+        guint k = f->acts->len;
+        while (k > 0 && !(g_array_index(f->acts, act, k - 1).code == c &&
+                          g_array_index(f->acts, act, k - 1).calling))
+            k--;
+        if (k > 0) {
+            g_array_set_size(f->acts, k);
+            a = top(f);
+            a->calling = false;
+            a->has_pin = false;
+            a->backward = false;
+        } else {
+            push_act(f, c, NONE);
+        }
+        out(f, &fwd);
+        return;
+    }
+    if (a && a->code == c && !a->calling &&
+        (!(e->flags & DC_F_BY_CALL) || (e->flags & DC_F_NO_SCOPE))) {
+        /* its own static call stub (on the way to an interpreted callee),
+         * or back from a stub by a jump */
+        if (e->flags & DC_F_BY_CALL)
+            call_out(f, a);
+        out(f, &fwd);
+        return;
+    }
+    if (a && !a->calling && (e->flags & DC_F_BY_CALL))
+        call_out(f, a);
+    uint32_t state = START;
+    if (!(e->flags & DC_F_BY_CALL) && f->last_kind == DC_BYTECODE) {
+        /* the interpreter jumps into an on-stack-replacement version at a
+         * loop: the interpreted frame goes on compiled */
+        fwd.flags |= DC_F_OSR;
+        f->st.osr_entries++;
+        state = NONE;
+    } else if (!(e->flags & DC_F_BY_CALL) && f->last_kind != DC_STUB) {
+        state = NONE;            /* a handler, or after the trace resumed */
+    }
+    push_act(f, c, state);
+    out(f, &fwd);
+}
+
+static void on_scope(rj_filter *f, const dc_event *e)
+{
+    act *a = top(f);
+    const dm_code *c = e->code;
+    if (!a || a->code != c || a->calling || c->kind != DM_CODE_NMETHOD)
+        return;
+    bool backward = (e->flags & DC_F_BACKWARD) != 0;
+    if (e->ip == a->last_ip && a->has_pin && !backward)
+        return;                  /* the same record's other events */
+    f->st.pins++;
+    /* the record of e->ip: the first with pc > ip */
+    const dm_pcrec *r = &f->m->pcs[c->first_pc];
+    uint32_t lo = 0, hi = c->npcs;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (r[mid].pc <= e->ip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    take_pending(f, a, false);
+    a->backward = a->backward || backward;
+    a->last_ip = e->ip;
+    if (lo >= c->npcs)
+        return;                  /* no scope: the version's stubs */
+    a->pending = (pin){ .rec = lo, .state = a->t->rec_state[lo], .backward = a->backward,
+                        .ev = *e };
+    a->backward = false;
+    a->has_pin = true;
+}
+
+int rj_event(const dc_event *e, void *vp)
+{
+    rj_filter *f = vp;
+    act *a = top(f);
+    switch (e->kind) {
+    case DC_JIT_ENTER:
+        if (is_nmethod(e))
+            on_enter(f, e);
+        else
+            out(f, e);
+        break;
+    case DC_JIT:
+    case DC_INLINE_CALL:
+    case DC_INLINE_RETURN:
+        on_scope(f, e);
+        break;
+    case DC_GAP:
+        g_array_set_size(f->acts, 0);
+        out(f, e);
+        break;
+    case DC_DEOPT: {
+        /* the activation that trapped (it called the VM) goes on
+         * interpreted, with any above it */
+        guint k = f->acts->len;
+        while (k > 0 && !g_array_index(f->acts, act, k - 1).calling)
+            k--;
+        g_array_set_size(f->acts, k > 0 ? k - 1 : (f->acts->len ? f->acts->len - 1 : 0));
+        out(f, e);
+        break;
+    }
+    case DC_EXCEPTION:
+    case DC_THROW:
+        g_array_set_size(f->acts, 0);
+        out(f, e);
+        break;
+    default:
+        if (a && !a->calling) {
+            if (e->flags & DC_F_BY_CALL) {
+                call_out(f, a);
+            } else if (e->flags & DC_F_BY_RETURN) {
+                finish(f, a, e);
+                pop_act(f);
+            }
+        }
+        out(f, e);
+        break;
+    }
+    f->last_kind = e->kind;
+    f->last_flags = e->flags;
+    return f->stop;
+}
+
+rj_filter *rj_new(rc_program *p, const dm_model *m, dc_sink next, void *next_ctx)
+{
+    rj_filter *f = g_new0(rj_filter, 1);
+    f->p = p;
+    f->m = m;
+    f->next = next;
+    f->next_ctx = next_ctx;
+    f->code_fd = m->code_path ? open(m->code_path, O_RDONLY | O_CLOEXEC) : -1;
+    f->trees = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, tree_free);
+    f->acts = g_array_new(FALSE, FALSE, sizeof(act));
+    f->path = g_array_new(FALSE, FALSE, sizeof(step));
+    return f;
+}
+
+int rj_finish(rj_filter *f)
+{
+    for (guint k = 0; k < f->acts->len; k++)
+        take_pending(f, &g_array_index(f->acts, act, k), false);
+    return f->stop;
+}
+
+void rj_free(rj_filter *f, rj_stats *st)
+{
+    if (!f)
+        return;
+    if (st)
+        *st = f->st;
+    if (f->code_fd >= 0)
+        close(f->code_fd);
+    g_hash_table_destroy(f->trees);
+    g_array_free(f->acts, TRUE);
+    g_array_free(f->path, TRUE);
+    g_free(f->seen);
+    g_free(f->from);
+    g_free(f->queue);
+    g_free(f->how);
+    g_free(f);
+}
