@@ -48,6 +48,11 @@ typedef struct tree {
     uint32_t nstates;
     uint32_t *node_of;       /* state -> node */
     uint8_t *real_call;      /* state: an invoke the version calls for real */
+    /* state: a pin was taken there. C1 keeps each bytecode's instructions in
+     * its block, so a path of a C1 version crosses such a state only where
+     * its record ran, and the record's scope would have been a pin. */
+    uint8_t *pinned;
+    bool in_order;           /* a C1 version (levels 1-3) */
     int32_t *rec_state;      /* the version's record k -> state, -1 none */
     GHashTable *memo;        /* key -> GArray of step, NULL when no path */
 } tree;
@@ -194,6 +199,8 @@ static tree *tree_of(rj_filter *f, const dm_code *c)
             t->node_of[nd->base + s] = i;
     }
     t->real_call = g_new0(uint8_t, t->nstates + 1);
+    t->pinned = g_new0(uint8_t, t->nstates + 1);
+    t->in_order = c->level >= 1 && c->level <= 3;
     t->rec_state = g_new(int32_t, n + 1);
     for (uint32_t k = 0; k < n; k++) {
         t->rec_state[k] = -1;
@@ -220,6 +227,7 @@ static void tree_free(gpointer p)
     g_array_free(t->nodes, TRUE);
     g_free(t->node_of);
     g_free(t->real_call);
+    g_free(t->pinned);
     g_free(t->rec_state);
     g_hash_table_destroy(t->memo);
     g_free(t);
@@ -251,11 +259,12 @@ static bool is_goal(const tree *t, uint32_t s, uint32_t to)
 
 /* Breadth-first over the inline tree's ICFG from `from` (START, or a state
  * whose invoke was called for real when `called`) to `to` (a state or
- * EXIT); with `wrap`, edges back to an earlier or the same bci are taken.
+ * EXIT); with `wrap`, edges back to an earlier or the same bci are taken;
+ * with `strict`, no path goes through a pinned state.
  * The steps after `from` go to out. false when no path is found within
  * WALK_MAX states (*limit set when the bound cut it). */
 static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
-                   bool wrap, GArray *out, bool *limit)
+                   bool wrap, bool strict, GArray *out, bool *limit)
 {
     if (t->nstates + 1 > w->cap) {
         uint32_t cap = t->nstates + 1;
@@ -282,7 +291,8 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
                 goal = s__;                                                                 \
                 goto found;                                                                 \
             }                                                                               \
-            w->queue[tail++] = s__;                                                         \
+            if (!strict || !t->pinned[s__])                                                 \
+                w->queue[tail++] = s__;                                                     \
         }                                                                                   \
     } while (0)
     const tnode *root = node_at(t, 0);
@@ -359,12 +369,15 @@ found:
     return true;
 }
 
-/* search, remembered per (from, called, to, wrap). The result is in f->path. */
-static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap)
+/* search, remembered per (from, called, to, wrap, strict). The result is in
+ * f->path. */
+static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
+                    bool strict)
 {
     uint64_t fe = from == START ? t->nstates : from;
     uint64_t te = to == EXIT ? t->nstates : to;
-    uint64_t key = fe << 33 | te << 2 | (uint64_t)called << 1 | (uint64_t)wrap;
+    uint64_t key = fe << 34 | te << 3 | (uint64_t)strict << 2 | (uint64_t)called << 1 |
+                   (uint64_t)wrap;
     gpointer v;
     if (g_hash_table_lookup_extended(t->memo, &key, NULL, &v)) {
         if (!v)
@@ -375,7 +388,7 @@ static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to,
         return true;
     }
     bool limit = false;
-    bool ok = search(f, t, from, called, to, wrap, f->path, &limit);
+    bool ok = search(f, t, from, called, to, wrap, strict, f->path, &limit);
     if (limit)
         f->st.walk_limit++;
     if (g_hash_table_size(t->memo) >= MEMO_MAX)
@@ -387,6 +400,14 @@ static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to,
     }
     g_hash_table_insert(t->memo, g_memdup2(&key, sizeof key), a);
     return ok;
+}
+
+/* A path of a C1 version avoids the states pinned before (tree.pinned);
+ * where none does, or in C2 code, any path. */
+static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap)
+{
+    return (t->in_order && walk_as(f, t, from, called, to, wrap, true)) ||
+           walk_as(f, t, from, called, to, wrap, false);
 }
 
 /* ---- events out -------------------------------------------------------------- */
@@ -574,6 +595,10 @@ static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
         return;
     }
     a->ring[a->nring++ % PASS_RING] = s;
+    if (!a->t->pinned[s]) {
+        a->t->pinned[s] = 1;
+        g_hash_table_remove_all(a->t->memo);   /* strict paths change */
+    }
 }
 
 static void take_pending(rj_filter *f, act *a, bool exact)
