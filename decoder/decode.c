@@ -446,7 +446,7 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
 #define RETRY_GROUPS 6        /* attempts per error (next_versions) */
 #define MADE_UP_TRIES 4       /* more attempts per error: made-up states (with_made_up_states) */
 #define RETRY_STAGES 8        /* kept retries from one checkpoint whose patches add up */
-#define ENTRY_SPAN 64         /* bytes from a compiled method's start that are its entries */
+#define ENTRY_SPAN DM_ENTRY_SPAN
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
 
 /* A point a fresh decoder synchronized at the PSB at `psb` continues from
@@ -1951,17 +1951,21 @@ static uint32_t common_outer(const dm_frame *a, uint32_t da, const dm_frame *b, 
 
 /* The position moves to r->pc in version c (r: its inline-stack record,
  * looked up by the first layer). */
-static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh, bool backward)
+/* again: DC_F_BACKWARD (a jump back within the version) and DC_F_RESUMED
+ * (the trace resumed in it, not after a call it made), which give an event
+ * even where the record stays the same. */
+static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh, uint32_t again)
 {
     uint64_t pc = r->pc;
     bool same_record = !fresh && x->jit_code == c && x->jit_frames && pc >= x->jit_lo &&
                        pc < x->jit_hi;
-    if (same_record && !backward)
+    if (same_record && !again)
         return;                /* same record as before: nothing changes */
     if (same_record) {
-        /* the record runs again after a jump back: a loop inside it */
+        /* the record runs again after a jump back (a loop inside it), or
+         * the trace resumed in it */
         dc_event ev = { .kind = DC_JIT, .ip = pc, .code = c, .opcode = -1, .raw = -1,
-                        .call_bci = -1, .flags = DC_F_BACKWARD,
+                        .call_bci = -1, .flags = again,
                         .method_id = x->jit_frames[0].method_id, .bci = x->jit_frames[0].bci,
                         .depth = x->jit_depth };
         emit(x, &ev);
@@ -2001,13 +2005,13 @@ static void jit_position(ctx *x, const dm_code *c, const run *r, bool fresh, boo
             emit(x, &ev);
         }
         ev.call_bci = -1;
-        if (o[0].method_id == f[0].method_id && o[0].bci == f[0].bci && od == d && !backward) {
+        if (o[0].method_id == f[0].method_id && o[0].bci == f[0].bci && od == d && !again) {
             x->jit_frames = f;
             return;
         }
     }
     ev.kind = DC_JIT;
-    ev.flags = backward ? DC_F_BACKWARD : 0;
+    ev.flags = again;
     ev.method_id = f[0].method_id;
     ev.bci = f[0].bci;
     ev.depth = d;
@@ -2066,6 +2070,8 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
             entered = (!same || (is_nm && matched)) && !(matched && u.kind == U_CODELET);
             if (!matched)
                 back.jit_frames = NULL;
+            else
+                flags |= DC_F_AFTER_CALL;
             break;
         }
         case X_JMP_INDIRECT:
@@ -2125,10 +2131,12 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
         bool backward = !entered && !x->unknown_origin && same && o->ip <= x->prev_end_ip &&
                         (x->prev_xfer == X_COND || x->prev_xfer == X_JMP_DIRECT ||
                          x->prev_xfer == X_JMP_INDIRECT);
+        uint32_t again = (backward ? DC_F_BACKWARD : 0) |
+                         (x->resumed && !entered ? DC_F_RESUMED : 0);
         for (uint32_t i = 0; i < o->nruns; i++)
             jit_position(x, c, &runs[i],
                          i == 0 && ((entered && !from_call) || x->unknown_origin),
-                         i == 0 && backward);
+                         i == 0 ? again : 0);
         break;
     }
     case U_BLOB:

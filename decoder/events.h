@@ -83,6 +83,11 @@ typedef enum dc_kind {
  * running a loop again. A record that runs again this way gives a DC_JIT
  * of its own even though the scope did not change. */
 #define DC_F_BACKWARD  0x100
+/* With DC_F_BY_RETURN: the return went to the instruction after a call the
+ * thread was seen to make. Without it, the return went elsewhere (where
+ * HotSpot dispatches an exception to its handler, say), or the call was
+ * not seen (before the trace or a gap). */
+#define DC_F_AFTER_CALL 0x2000
 /* Made by reconstruct/compiled.h from the scopes, not by the decoder:
  * DC_JIT_ENTER: the interpreter jumped into an on-stack-replacement
  * version: its interpreted frame goes on compiled, no call. */
@@ -93,6 +98,13 @@ typedef enum dc_kind {
 /* DC_INLINE_CALL of an inlined frame found running where the activation's
  * start was not known. */
 #define DC_F_CONTEXT   0x800
+/* Compiled code's events on a bytecode path that another path of the same
+ * length would explain as well, or on a jump to a scope no path reached. */
+#define DC_F_ESTIMATED 0x1000
+/* DC_JIT_ENTER by a return that follows no call of the version (an
+ * exception dispatched to one of its handlers); DC_INLINE_RETURN of a frame
+ * an exception unwound. */
+#define DC_F_THROWN    0x4000
 
 typedef enum dc_gap_reason {
     DC_GAP_NONE = 0,

@@ -1011,8 +1011,7 @@ static void start_at_stub_fill(dm_model *m)
  * xalan, dating such sites by the recompiled version let a retry send
  * them to a version recorded 5 s later). */
 #define NEW_VERSION_SPAN 400000000ull   /* TSC ticks: load record to patch record, at most */
-#define ENTRY_SPAN 64                   /* bytes from a compiled method's start that are its
-                                           entries */
+#define ENTRY_SPAN DM_ENTRY_SPAN
 #define ENTRY_JMP_SEARCH 8              /* where in a patch a not-entrant jump may start */
 
 /* Whether patch p writes a jump to wrong_method_stub (HotSpot's not-entrant

@@ -96,6 +96,10 @@
 
 #define DM_TSC_NEVER UINT64_MAX
 #define DM_MAX_FRAMES 256          /* deeper inline stacks keep their innermost frames */
+/* Bytes from a compiled method's start that hold its entries (unverified,
+ * verified, OSR): a call or a jump to a method lands there, a handler
+ * elsewhere. */
+#define DM_ENTRY_SPAN 64
 
 /* What an interpreter codelet is, from its description (HotSpot's
  * TemplateInterpreterGenerator names them). */

@@ -92,6 +92,8 @@ static void print_event(printer *p, const dc_event *ev)
                 ev->bci, ev->depth);
         if (ev->kind == DC_INLINE_CALL && ev->call_bci >= 0)
             fprintf(p->out, "  (site %d)", ev->call_bci);
+        if (ev->flags & DC_F_BACKWARD)
+            fprintf(p->out, "  (jumped back)");
         break;
     case DC_GAP:
         fprintf(p->out, "%s, stream bytes %" PRIu64 "..%" PRIu64, dc_gap_reason_name(ev->reason),

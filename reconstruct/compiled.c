@@ -2,6 +2,8 @@
 #include "reconstruct/compiled.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,6 +23,8 @@ enum step_kind {
     SK_RETURN,    /* out of an inlined callee, after its call site */
     SK_OVER,      /* over an invoke whose callee left no scope */
     SK_CALLED,    /* over an invoke the version called for real */
+    SK_CATCH,     /* an exception to a handler of the same frame */
+    SK_UNWIND,    /* an exception out of inlined frames to a handler of an outer one */
 };
 
 typedef struct step {
@@ -61,6 +65,8 @@ typedef struct pin {
     uint32_t rec;            /* record index in the version */
     int32_t state;           /* -1: the record names no bytecode */
     bool backward;           /* the machine code jumped back since the last pin */
+    bool resumed;            /* the trace resumed here after the version was left
+                              * without a call (a fault, a safepoint) */
     dc_event ev;             /* the event, for times and offsets */
 } pin;
 
@@ -74,7 +80,16 @@ typedef struct act {
     pin pending;             /* the latest pin, held until the next event says whether
                               * a call left from it */
     uint64_t last_ip;        /* the record of the latest pin */
-    bool backward;           /* a jump back since the last pin was taken */
+    bool backward;           /* a jump back since the latest pin was held */
+    bool loop_allowed;       /* one since the bytecode path last went round a loop */
+    /* back from a call made where no bytecode is recorded: an out-of-line
+     * slow path (a counter overflow, an allocation), whose jump back into
+     * the method's code is no loop */
+    bool slow_path;
+    /* an exception was dispatched from the position: the next pin is
+     * reached through a handler covering it, in its frame or an outer one */
+    bool throwing;
+    bool calls_interp;       /* its call out went on into interpreted code */
     uint32_t ring[PASS_RING];
     uint32_t nring;
 } act;
@@ -93,8 +108,9 @@ struct rj_filter {
     GArray *path;            /* step: the walk being emitted */
     /* path search, per state of the tree searched (grown to the largest) */
     uint32_t cap, gen;
-    uint32_t *seen, *from, *queue;
-    uint8_t *how;
+    uint32_t *seen, *from, *queue, *dist;
+    uint8_t *how, *cnt;
+    bool ambiguous;          /* the last walk had another path as short */
     rj_stats st;
 };
 
@@ -152,11 +168,7 @@ static bool call_ends_at(rj_filter *f, const dm_code *c, uint64_t pc)
            (b[2] == 0x41 && b[3] == 0xff && (b[4] & 0xf8) == 0xd0);
 }
 
-static void memo_free(gpointer p)
-{
-    if (p)
-        g_array_unref(p);
-}
+static void memo_free(gpointer p) { g_free(p); }
 
 static tree *tree_of(rj_filter *f, const dm_code *c)
 {
@@ -260,11 +272,13 @@ static bool is_goal(const tree *t, uint32_t s, uint32_t to)
 /* Breadth-first over the inline tree's ICFG from `from` (START, or a state
  * whose invoke was called for real when `called`) to `to` (a state or
  * EXIT); with `wrap`, edges back to an earlier or the same bci are taken;
- * with `strict`, no path goes through a pinned state.
- * The steps after `from` go to out. false when no path is found within
- * WALK_MAX states (*limit set when the bound cut it). */
+ * with `strict`, no path goes through a pinned state. The steps after
+ * `from` go to out; *ambiguous is set when another path of the same length
+ * reaches the goal too. false when no path is found within WALK_MAX states
+ * (*limit set when the bound cut it). */
 static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
-                   bool wrap, bool strict, GArray *out, bool *limit)
+                   bool wrap, bool strict, bool throwing, GArray *out, bool *ambiguous,
+                   bool *limit)
 {
     if (t->nstates + 1 > w->cap) {
         uint32_t cap = t->nstates + 1;
@@ -272,41 +286,69 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
         memset(w->seen + w->cap, 0, (cap - w->cap) * sizeof *w->seen);
         w->from = g_renew(uint32_t, w->from, cap);
         w->queue = g_renew(uint32_t, w->queue, cap);
+        w->dist = g_renew(uint32_t, w->dist, cap);
         w->how = g_renew(uint8_t, w->how, cap);
+        w->cnt = g_renew(uint8_t, w->cnt, cap);
         w->cap = cap;
     }
     if (++w->gen == 0) {
         memset(w->seen, 0, w->cap * sizeof *w->seen);
         w->gen = 1;
     }
-    uint32_t head = 0, tail = 0, goal = NONE;
-#define VISIT(s_, k_, f_)                                                                   \
+    uint32_t head = 0, tail = 0, goal = NONE, goal_dist = 0;
+    /* successor s_ of a state at distance d_ reached by c_ paths */
+#define VISIT(s_, k_, f_, d_, c_)                                                           \
     do {                                                                                    \
         uint32_t s__ = (s_);                                                                \
-        if (s__ < t->nstates && w->seen[s__] != w->gen) {                                   \
+        if (s__ >= t->nstates)                                                              \
+            break;                                                                          \
+        if (w->seen[s__] != w->gen) {                                                       \
             w->seen[s__] = w->gen;                                                          \
             w->from[s__] = (f_);                                                            \
             w->how[s__] = (uint8_t)(k_);                                                    \
+            w->dist[s__] = (d_) + 1;                                                        \
+            w->cnt[s__] = (c_);                                                             \
             if (is_goal(t, s__, to)) {                                                      \
-                goal = s__;                                                                 \
-                goto found;                                                                 \
-            }                                                                               \
-            if (!strict || !t->pinned[s__])                                                 \
+                if (goal == NONE) {                                                         \
+                    goal = s__;                                                             \
+                    goal_dist = w->dist[s__];                                               \
+                }                                                                           \
+            } else if (!strict || !t->pinned[s__]) {                                        \
                 w->queue[tail++] = s__;                                                     \
+            }                                                                               \
+        } else if (w->dist[s__] == (d_) + 1 && w->cnt[s__] < 2) {                           \
+            w->cnt[s__] = (uint8_t)MIN(2, w->cnt[s__] + (c_));                              \
         }                                                                                   \
     } while (0)
     const tnode *root = node_at(t, 0);
     if (from == START) {
         if (!root->g)
             return false;
-        VISIT(root->base, SK_BC, START);
+        VISIT(root->base, SK_BC, START, 0, 1);
+    } else if (throwing) {
+        /* the handlers covering the position, in its frame, then in the
+         * frames it is inlined into at their call sites */
+        uint32_t k = t->node_of[from], i = state_insn(t, from);
+        for (;;) {
+            const tnode *n = node_at(t, (int32_t)k);
+            for (uint32_t e = n->g->first[i]; e < n->g->first[i + 1]; e++)
+                if (n->g->edge[e].kind == RC_EDGE_EXCEPTION)
+                    VISIT(n->base + n->g->edge[e].to, k == t->node_of[from] ? SK_CATCH : SK_UNWIND,
+                          from, 0, 1);
+            if (n->parent < 0)
+                break;
+            i = n->site;
+            k = (uint32_t)n->parent;
+        }
     } else if (called && jvm_is_invoke(state_op(t, from))) {
         const tnode *n = state_node(t, from);
         uint32_t nx = next_insn(n->g, state_insn(t, from));
         if (nx != NONE)
-            VISIT(n->base + nx, SK_CALLED, from);
+            VISIT(n->base + nx, SK_CALLED, from, 0, 1);
     } else {
         w->queue[tail++] = from;   /* not seen: a loop may lead back to it */
+        w->dist[from] = 0;
+        w->cnt[from] = 1;
     }
     while (head < tail) {
         if (tail >= WALK_MAX) {
@@ -314,33 +356,37 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
             return false;
         }
         uint32_t s = w->queue[head++];
+        uint32_t d = s == from ? 0 : w->dist[s];
+        if (goal != NONE && d + 1 > goal_dist)
+            break;             /* every path as short as the goal's is counted */
+        uint8_t c = s == from ? 1 : w->cnt[s];
         const tnode *n = state_node(t, s);
         uint32_t i = s - n->base;
         int op = n->g->op[i];
         if (jvm_is_invoke(op)) {
             bool inlined = false;
-            for (int32_t c = n->first_child; c >= 0; c = node_at(t, c)->next_sibling) {
-                const tnode *cn = node_at(t, c);
+            for (int32_t k = n->first_child; k >= 0; k = node_at(t, k)->next_sibling) {
+                const tnode *cn = node_at(t, k);
                 if (cn->site != i)
                     continue;
                 inlined = true;
                 if (cn->g)
-                    VISIT(cn->base, SK_ENTER, s);
+                    VISIT(cn->base, SK_ENTER, s, d, c);
             }
             /* a callee inlined without code of its own, or one that left
              * no scope; never an invoke the version calls for real */
             bool leaf = !inlined;
-            for (int32_t c = n->first_child; c >= 0 && !leaf; c = node_at(t, c)->next_sibling)
-                leaf = node_at(t, c)->site == i && !node_at(t, c)->g;
+            for (int32_t k = n->first_child; k >= 0 && !leaf; k = node_at(t, k)->next_sibling)
+                leaf = node_at(t, k)->site == i && !node_at(t, k)->g;
             uint32_t nx = next_insn(n->g, i);
             if (leaf && !t->real_call[s] && nx != NONE)
-                VISIT(n->base + nx, SK_OVER, s);
+                VISIT(n->base + nx, SK_OVER, s, d, c);
         } else if (jvm_is_return(op)) {
             if (n->parent >= 0) {
                 const tnode *pn = node_at(t, n->parent);
                 uint32_t nx = next_insn(pn->g, n->site);
                 if (nx != NONE)
-                    VISIT(pn->base + nx, SK_RETURN, s);
+                    VISIT(pn->base + nx, SK_RETURN, s, d, c);
             }
         } else {
             const rc_cfg *g = n->g;
@@ -350,13 +396,14 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
                     continue;
                 if (!wrap && g->bci[ed->to] <= g->bci[i])
                     continue;
-                VISIT(n->base + ed->to, SK_BC, s);
+                VISIT(n->base + ed->to, SK_BC, s, d, c);
             }
         }
     }
 #undef VISIT
-    return false;
-found:
+    if (goal == NONE)
+        return false;
+    *ambiguous = w->cnt[goal] > 1;
     g_array_set_size(out, 0);
     for (uint32_t s = goal; s != from && s != START;) {
         step st = { s, w->how[s] };
@@ -369,45 +416,58 @@ found:
     return true;
 }
 
+/* A remembered path. */
+typedef struct mpath {
+    bool ambiguous;
+    guint n;
+    step s[];
+} mpath;
+
 /* search, remembered per (from, called, to, wrap, strict). The result is in
- * f->path. */
+ * f->path and f->ambiguous. */
 static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
-                    bool strict)
+                    bool strict, bool throwing)
 {
     uint64_t fe = from == START ? t->nstates : from;
     uint64_t te = to == EXIT ? t->nstates : to;
-    uint64_t key = fe << 34 | te << 3 | (uint64_t)strict << 2 | (uint64_t)called << 1 |
-                   (uint64_t)wrap;
+    uint64_t key = fe << 35 | te << 4 | (uint64_t)throwing << 3 | (uint64_t)strict << 2 |
+                   (uint64_t)called << 1 | (uint64_t)wrap;
     gpointer v;
     if (g_hash_table_lookup_extended(t->memo, &key, NULL, &v)) {
-        if (!v)
+        const mpath *mp = v;
+        if (!mp)
             return false;
-        GArray *a = v;
         g_array_set_size(f->path, 0);
-        g_array_append_vals(f->path, a->data, a->len);
+        g_array_append_vals(f->path, mp->s, mp->n);
+        f->ambiguous = mp->ambiguous;
         return true;
     }
-    bool limit = false;
-    bool ok = search(f, t, from, called, to, wrap, strict, f->path, &limit);
+    bool limit = false, ambiguous = false;
+    bool ok = search(f, t, from, called, to, wrap, strict, throwing, f->path, &ambiguous,
+                     &limit);
     if (limit)
         f->st.walk_limit++;
     if (g_hash_table_size(t->memo) >= MEMO_MAX)
         g_hash_table_remove_all(t->memo);
-    GArray *a = NULL;
+    mpath *mp = NULL;
     if (ok) {
-        a = g_array_sized_new(FALSE, FALSE, sizeof(step), f->path->len);
-        g_array_append_vals(a, f->path->data, f->path->len);
+        mp = g_malloc(sizeof *mp + f->path->len * sizeof(step));
+        mp->ambiguous = ambiguous;
+        mp->n = f->path->len;
+        memcpy(mp->s, f->path->data, f->path->len * sizeof(step));
     }
-    g_hash_table_insert(t->memo, g_memdup2(&key, sizeof key), a);
+    f->ambiguous = ambiguous;
+    g_hash_table_insert(t->memo, g_memdup2(&key, sizeof key), mp);
     return ok;
 }
 
 /* A path of a C1 version avoids the states pinned before (tree.pinned);
  * where none does, or in C2 code, any path. */
-static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap)
+static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
+                 bool throwing)
 {
-    return (t->in_order && walk_as(f, t, from, called, to, wrap, true)) ||
-           walk_as(f, t, from, called, to, wrap, false);
+    return (t->in_order && walk_as(f, t, from, called, to, wrap, true, throwing)) ||
+           walk_as(f, t, from, called, to, wrap, false, throwing);
 }
 
 /* ---- events out -------------------------------------------------------------- */
@@ -434,12 +494,15 @@ static void out_call(rj_filter *f, const act *a, const dc_event *ev, const tnode
     e.call_bci = n->site_bci;
     e.flags = flags;
     f->st.inlined_calls += !(flags & DC_F_CONTEXT);
+    f->st.estimated_calls += (flags & DC_F_ESTIMATED) != 0;
     out(f, &e);
 }
 
-static void out_return(rj_filter *f, const act *a, const dc_event *ev, const tnode *n)
+static void out_return(rj_filter *f, const act *a, const dc_event *ev, const tnode *n,
+                       uint32_t flags)
 {
     dc_event e = made(a, ev, DC_INLINE_RETURN, n->method_id, -1, n->depth - 1);
+    e.flags = flags;
     out(f, &e);
 }
 
@@ -455,7 +518,8 @@ static void out_position(rj_filter *f, const act *a, const dc_event *ev)
 
 /* The call an invoke crossed without a scope made: the callee inlined there
  * without code, or the one method the site can call. */
-static void out_inferred(rj_filter *f, const act *a, const dc_event *ev, uint32_t site_state)
+static void out_inferred(rj_filter *f, const act *a, const dc_event *ev, uint32_t site_state,
+                         uint32_t flags)
 {
     const tree *t = a->t;
     const tnode *n = state_node(t, site_state);
@@ -476,9 +540,10 @@ static void out_inferred(rj_filter *f, const act *a, const dc_event *ev, uint32_
         return;
     }
     f->st.calls_inferred++;
+    f->st.estimated_calls += (flags & DC_F_ESTIMATED) != 0;
     dc_event e = made(a, ev, DC_INLINE_CALL, id, 0, n->depth + 1);
     e.call_bci = (int32_t)n->g->bci[i];
-    e.flags = DC_F_INFERRED;
+    e.flags = DC_F_INFERRED | flags;
     out(f, &e);
     e.kind = DC_INLINE_RETURN;
     e.bci = -1;
@@ -491,18 +556,33 @@ static void emit_path(rj_filter *f, act *a, const dc_event *ev)
 {
     const tree *t = a->t;
     uint32_t prev = a->state;
+    uint32_t fl = f->ambiguous ? DC_F_ESTIMATED : 0;
+    if (f->path->len) {
+        uint8_t k0 = g_array_index(f->path, step, 0).kind;
+        f->st.exceptions += k0 == SK_CATCH || k0 == SK_UNWIND;
+    }
     for (guint k = 0; k < f->path->len && !f->stop; k++) {
         const step *st = &g_array_index(f->path, step, k);
         switch (st->kind) {
         case SK_ENTER:
-            out_call(f, a, ev, state_node(t, st->state), 0);
+            out_call(f, a, ev, state_node(t, st->state), fl);
             break;
         case SK_RETURN:
-            out_return(f, a, ev, state_node(t, prev));
+            out_return(f, a, ev, state_node(t, prev), fl);
             break;
         case SK_OVER:
-            out_inferred(f, a, ev, prev);
+            out_inferred(f, a, ev, prev, fl);
             break;
+        case SK_CATCH:
+            break;
+        case SK_UNWIND: {
+            /* the frames between the throw and the handler's are unwound */
+            uint32_t to = t->node_of[st->state];
+            for (int32_t u = (int32_t)t->node_of[prev]; u >= 0 && (uint32_t)u != to;
+                 u = node_at(t, u)->parent)
+                out_return(f, a, ev, node_at(t, u), fl | DC_F_THROWN);
+            break;
+        }
         default:
             break;
         }
@@ -511,8 +591,10 @@ static void emit_path(rj_filter *f, act *a, const dc_event *ev)
         dc_event e = made(a, ev, DC_JIT_BYTECODE, n->method_id, (int32_t)n->g->bci[i],
                           n->depth);
         e.opcode = n->g->op[i];
+        e.flags = fl;
         out(f, &e);
         f->st.bytecodes++;
+        f->st.estimated_bytecodes += fl != 0;
         prev = st->state;
     }
     if (f->path->len) {
@@ -553,7 +635,7 @@ static void jump_to(rj_filter *f, act *a, uint32_t s, const dc_event *ev, uint32
     while (common < na && common < nt && at[common] == to[common])
         common++;
     for (size_t k = na; k-- > common;)
-        out_return(f, a, ev, node_at(t, at[k]));
+        out_return(f, a, ev, node_at(t, at[k]), flags & DC_F_CONTEXT ? 0 : DC_F_ESTIMATED);
     for (size_t k = common; k < nt; k++)
         out_call(f, a, ev, node_at(t, to[k]), flags);
     a->state = s;
@@ -569,27 +651,52 @@ static bool in_ring(const act *a, uint32_t s)
     return false;
 }
 
+/* The path from a's position to state s through a handler (throwing), or
+ * without a loop, or with one where the rules allow. */
+static bool reach(rj_filter *f, act *a, uint32_t s, bool throwing, bool loop)
+{
+    if (walk(f, a->t, a->state, a->called, s, false, throwing))
+        return true;
+    if (loop && walk(f, a->t, a->state, a->called, s, true, throwing)) {
+        a->loop_allowed = false;
+        return true;
+    }
+    return false;
+}
+
 /* Takes pin p of a: exact pins are reached by some path or jumped to,
- * approximate ones are followed only where the rules allow (compiled.h). */
+ * approximate ones are followed only where the rules allow (compiled.h).
+ * A jump back in the machine code allows one loop in the bytecode path,
+ * now or at a later pin: where the machine code tests a loop's condition at
+ * its bottom and the bytecode at its top, the machine's jump back comes a
+ * pin before the bytecode's. After an exception was dispatched from the
+ * position (or the trace resumed after a fault), the path goes through a
+ * handler covering it. */
 static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
 {
     if (p->state < 0)
         return;
     uint32_t s = (uint32_t)p->state;
-    bool evidence = a->backward || p->backward || in_ring(a, s);
-    if (a->backward || p->backward)
+    if (p->backward) {
+        a->loop_allowed = true;
         a->nring = 0;
-    a->backward = false;
+    }
+    bool throwing = a->throwing;
+    a->throwing = false;
+    bool loop = exact || a->loop_allowed || (s != a->state && in_ring(a, s));
     if (a->state == NONE) {
         jump_to(f, a, s, &p->ev, DC_F_CONTEXT);
-    } else if (a->state == s && !evidence) {
-        /* still there */
-    } else if (walk(f, a->t, a->state, a->called, s, false) ||
-               ((evidence || exact) && walk(f, a->t, a->state, a->called, s, true))) {
+    } else if (a->state == START && throwing) {
+        f->st.resyncs++;
+        jump_to(f, a, s, &p->ev, DC_F_ESTIMATED);
+    } else if (a->state == s && !p->backward && !throwing) {
+        /* still there (a loop inside one record shows as a jump back) */
+    } else if ((throwing && reach(f, a, s, true, loop)) || reach(f, a, s, false, loop) ||
+               (p->resumed && a->state != START && reach(f, a, s, true, loop))) {
         emit_path(f, a, &p->ev);
     } else if (exact) {
         f->st.resyncs++;
-        jump_to(f, a, s, &p->ev, 0);
+        jump_to(f, a, s, &p->ev, DC_F_ESTIMATED);
     } else {
         f->st.pins_skipped++;
         return;
@@ -618,14 +725,31 @@ static void finish(rj_filter *f, act *a, const dc_event *ev)
     if (a->state != START && state_node(a->t, a->state)->parent < 0 &&
         jvm_is_return(state_op(a->t, a->state)))
         return;                  /* at its return already */
-    if (walk(f, a->t, a->state, a->called, EXIT, false) ||
-        walk(f, a->t, a->state, a->called, EXIT, true))
+    if (walk(f, a->t, a->state, a->called, EXIT, false, false) ||
+        walk(f, a->t, a->state, a->called, EXIT, true, false))
         emit_path(f, a, ev);
     else
         f->st.resyncs++;
 }
 
 /* ---- activations ----------------------------------------------------------- */
+
+/* The record of the instruction at ip in version c: the first with pc > ip
+ * (c->npcs when none has). */
+static uint32_t record_at(const rj_filter *f, const dm_code *c, uint64_t ip)
+{
+    const dm_pcrec *r = &f->m->pcs[c->first_pc];
+    uint32_t lo = 0, hi = c->npcs;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (r[mid].pc <= ip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 
 static act *top(rj_filter *f)
 {
@@ -669,16 +793,31 @@ static void on_enter(rj_filter *f, const dc_event *e)
             finish(f, a, e);
             pop_act(f);
         }
+        bool thrown = !(e->flags & DC_F_AFTER_CALL);
         guint k = f->acts->len;
         while (k > 0 && !(g_array_index(f->acts, act, k - 1).code == c &&
-                          g_array_index(f->acts, act, k - 1).calling))
+                          (g_array_index(f->acts, act, k - 1).calling || thrown)))
             k--;
-        if (k > 0) {
+        if (k > 0 && thrown) {
+            /* not after the call it made: an exception dispatched to a
+             * handler of the version; the activations above were unwound */
+            g_array_set_size(f->acts, k);
+            a = top(f);
+            take_pending(f, a, true);
+            a->calling = false;
+            a->calls_interp = false;
+            a->throwing = true;
+            a->backward = false;
+            fwd.flags |= DC_F_THROWN;
+        } else if (k > 0) {
             g_array_set_size(f->acts, k);
             a = top(f);
             a->calling = false;
+            a->calls_interp = false;
             a->has_pin = false;
             a->backward = false;
+            uint32_t rec = record_at(f, c, e->ip);
+            a->slow_path = rec >= c->npcs || a->t->rec_state[rec] < 0;
         } else {
             push_act(f, c, NONE);
         }
@@ -697,14 +836,35 @@ static void on_enter(rj_filter *f, const dc_event *e)
     if (a && !a->calling && (e->flags & DC_F_BY_CALL))
         call_out(f, a);
     uint32_t state = START;
+    bool at_entry = e->ip - c->vaddr < DM_ENTRY_SPAN;
     if (!(e->flags & DC_F_BY_CALL) && f->last_kind == DC_BYTECODE) {
         /* the interpreter jumps into an on-stack-replacement version at a
          * loop: the interpreted frame goes on compiled */
         fwd.flags |= DC_F_OSR;
         f->st.osr_entries++;
         state = NONE;
+    } else if (!(e->flags & DC_F_BY_CALL) && !at_entry) {
+        /* a jump past the entries: to a handler of an activation that
+         * waits for a call (an exception unwound its callees), or into
+         * code whose activation is not known */
+        guint k = f->acts->len;
+        while (k > 0 && g_array_index(f->acts, act, k - 1).code != c)
+            k--;
+        if (k > 0) {
+            g_array_set_size(f->acts, k);
+            a = top(f);
+            take_pending(f, a, true);
+            a->calling = false;
+            a->calls_interp = false;
+            a->throwing = true;
+            a->backward = false;
+            fwd.flags |= DC_F_THROWN;
+            out(f, &fwd);
+            return;
+        }
+        state = NONE;
     } else if (!(e->flags & DC_F_BY_CALL) && f->last_kind != DC_STUB) {
-        state = NONE;            /* a handler, or after the trace resumed */
+        state = NONE;            /* after the trace resumed, say */
     }
     push_act(f, c, state);
     out(f, &fwd);
@@ -720,23 +880,19 @@ static void on_scope(rj_filter *f, const dc_event *e)
     if (e->ip == a->last_ip && a->has_pin && !backward)
         return;                  /* the same record's other events */
     f->st.pins++;
-    /* the record of e->ip: the first with pc > ip */
-    const dm_pcrec *r = &f->m->pcs[c->first_pc];
-    uint32_t lo = 0, hi = c->npcs;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (r[mid].pc <= e->ip)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = record_at(f, c, e->ip);
     take_pending(f, a, false);
     a->backward = a->backward || backward;
     a->last_ip = e->ip;
     if (lo >= c->npcs)
         return;                  /* no scope: the version's stubs */
-    a->pending = (pin){ .rec = lo, .state = a->t->rec_state[lo], .backward = a->backward,
-                        .ev = *e };
+    int32_t state = a->t->rec_state[lo];
+    if (state >= 0 && a->slow_path) {
+        a->backward = false;     /* the slow path's way back */
+        a->slow_path = false;
+    }
+    a->pending = (pin){ .rec = lo, .state = state, .backward = a->backward,
+                        .resumed = (e->flags & DC_F_RESUMED) != 0, .ev = *e };
     a->backward = false;
     a->has_pin = true;
 }
@@ -772,8 +928,20 @@ int rj_event(const dc_event *e, void *vp)
         break;
     }
     case DC_EXCEPTION:
-    case DC_THROW:
-        g_array_set_size(f->acts, 0);
+    case DC_THROW: {
+        /* an interpreted frame handles or raises an exception: compiled
+         * activations above it were unwound */
+        guint k = f->acts->len;
+        while (k > 0 && !g_array_index(f->acts, act, k - 1).calls_interp)
+            k--;
+        g_array_set_size(f->acts, k);
+        out(f, e);
+        break;
+    }
+    case DC_METHOD_ENTRY:
+    case DC_BYTECODE:
+        if (a && a->calling)
+            a->calls_interp = true;
         out(f, e);
         break;
     default:
@@ -829,5 +997,7 @@ void rj_free(rj_filter *f, rj_stats *st)
     g_free(f->from);
     g_free(f->queue);
     g_free(f->how);
+    g_free(f->dist);
+    g_free(f->cnt);
     g_free(f);
 }

@@ -65,7 +65,10 @@ typedef struct rj_stats {
     uint64_t calls_inferred;     /* invokes crossed whose one callee left no scope */
     uint64_t calls_unknown;      /* ... whose callee could not be told (not emitted) */
     uint64_t bytecodes;          /* compiled bytecodes emitted */
+    uint64_t estimated_bytecodes;/* ... on paths the trace does not settle (DC_F_ESTIMATED) */
+    uint64_t estimated_calls;    /* inlined and inferred calls on such paths */
     uint64_t walk_limit;         /* path searches that gave up at their bound */
+    uint64_t exceptions;         /* paths that begin at a handler (an exception caught) */
 } rj_stats;
 
 void rj_stats_add(rj_stats *sum, const rj_stats *s);

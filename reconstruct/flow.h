@@ -71,6 +71,10 @@ typedef enum fl_origin {
  * record does not, nor does an OVF), so the gap's size in trace bytes is
  * known: lost_bytes plus the bytes the decoder skipped. */
 #define FL_F_LOST_COUNTED 0x80
+/* FL_CALL / FL_RETURN / FL_BYTECODE of compiled code whose bytecode path
+ * the trace does not settle: another path of the same length fits its scopes
+ * as well (reconstruct/compiled.h). */
+#define FL_F_ESTIMATED 0x100
 
 typedef struct fl_event {
     fl_kind kind;

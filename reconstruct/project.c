@@ -1872,7 +1872,7 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
             return;
         }
     }
-    bool by_return = e->flags & DC_F_BY_RETURN;
+    bool by_return = e->flags & (DC_F_BY_RETURN | DC_F_THROWN);
     if (by_return) {
         /* back in a compiled caller: pop to its frame, the one of that
          * version waiting for a call (a recursive call's callee is another
@@ -1881,7 +1881,9 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         const hist *hh = h;
         bool fresh = true;     /* no frame of the kept stack (before_save) */
         bool any_calling = false;
-        for (const frame *k = f; k && k->kind != FR_UNKNOWN && !any_calling; k = k->caller)
+        bool thrown = e->flags & DC_F_THROWN;   /* to a handler: frames above unwound */
+        for (const frame *k = f; k && k->kind != FR_UNKNOWN && !any_calling && !thrown;
+             k = k->caller)
             any_calling = k->kind == FR_COMPILED && k->code == e->code && k->calling;
         while (g && !(g->kind == FR_COMPILED && g->code == e->code &&
                       (g->calling || !any_calling))) {
@@ -1890,7 +1892,7 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
                 g = NULL;
                 break;
             }
-            g = pop(r, g, &hh, 0);
+            g = pop(r, g, &hh, thrown ? FL_F_EXCEPTION : 0);
         }
         if (g) {
             if (g->calling) {
@@ -1915,7 +1917,7 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
      * version has no scope: its static call stub, on the way to an
      * interpreted callee (the c2i adapter and method entry follow) */
     if (f && f->kind == FR_COMPILED && f->code == e->code &&
-        (!(e->flags & DC_F_BY_CALL) || (e->flags & DC_F_NO_SCOPE)))
+        ((e->flags & DC_F_NO_SCOPE) || (!f->calling && !(e->flags & DC_F_BY_CALL))))
         return add(r, f, h);
     int32_t call_bci = -1;
     if (f && f->kind == FR_INTERP && f->calling && f->last != NONE) {
@@ -1949,11 +1951,19 @@ static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_ev
 {
     if (!f || f->kind != FR_COMPILED || f->code != e->code)
         return add(r, f, h);
+    /* frames of the version deeper than the event's place left unseen
+     * (taken from the stack an earlier segment ended with, say) */
+    uint32_t depth = e->kind == DC_INLINE_CALL ? e->depth - 1
+                     : e->kind == DC_INLINE_RETURN ? e->depth + 1 : e->depth;
+    while (depth >= 1 && f->inline_depth > depth && f->caller &&
+           f->caller->kind == FR_COMPILED && f->caller->code == e->code)
+        f = pop(r, f, &h, 0);
     switch (e->kind) {
     case DC_INLINE_CALL: {
         bool context = e->flags & DC_F_CONTEXT;
         uint32_t fl = FL_F_COMPILED | FL_F_INLINED |
                       (e->flags & DC_F_INFERRED ? FL_F_INFERRED : 0) |
+                      (e->flags & DC_F_ESTIMATED ? FL_F_ESTIMATED : 0) |
                       (context ? FL_F_CONTEXT : 0);
         h = record(r, h, FL_CALL, e->method_id, context ? -1 : e->call_bci, -1, fl);
         frame n = compiled_frame(r, e, e->method_id, e->depth);
@@ -1963,11 +1973,15 @@ static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_ev
     }
     case DC_INLINE_RETURN:
         if (f->inline_depth > 1)
-            f = pop(r, f, &h, e->flags & DC_F_INFERRED ? FL_F_INFERRED : 0);
+            f = pop(r, f, &h,
+                    (e->flags & DC_F_INFERRED ? FL_F_INFERRED : 0) |
+                        (e->flags & DC_F_ESTIMATED ? FL_F_ESTIMATED : 0) |
+                        (e->flags & DC_F_THROWN ? FL_F_EXCEPTION : 0));
         add(r, f, h);
         return;
     case DC_JIT_BYTECODE: {
-        h = record(r, h, FL_BYTECODE, e->method_id, e->bci, e->opcode, FL_F_COMPILED);
+        h = record(r, h, FL_BYTECODE, e->method_id, e->bci, e->opcode,
+                   FL_F_COMPILED | (e->flags & DC_F_ESTIMATED ? FL_F_ESTIMATED : 0));
         if (f->bci != e->bci) {
             frame n = *f;
             n.bci = e->bci;

@@ -1498,14 +1498,19 @@ static GArray *project_version(cversion *v, void (*run)(rp_projector *, cversion
     return flow;
 }
 
-static uint64_t compiled_bytecodes(GArray *flow, const char *method)
+static uint64_t compiled_bytecodes_of(GArray *flow, uint64_t id)
 {
-    uint64_t id = link_id(method), n = 0;
+    uint64_t n = 0;
     for (guint i = 0; i < flow->len; i++) {
         const fl_event *ev = &g_array_index(flow, fl_event, i);
         n += ev->kind == FL_BYTECODE && (ev->flags & FL_F_COMPILED) && ev->method_id == id;
     }
     return n;
+}
+
+static uint64_t compiled_bytecodes(GArray *flow, const char *method)
+{
+    return compiled_bytecodes_of(flow, link_id(method));
 }
 
 /* Link.outer compiled with mid inlined at its bci 11 and leaf at mid's bci
@@ -1601,7 +1606,7 @@ static void both_called(rp_projector *r, cversion *v)
                                       OP_BIPUSH, OP_IXOR, OP_IRETURN, EV_BACK, OP_BIPUSH,
                                       OP_ISUB, OP_IRETURN };
     FEED(r, other_body);
-    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_RETURN, 0x30);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_RETURN | DC_F_AFTER_CALL, 0x30);
     cv_event(r, v, DC_JIT, 0, 0x30);
     cv_interp_return(r);
 }
@@ -1676,7 +1681,7 @@ static void leaf_recursive(rp_projector *r, cversion *v)
     cv_event(r, v, DC_JIT, 0, 0);             /* at the call */
     cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
     cv_event(r, v, DC_JIT, 0, 0x20);          /* no scope: on to its return */
-    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_RETURN, 0x10);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_RETURN | DC_F_AFTER_CALL, 0x10);
     cv_event(r, v, DC_JIT, 0, 0x10);
     cv_interp_return(r);
 }
@@ -1689,6 +1694,48 @@ Test(program, a_compiled_recursive_call_returns_into_its_callers_frame)
     GArray *flow = project_version(&v, leaf_recursive, &st);
     char *got = calls_and_returns(flow);
     cr_expect_str_eq(got, "Link Link))");
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* Flow.guarded compiled: its call of parseInt at bci 1 (a real call, its
+ * record ends at 0x10) throws, and the exception comes back by a jump past
+ * the version's entries, to its handler: the path goes on from the call
+ * through the handler at bci 15, not past the call. */
+static const char *const guarded_records[] = {
+    "10 Flow.guarded(Ljava/lang/String;)I@1", "20 Flow.guarded(Ljava/lang/String;)I@23",
+};
+static const uint64_t guarded_calls[] = { 0x10 };
+
+static void guarded_throws(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);            /* at the call */
+    dc_event e = { .tsc = ++feed_tick, .kind = DC_STUB, .flags = DC_F_BY_CALL,
+                   .desc = "resolve_static_call", .opcode = -1, .raw = -1, .bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    e.flags = DC_F_BY_JUMP;
+    e.desc = "unwind_exception Runtime1 stub";
+    cr_assert_eq(rp_event(&e, r), 0);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_JUMP, 0x80);   /* its handler */
+    cv_event(r, v, DC_JIT, 0, 0x10);          /* bci 23, in the handler's block */
+    cv_interp_return(r);
+}
+
+Test(program, an_exception_in_compiled_code_goes_on_at_the_handler)
+{
+    cversion v;
+    cversion_init(&v, "Flow.guarded(Ljava/lang/String;)I", guarded_records, 2, guarded_calls,
+                  1);
+    rp_stats st;
+    GArray *flow = project_version(&v, guarded_throws, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Flow)");
+    /* 0, 1, then the handler: 15 16 17 18 21 23, and 26 27 */
+    cr_expect_eq(compiled_bytecodes_of(flow, v.code.method_id), 10);
+    cr_expect_eq(st.jit.exceptions, 1);
+    cr_expect_eq(st.jit.resyncs, 0);
     g_free(got);
     g_array_free(flow, TRUE);
     cversion_free(&v);
