@@ -129,6 +129,8 @@ typedef struct run {
     const dm_frame *f;
     uint32_t lo, hi;
     uint32_t d;
+    bool back;                 /* entered by a jump back inside the block (libipt
+                                * follows direct jumps within a block) */
 } run;
 
 typedef struct segment {
@@ -329,9 +331,10 @@ static void add_positions(wctx *w, chunk *k, op *o, const dm_code *c, const uint
 {
     uint64_t lo = 0, hi = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i && pcs[i] >= lo && pcs[i] < hi)
+        bool back = i && pcs[i] <= pcs[i - 1];
+        if (i && !back && pcs[i] >= lo && pcs[i] < hi)
             continue;          /* same record as the run before */
-        run r = { .pc = pcs[i] };
+        run r = { .pc = pcs[i], .back = back };
         r.d = dm_inline_range(w->m, c, pcs[i], &r.f, &lo, &hi);
         r.lo = version_offset(c, lo);
         r.hi = version_offset(c, hi);
@@ -2136,7 +2139,7 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
         for (uint32_t i = 0; i < o->nruns; i++)
             jit_position(x, c, &runs[i],
                          i == 0 && ((entered && !from_call) || x->unknown_origin),
-                         i == 0 ? again : 0);
+                         (i == 0 ? again : 0) | (runs[i].back ? DC_F_BACKWARD : 0));
         break;
     }
     case U_BLOB:

@@ -2,8 +2,6 @@
 #include "reconstruct/compiled.h"
 
 #include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #define WALK_MAX (1u << 16)      /* states one path search visits at most */
 #define MEMO_MAX (1u << 14)      /* paths remembered per version */
 #define PASS_RING 32             /* scopes remembered since the machine code last jumped back */
+#define WINDOW 8                 /* approximate pins of C2 code aligned together */
 
 enum step_kind {
     SK_BC,        /* an edge of the method's CFG */
@@ -44,6 +43,11 @@ typedef struct tnode {
     uint32_t depth;          /* 1 for the root */
     uint32_t base;           /* its first state */
     int32_t first_child, next_sibling;
+    /* a callee no record shows, the one method its invoke can call, where
+     * the version makes no call: inlined with no instruction of its own
+     * scope left (an empty constructor, an accessor, an intrinsic). Its
+     * path is not pinned: its bytecodes are estimated. */
+    bool implicit;
 } tnode;
 
 typedef struct tree {
@@ -82,6 +86,7 @@ typedef struct act {
     uint64_t last_ip;        /* the record of the latest pin */
     bool backward;           /* a jump back since the latest pin was held */
     bool loop_allowed;       /* one since the bytecode path last went round a loop */
+    bool jumped_back;        /* at a pin left out since the last one taken */
     /* back from a call made where no bytecode is recorded: an out-of-line
      * slow path (a counter overflow, an allocation), whose jump back into
      * the method's code is no loop */
@@ -92,6 +97,9 @@ typedef struct act {
     bool calls_interp;       /* its call out went on into interpreted code */
     uint32_t ring[PASS_RING];
     uint32_t nring;
+    /* approximate pins of a C2 version not taken yet, oldest first (align) */
+    pin win[WINDOW];
+    uint32_t nwin;
 } act;
 
 struct rj_filter {
@@ -106,6 +114,7 @@ struct rj_filter {
     dc_kind last_kind;       /* of the previous event */
     uint32_t last_flags;
     GArray *path;            /* step: the walk being emitted */
+    struct align_node *align; /* WINDOW + 1 */
     /* path search, per state of the tree searched (grown to the largest) */
     uint32_t cap, gen;
     uint32_t *seen, *from, *queue, *dist;
@@ -199,6 +208,46 @@ static tree *tree_of(rj_filter *f, const dm_code *c)
         rec_node[k] = nd;
         rec_bci[k] = nd >= 0 ? fr[0].bci : -1;
     }
+    /* the invokes the version calls for real: a record of theirs follows a
+     * call instruction */
+    GHashTable *calls = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    for (uint32_t k = 0; k < n; k++) {
+        const tnode *nd = rec_node[k] >= 0 ? node_at(t, rec_node[k]) : NULL;
+        int64_t i = nd && nd->g && rec_bci[k] >= 0 ? rc_cfg_index(nd->g, (uint32_t)rec_bci[k])
+                                                 : -1;
+        if (i >= 0 && jvm_is_invoke(nd->g->op[i]) &&
+            call_ends_at(f, c, f->m->pcs[c->first_pc + k].pc)) {
+            uint64_t key = (uint64_t)rec_node[k] << 32 | (uint64_t)i;
+            g_hash_table_add(calls, g_memdup2(&key, sizeof key));
+        }
+    }
+    /* the implicit callees of the frames the records show */
+    guint recorded = t->nodes->len;
+    for (guint ni = 0; ni < recorded; ni++) {
+        const rc_cfg *g = node_at(t, (int32_t)ni)->g;
+        const rc_method *m = node_at(t, (int32_t)ni)->m;
+        if (!g || !m)
+            continue;
+        for (uint32_t i = 0; i < g->ninsn; i++) {
+            if (!jvm_is_invoke(g->op[i]))
+                continue;
+            const tnode *nd = node_at(t, (int32_t)ni);   /* (child() may move the array) */
+            bool has = false;
+            for (int32_t k = nd->first_child; k >= 0 && !has; k = node_at(t, k)->next_sibling)
+                has = node_at(t, k)->site == i;
+            uint64_t key = (uint64_t)ni << 32 | i;
+            if (has || g_hash_table_contains(calls, &key))
+                continue;
+            const rc_method *const *tg;
+            bool open = false;
+            if (rc_call_targets_at(f->p, m, i, &tg, &open) != 1 || open || !tg[0]->code ||
+                !tg[0]->id)
+                continue;
+            int32_t cn = child(f, t, (int32_t)ni, (int32_t)g->bci[i], tg[0]->id);
+            if (cn >= 0)
+                node_at(t, cn)->implicit = true;
+        }
+    }
     for (guint i = 0; i < t->nodes->len; i++) {
         tnode *nd = node_at(t, (int32_t)i);
         nd->base = t->nstates;
@@ -222,10 +271,11 @@ static tree *tree_of(rj_filter *f, const dm_code *c)
         if (i < 0)
             continue;
         t->rec_state[k] = (int32_t)(nd->base + (uint32_t)i);
-        if (jvm_is_invoke(nd->g->op[i]) &&
-            call_ends_at(f, c, f->m->pcs[c->first_pc + k].pc))
+        uint64_t key = (uint64_t)rec_node[k] << 32 | (uint64_t)i;
+        if (g_hash_table_contains(calls, &key))
             t->real_call[t->rec_state[k]] = 1;
     }
+    g_hash_table_destroy(calls);
     g_free(rec_node);
     g_free(rec_bci);
     t->memo = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, memo_free);
@@ -564,12 +614,18 @@ static void emit_path(rj_filter *f, act *a, const dc_event *ev)
     for (guint k = 0; k < f->path->len && !f->stop; k++) {
         const step *st = &g_array_index(f->path, step, k);
         switch (st->kind) {
-        case SK_ENTER:
-            out_call(f, a, ev, state_node(t, st->state), fl);
+        case SK_ENTER: {
+            const tnode *cn = state_node(t, st->state);
+            if (cn->implicit)
+                f->st.calls_inferred++;
+            out_call(f, a, ev, cn, fl | (cn->implicit ? DC_F_INFERRED | DC_F_ESTIMATED : 0));
             break;
-        case SK_RETURN:
-            out_return(f, a, ev, state_node(t, prev), fl);
+        }
+        case SK_RETURN: {
+            const tnode *cn = state_node(t, prev);
+            out_return(f, a, ev, cn, fl | (cn->implicit ? DC_F_INFERRED | DC_F_ESTIMATED : 0));
             break;
+        }
         case SK_OVER:
             out_inferred(f, a, ev, prev, fl);
             break;
@@ -591,10 +647,10 @@ static void emit_path(rj_filter *f, act *a, const dc_event *ev)
         dc_event e = made(a, ev, DC_JIT_BYTECODE, n->method_id, (int32_t)n->g->bci[i],
                           n->depth);
         e.opcode = n->g->op[i];
-        e.flags = fl;
+        e.flags = fl | (n->implicit ? DC_F_ESTIMATED : 0);
         out(f, &e);
         f->st.bytecodes++;
-        f->st.estimated_bytecodes += fl != 0;
+        f->st.estimated_bytecodes += e.flags != 0;
         prev = st->state;
     }
     if (f->path->len) {
@@ -682,14 +738,16 @@ static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
         a->nring = 0;
     }
     bool throwing = a->throwing;
+    bool back = p->backward || a->jumped_back;
     a->throwing = false;
-    bool loop = exact || a->loop_allowed || (s != a->state && in_ring(a, s));
+    /* (a scope met again in the pass: C2 code only, which unrolls) */
+    bool loop = exact || a->loop_allowed || (!a->t->in_order && s != a->state && in_ring(a, s));
     if (a->state == NONE) {
         jump_to(f, a, s, &p->ev, DC_F_CONTEXT);
     } else if (a->state == START && throwing) {
         f->st.resyncs++;
         jump_to(f, a, s, &p->ev, DC_F_ESTIMATED);
-    } else if (a->state == s && !p->backward && !throwing) {
+    } else if (a->state == s && !back && !throwing) {
         /* still there (a loop inside one record shows as a jump back) */
     } else if ((throwing && reach(f, a, s, true, loop)) || reach(f, a, s, false, loop) ||
                (p->resumed && a->state != START && reach(f, a, s, true, loop))) {
@@ -701,6 +759,7 @@ static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
         f->st.pins_skipped++;
         return;
     }
+    a->jumped_back = false;
     a->ring[a->nring++ % PASS_RING] = s;
     if (!a->t->pinned[s]) {
         a->t->pinned[s] = 1;
@@ -708,18 +767,182 @@ static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
     }
 }
 
+/* A pin left out: its jump back still counts. */
+static void skip_pin(rj_filter *f, act *a, const pin *p)
+{
+    if (p->state >= 0) {
+        f->st.pins_skipped++;
+        if (p->backward) {
+            a->loop_allowed = true;
+            a->nring = 0;
+            a->jumped_back = true;
+        }
+    }
+}
+
+/* ---- aligning C2 pins --------------------------------------------------------
+ *
+ * C2 schedules instructions across bytecodes, so a pin can stand for code
+ * out of bytecode order; taking each pin as it comes would spend the loop a
+ * jump back allows on a pin that is early, and leave the next iteration's
+ * pins unexplained. So the approximate pins of a C2 version are aligned a
+ * window at a time: of the ways to take or leave out each pin under the
+ * rules (compiled.h), the cheapest is taken (a shortest path over the
+ * window's pins). A pin left out costs ALIGN_SKIP; a loop that no jump back
+ * explains, only a scope met again, costs ALIGN_RING: more than one pin left
+ * out, so that one stray scope is left out, where an unrolled copy (several
+ * scopes again) is a loop; among equals, the fewest bytecodes. */
+#define ALIGN_SKIP 2
+#define ALIGN_RING 3
+
+typedef struct align_node {
+    bool ok;
+    uint32_t cost, len;       /* cost: pins left out, and loops only a scope met again explains */
+    uint32_t state;
+    bool called, allowed;
+    uint32_t ring[PASS_RING], nring;
+    int from;
+} align_node;
+
+static bool ring_has(const uint32_t *ring, uint32_t n, uint32_t s)
+{
+    for (uint32_t i = 0; i < n && i < PASS_RING; i++)
+        if (ring[i] == s)
+            return true;
+    return false;
+}
+
+/* Aligns a's window; with `all`, takes every pin of the best way, else only
+ * up to its first taken one. A way's state after a pin is the pin's scope
+ * and whether a loop is still allowed: both are kept apart. */
+static void align(rj_filter *f, act *a, bool all)
+{
+    uint32_t n = a->nwin;
+    if (!n)
+        return;
+    align_node *d = f->align;    /* (WINDOW + 1) x 2: by pin, then loop allowed */
+#define NODE(j, al) (&d[(j) * 2 + (al)])
+    for (uint32_t k = 0; k < (n + 1) * 2; k++)
+        d[k].ok = false;
+    align_node *d0 = NODE(0, a->loop_allowed);
+    *d0 = (align_node){ .ok = true, .state = a->state, .called = a->called,
+                        .allowed = a->loop_allowed, .nring = MIN(a->nring, PASS_RING),
+                        .from = -1 };
+    memcpy(d0->ring, a->ring, sizeof d0->ring);
+    for (uint32_t j = 1; j <= n; j++) {
+        const pin *p = &a->win[j - 1];
+        if (p->state < 0)
+            continue;
+        uint32_t s = (uint32_t)p->state;
+        bool back = false;
+        for (uint32_t i = j; i-- > 0;) {
+            back = back || a->win[i].backward;
+            for (int al = 0; al < 2; al++) {
+                const align_node *x = NODE(i, al);
+                if (!x->ok)
+                    continue;
+                bool allowed = back || x->allowed;
+                uint32_t cost = x->cost + ALIGN_SKIP * (j - i - 1), len;
+                bool used = false;
+                if (x->state == NONE || (x->state == s && !back)) {
+                    len = 0;
+                } else if (walk(f, a->t, x->state, x->called, s, false, false)) {
+                    len = f->path->len;
+                } else if (allowed && walk(f, a->t, x->state, x->called, s, true, false)) {
+                    len = f->path->len;
+                    used = true;
+                } else if (s != x->state && !back && ring_has(x->ring, x->nring, s) &&
+                           walk(f, a->t, x->state, x->called, s, true, false)) {
+                    len = f->path->len;
+                    cost += ALIGN_RING;
+                } else {
+                    continue;
+                }
+                len += x->len;
+                align_node *y = NODE(j, allowed && !used);
+                if (y->ok && (cost > y->cost || (cost == y->cost && len >= y->len)))
+                    continue;
+                y->ok = true;
+                y->cost = cost;
+                y->len = len;
+                y->state = s;
+                y->called = false;
+                y->allowed = allowed && !used;
+                y->from = (int)(i * 2 + (uint32_t)al);
+                if (back) {
+                    y->nring = 0;
+                } else {
+                    memcpy(y->ring, x->ring, sizeof y->ring);
+                    y->nring = x->nring;
+                }
+                y->ring[y->nring++ % PASS_RING] = s;
+                y->nring = MIN(y->nring, PASS_RING);
+            }
+        }
+    }
+    int best = -1;
+    uint32_t best_total = UINT32_MAX, best_len = 0;
+    for (uint32_t k = 0; k < (n + 1) * 2; k++) {
+        uint32_t total = d[k].cost + ALIGN_SKIP * (n - k / 2);
+        if (d[k].ok && (total < best_total || (total == best_total && d[k].len < best_len))) {
+            best = (int)k;
+            best_total = total;
+            best_len = d[k].len;
+        }
+    }
+#undef NODE
+    /* the pins taken, in order */
+    uint32_t taken[WINDOW], nt = 0;
+    for (int k = best; k >= 2; k = d[k].from)
+        taken[nt++] = (uint32_t)k / 2;
+    uint32_t upto = all ? n : (nt ? taken[nt - 1] : n);
+    uint32_t k = nt;
+    for (uint32_t j = 1; j <= upto; j++) {
+        if (k > 0 && taken[k - 1] == j) {
+            take_pin(f, a, &a->win[j - 1], false);
+            k--;
+        } else {
+            skip_pin(f, a, &a->win[j - 1]);
+        }
+    }
+    memmove(a->win, a->win + upto, (n - upto) * sizeof a->win[0]);
+    a->nwin = n - upto;
+}
+
 static void take_pending(rj_filter *f, act *a, bool exact)
 {
-    if (!a->has_pin)
+    if (!a->has_pin) {
+        if (exact)
+            align(f, a, true);
         return;
+    }
     a->has_pin = false;
-    take_pin(f, a, &a->pending, exact);
+    if (a->t->in_order || a->throwing || a->state == NONE || a->state == START) {
+        align(f, a, true);
+        take_pin(f, a, &a->pending, exact);
+        return;
+    }
+    if (exact) {
+        align(f, a, true);
+        take_pin(f, a, &a->pending, true);
+        return;
+    }
+    a->win[a->nwin++] = a->pending;
+    if (a->nwin == WINDOW)
+        align(f, a, false);
+}
+
+/* Everything a holds goes out as approximate pins. */
+static void flush_pins(rj_filter *f, act *a)
+{
+    take_pending(f, a, false);
+    align(f, a, true);
 }
 
 /* a's activation returns out of the version: to a return of its method. */
 static void finish(rj_filter *f, act *a, const dc_event *ev)
 {
-    take_pending(f, a, false);
+    flush_pins(f, a);
     if (a->state == NONE || !a->t)
         return;
     if (a->state != START && state_node(a->t, a->state)->parent < 0 &&
@@ -877,8 +1100,13 @@ static void on_scope(rj_filter *f, const dc_event *e)
     if (!a || a->code != c || a->calling || c->kind != DM_CODE_NMETHOD)
         return;
     bool backward = (e->flags & DC_F_BACKWARD) != 0;
-    if (e->ip == a->last_ip && a->has_pin && !backward)
-        return;                  /* the same record's other events */
+    if (e->ip == a->last_ip && a->has_pin) {
+        /* the same run's other events (inline returns and calls, then the
+         * position): one pin */
+        a->pending.backward = a->pending.backward || backward;
+        a->pending.resumed = a->pending.resumed || (e->flags & DC_F_RESUMED);
+        return;
+    }
     f->st.pins++;
     uint32_t lo = record_at(f, c, e->ip);
     take_pending(f, a, false);
@@ -972,13 +1200,14 @@ rj_filter *rj_new(rc_program *p, const dm_model *m, dc_sink next, void *next_ctx
     f->trees = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, tree_free);
     f->acts = g_array_new(FALSE, FALSE, sizeof(act));
     f->path = g_array_new(FALSE, FALSE, sizeof(step));
+    f->align = g_new(align_node, (WINDOW + 1) * 2);
     return f;
 }
 
 int rj_finish(rj_filter *f)
 {
     for (guint k = 0; k < f->acts->len; k++)
-        take_pending(f, &g_array_index(f->acts, act, k), false);
+        flush_pins(f, &g_array_index(f->acts, act, k));
     return f->stop;
 }
 
@@ -993,6 +1222,7 @@ void rj_free(rj_filter *f, rj_stats *st)
     g_hash_table_destroy(f->trees);
     g_array_free(f->acts, TRUE);
     g_array_free(f->path, TRUE);
+    g_free(f->align);
     g_free(f->seen);
     g_free(f->from);
     g_free(f->queue);
