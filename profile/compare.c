@@ -488,11 +488,12 @@ static void put_short(GString *s, const char *sym)
     g_string_append_len(s, sym + start, (gssize)(end - start));
 }
 
-#define PATH_SHOWN 8             /* frames (runs of one method) a path prints */
+#define PATH_HEAD 2              /* runs of one method a long path prints first */
+#define PATH_TAIL 6              /* ... and last */
 
-/* The context's path from the root, repeated frames as "m^k", its last
- * PATH_SHOWN runs. */
-static char *path_str(const pf_compare *c, uint32_t ctx)
+/* The context's path from the root, repeated frames as "m^k"; unless full,
+ * a long one's first PATH_HEAD and last PATH_TAIL runs. */
+static char *path_str(const pf_compare *c, uint32_t ctx, bool full)
 {
     GArray *syms = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     for (uint32_t k = ctx; k && k != NOT_SELECTED; k = g_array_index(c->ctx_parent, uint32_t, k))
@@ -509,12 +510,15 @@ static char *path_str(const pf_compare *c, uint32_t ctx)
         }
     }
     GString *s = g_string_new(NULL);
-    guint from = runs->len > PATH_SHOWN ? runs->len - PATH_SHOWN : 0;
-    if (from)
-        g_string_append(s, "... > ");
-    for (guint i = from; i < runs->len; i++) {
+    bool cut = !full && runs->len > PATH_HEAD + PATH_TAIL;
+    for (guint i = 0; i < runs->len; i++) {
+        if (cut && i >= PATH_HEAD && i < runs->len - PATH_TAIL) {
+            if (i == PATH_HEAD)
+                g_string_append(s, " > ...");
+            continue;
+        }
         uint64_t r = g_array_index(runs, uint64_t, i);
-        if (i > from)
+        if (i)
             g_string_append(s, " > ");
         put_short(s, g_ptr_array_index(c->sym_name, r >> 32));
         if ((uint32_t)r > 1)
@@ -531,10 +535,10 @@ static char *pair_str(const pf_compare *c, uint64_t key)
                            (unsigned)(key & 0xffff));
 }
 
-static char *key_str(const pf_compare *c, int measure, uint64_t key)
+static char *key_str(const pf_compare *c, int measure, uint64_t key, bool full)
 {
     switch (measure) {
-    case 0: return path_str(c, (uint32_t)key);
+    case 0: return path_str(c, (uint32_t)key, full);
     case 1: return g_strdup(g_ptr_array_index(c->sym_name, key));
     default: return pair_str(c, key);
     }
@@ -560,7 +564,7 @@ static void print_worst_json(json_w *j, const pf_compare *c, const char *k, cons
     json_arr(j);
     for (guint i = 0; i < w->len; i++) {
         const tally_ent *e = &g_array_index(t->ents, tally_ent, g_array_index(w, diff_ent, i).i);
-        char *name = key_str(c, measure, e->key);
+        char *name = key_str(c, measure, e->key, true);
         json_obj(j);
         json_kstr(j, "key", name);
         json_ku64(j, "traced", e->n[0]);
@@ -577,7 +581,7 @@ static void print_worst_text(FILE *out, const pf_compare *c, const tally *t, int
     GArray *w = worst_of(t, n);
     for (guint i = 0; i < w->len; i++) {
         const tally_ent *e = &g_array_index(t->ents, tally_ent, g_array_index(w, diff_ent, i).i);
-        char *name = key_str(c, measure, e->key);
+        char *name = key_str(c, measure, e->key, false);
         fprintf(out, "  %12" PRIu64 " %12" PRIu64 "  %s\n", e->n[0], e->n[1], name);
         g_free(name);
     }

@@ -760,6 +760,8 @@ static void summary_usage(FILE *f)
 typedef struct summary_counts {
     uint64_t bytecodes[FL_ORIGIN_COUNT], calls;
     uint64_t segments, after_gap;
+    uint64_t compiled, compiled_estimated;   /* bytecodes of compiled code */
+    uint64_t calls_inferred, calls_estimated;
     GHashTable *tids;
 } summary_counts;
 
@@ -768,10 +770,17 @@ static int summary_tap(const fl_event *ev, void *vc)
     summary_counts *c = vc;
     g_hash_table_add(c->tids, GUINT_TO_POINTER(ev->tid));
     unsigned o = (unsigned)ev->origin < FL_ORIGIN_COUNT ? (unsigned)ev->origin : FL_GUESSED;
-    if (ev->kind == FL_BYTECODE)
+    if (ev->kind == FL_BYTECODE) {
         c->bytecodes[o] += ev->count;
-    else if (ev->kind == FL_CALL && !(ev->flags & FL_F_CONTEXT))
+        if (ev->flags & FL_F_COMPILED) {
+            c->compiled += ev->count;
+            c->compiled_estimated += (ev->flags & FL_F_ESTIMATED) ? ev->count : 0;
+        }
+    } else if (ev->kind == FL_CALL && !(ev->flags & FL_F_CONTEXT)) {
         c->calls++;
+        c->calls_inferred += (ev->flags & FL_F_INFERRED) != 0;
+        c->calls_estimated += (ev->flags & FL_F_ESTIMATED) != 0;
+    }
     else if (ev->kind == FL_SEGMENT) {
         c->segments++;
         c->after_gap += (ev->flags & FL_F_AFTER_GAP) != 0;
@@ -841,6 +850,13 @@ int cmd_summary(int argc, char **argv)
            total ? 100.0 * (double)c.bytecodes[FL_GUESSED] / (double)total : 0.0);
     printf("calls      %" PRIu64 "; %" PRIu64 " flow segments, %" PRIu64 " after a gap in the "
            "trace\n", c.calls, c.segments, c.after_gap);
+    if (fs.traced && c.compiled)
+        printf("compiled   %" PRIu64 " bytecodes (%.2f%% of all), %.2f%% of them on paths the "
+               "trace does not settle (estimated); %" PRIu64 " calls made where no code "
+               "showed them (inferred), %" PRIu64 " estimated\n", c.compiled,
+               total ? 100.0 * (double)c.compiled / (double)total : 0.0,
+               100.0 * (double)c.compiled_estimated / (double)c.compiled, c.calls_inferred,
+               c.calls_estimated);
     if (fs.traced) {
         printf("losses     %" PRIu64 " bytes lost of %" PRIu64 " (PMD %.2f%%), %" PRIu64
                " gaps, %" PRIu64 " bytes not decodable; PD %.2f%%\n", fs.dc.lost_bytes,

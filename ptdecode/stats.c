@@ -626,6 +626,13 @@ static void print_json(FILE *f, const tstats *t, bool total)
     if (t->recover && t->eval)
         fprintf(f, ",\"ra_matched\":%" PRIu64 ",\"ga_matched\":%" PRIu64 "}", t->ra_match,
                 t->ga_match);
+    fprintf(f, ",\"compiled\":{\"bytecodes\":%" PRIu64 ",\"estimated_bytecodes\":%" PRIu64
+            ",\"inlined_calls\":%" PRIu64 ",\"calls_inferred\":%" PRIu64
+            ",\"estimated_calls\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"pins_skipped\":%" PRIu64
+            ",\"resyncs\":%" PRIu64 "}",
+            t->rp.jit.bytecodes, t->rp.jit.estimated_bytecodes, t->rp.jit.inlined_calls,
+            t->rp.jit.calls_inferred, t->rp.jit.estimated_calls, t->rp.jit.pins,
+            t->rp.jit.pins_skipped, t->rp.jit.resyncs);
     fprintf(f, ",\"flow_seconds\":%.3f", (double)t->flow_ns / 1e9);
     json_pct(f, "recovered_share", t->recover, p.sh_rec);
     json_pct(f, "guessed_share", t->recover, p.sh_guess);
@@ -689,6 +696,14 @@ static void print_text(FILE *f, const tstats *t, const char *label)
                 " rejoined, %" PRIu64 " of them by a tail) with %" PRIu64 " bytecodes",
                 t->rv.filled, t->rv.boundaries, t->rv.rejoined, t->rv.spliced, t->rv.bytecodes);
     fputc('\n', f);
+    const rj_stats *j = &t->rp.jit;
+    if (j->bytecodes)
+        fprintf(f, "%14s compiled code: %" PRIu64 " bytecodes, %.2f%% estimated (paths the trace "
+                "does not settle); %" PRIu64 " inlined calls, %" PRIu64 " inferred, %" PRIu64
+                " estimated; %" PRIu64 " of %" PRIu64 " scopes left out, %" PRIu64 " resyncs\n",
+                "", j->bytecodes, 100.0 * (double)j->estimated_bytecodes / (double)j->bytecodes,
+                j->inlined_calls, j->calls_inferred, j->estimated_calls, j->pins_skipped, j->pins,
+                j->resyncs);
     if (t->recover)
         fprintf(f, "%14s of the flow's bytecodes %.2f%% recovered, %.2f%% guessed (ICFG paths in "
                 "%" PRIu64 " gaps); recovery %.2f s of %.2f s CPU for the flow\n", "", p.sh_rec,

@@ -1442,12 +1442,6 @@ static void enter_on(rp_projector *r, const frame *caller, const hist *h, const 
     bool runs_bytecode = (k == EK_JAVA || k == EK_SYNC) && m && m->code;
     uint32_t flags = (k == EK_NATIVE || k == EK_NATIVE_SYNC) ? FL_F_NATIVE : 0;
     h = record(r, h, FL_CALL, id, call_bci, -1, flags);
-    /* a path that runs a constructor makes an object of its class: its
-     * virtual methods rank first from now on, also where the paths have
-     * not yet narrowed to one (the constructor an invokespecial names is
-     * the same on every path through that site) */
-    if (m && m->name[0] == '<' && !strcmp(m->name, "<init>"))
-        g_hash_table_add(r->instantiated, (gpointer)m->klass);
     frame f = runs_bytecode ? interp_frame(m->index, 0, id)
                             : (frame){ .kind = FR_OPAQUE, .method = m ? m->index : NONE,
                                        .insn = NONE, .last = NONE, .returned = NONE,

@@ -3,11 +3,9 @@
 public class Threads {
     static volatile long sink;
 
-    static long step(long h, int i, int seed) { return h * 31 + (i ^ seed); }
-
     static long work(int seed, int n) {
         long h = seed;
-        for (int i = 0; i < n; i++) h = step(h, i, seed);
+        for (int i = 0; i < n; i++) h = h * 31 + (i ^ seed);
         return h;
     }
 

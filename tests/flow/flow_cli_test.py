@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`ptdecode flow` on bad input: one line naming the problem, a clear status, no crash.
+"""`ptdecode flow` and `ptdecode compare` on bad input: one line naming the problem, a clear
+status, no crash.
 
 usage: flow_cli_test.py PTDECODE WORKDIR"""
 import os
@@ -35,6 +36,29 @@ def main():
     r = subprocess.run([ptdecode, 'flow', '--help'], capture_output=True, text=True, timeout=60)
     if r.returncode != 0 or 'example' not in r.stdout:
         print('FAIL flow --help')
+        failed += 1
+    missing = os.path.join(work, 'missing')
+    compare_cases = [
+        ([], 2, 'expected TRACED.DIR and REFERENCE.DIR'),
+        ([missing], 2, 'expected TRACED.DIR and REFERENCE.DIR'),
+        (['--worst', 'x', missing, missing], 2, "--worst: expected a count from 0 to 100000, got 'x'"),
+        (['--class', '', missing, missing], 2, '--class: expected a class name'),
+        (['--bogus', missing, missing], 2, "unknown or incomplete option '--bogus'"),
+        ([missing, missing], 1, 'cannot read'),
+        ([os.path.join(work, 'junk'), os.path.join(work, 'short')], 1,
+         'offset 0: not a jpt metadata file'),
+    ]
+    for args, status, text in compare_cases:
+        r = subprocess.run([ptdecode, 'compare', *args], capture_output=True, text=True,
+                           timeout=60)
+        ok = r.returncode == status and text in r.stderr
+        print('%s compare %s: status %d, %s' % ('ok  ' if ok else 'FAIL', ' '.join(args),
+                                                 r.returncode, r.stderr.strip().splitlines()[:1]))
+        failed += not ok
+    r = subprocess.run([ptdecode, 'compare', '--help'], capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0 or 'example' not in r.stdout:
+        print('FAIL compare --help')
         failed += 1
     shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
