@@ -41,7 +41,7 @@ static const char *const kind_names[DC_KIND_COUNT] = {
     [DC_NATIVE] = "native", [DC_INTERP_OTHER] = "interp-other", [DC_JIT_ENTER] = "jit-enter",
     [DC_JIT] = "jit", [DC_INLINE_CALL] = "inline-call", [DC_INLINE_RETURN] = "inline-return",
     [DC_STUB] = "stub", [DC_CODE_OTHER] = "code", [DC_GAP] = "gap",
-    [DC_JIT_BYTECODE] = "jit-bytecode",
+    [DC_JIT_BYTECODE] = "jit-bytecode", [DC_UNWOUND] = "unwound",
 };
 
 const char *dc_kind_name(dc_kind k)

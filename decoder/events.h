@@ -60,6 +60,9 @@ typedef enum dc_kind {
     /* Made by reconstruct/compiled.h: compiled code ran opcode at (method_id,
      * bci), depth the inline depth of that frame. */
     DC_JIT_BYTECODE,
+    /* Made by reconstruct/compiled.h: an exception unwound the compiled
+     * activation on top (code: its version) without a handler of its own. */
+    DC_UNWOUND,
     DC_KIND_COUNT
 } dc_kind;
 

@@ -2251,6 +2251,18 @@ static int cmp_method(const void *a, const void *b)
     const dm_method *x = a, *y = b;
     return x->id < y->id ? -1 : x->id > y->id;
 }
+/* Whether a stub takes part in dispatching an exception to a handler in
+ * compiled code. JDK 17 / 25 name them "unwind_exception Runtime1 stub" /
+ * "C1 Runtime unwind_exception_blob" (and handle_exception*, forward_exception,
+ * throw_*), "_rethrow_Java" / "C2 Runtime rethrow", "ExceptionBlob",
+ * "forward exception" / "forward_exception", "... throw_exception" /
+ * "Shared Runtime throw_..._blob". */
+static bool dispatches_exceptions(const char *name)
+{
+    return name && (strstr(name, "xception") || strstr(name, "rethrow") ||
+                    strstr(name, "unwind") || strstr(name, "throw_"));
+}
+
 
 static void free_codelet(dm_codelet *c) { g_free(c->desc); }
 
@@ -2293,6 +2305,8 @@ static void finish(loader *L)
         m->codes[i].index = (uint32_t)i;
         m->codes[i].ic_miss = m->codes[i].kind == DM_CODE_STUB && m->codes[i].name &&
                               strstr(m->codes[i].name, "ic_miss");
+        m->codes[i].dispatches_exceptions = m->codes[i].kind == DM_CODE_STUB &&
+                                            dispatches_exceptions(m->codes[i].name);
         m->codes_max_end[i] = i && m->codes_max_end[i - 1] > end ? m->codes_max_end[i - 1] : end;
     }
     m->npcs = L->pcs->len;

@@ -173,6 +173,8 @@ typedef struct dm_code {
     char *name;                  /* stubs */
     bool ic_miss;                /* HotSpot's inline-cache miss handler (JDK 17 "ic_miss_stub",
                                     JDK 25 "Shared Runtime ic_miss_blob") */
+    bool dispatches_exceptions;  /* a stub on the way of an exception to a compiled handler
+                                    (unwind, rethrow, exception blobs) */
 } dm_code;
 
 typedef struct dm_blob {

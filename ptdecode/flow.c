@@ -226,10 +226,11 @@ static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
         fprintf(f, "# thread %u: compiled code: %" PRIu64 " activations (%" PRIu64 " by OSR), %"
                 PRIu64 " bytecodes (%" PRIu64 " estimated), %" PRIu64 " inlined calls, %" PRIu64
                 " calls inferred (%" PRIu64 " not told apart), %" PRIu64 " calls estimated; %"
-                PRIu64 " scope pins, %" PRIu64 " skipped, %" PRIu64 " resyncs, %" PRIu64 " exceptions\n",
+                PRIu64 " scope pins, %" PRIu64 " skipped, %" PRIu64 " resyncs, %" PRIu64
+                " exceptions caught, %" PRIu64 " activations unwound\n",
                 tid, j->activations, j->osr_entries, j->bytecodes, j->estimated_bytecodes,
                 j->inlined_calls, j->calls_inferred, j->calls_unknown, j->estimated_calls, j->pins,
-                j->pins_skipped, j->resyncs, j->exceptions);
+                j->pins_skipped, j->resyncs, j->exceptions, j->unwound);
 }
 
 int cmd_flow(int argc, char **argv)

@@ -112,6 +112,7 @@ struct rj_filter {
     GHashTable *trees;       /* dm_code * -> tree */
     GArray *acts;            /* act, innermost last */
     dc_kind last_kind;       /* of the previous event */
+    bool last_stub_dispatches; /* the last stub dispatches exceptions */
     uint32_t last_flags;
     GArray *path;            /* step: the walk being emitted */
     struct align_node *align; /* WINDOW + 1 */
@@ -948,7 +949,13 @@ static void finish(rj_filter *f, act *a, const dc_event *ev)
     if (a->state != START && state_node(a->t, a->state)->parent < 0 &&
         jvm_is_return(state_op(a->t, a->state)))
         return;                  /* at its return already */
-    if (walk(f, a->t, a->state, a->called, EXIT, false, false) ||
+    /* an exception dispatched to it and no scope since (a handler that
+     * returns at once): the way out goes through a handler */
+    bool throwing = a->throwing;
+    a->throwing = false;
+    if ((throwing && (walk(f, a->t, a->state, a->called, EXIT, false, true) ||
+                      walk(f, a->t, a->state, a->called, EXIT, true, true))) ||
+        walk(f, a->t, a->state, a->called, EXIT, false, false) ||
         walk(f, a->t, a->state, a->called, EXIT, true, false))
         emit_path(f, a, ev);
     else
@@ -1004,35 +1011,81 @@ static bool is_nmethod(const dc_event *e)
     return e->code && ((const dm_code *)e->code)->kind == DM_CODE_NMETHOD;
 }
 
+/* Whether a handler covers state s: in its frame or, at their call sites,
+ * in the frames it is inlined into. */
+static bool covered(const tree *t, uint32_t s)
+{
+    uint32_t k = t->node_of[s], i = state_insn(t, s);
+    for (;;) {
+        const tnode *n = node_at(t, (int32_t)k);
+        for (uint32_t e = n->g->first[i]; e < n->g->first[i + 1]; e++)
+            if (n->g->edge[e].kind == RC_EDGE_EXCEPTION)
+                return true;
+        if (n->parent < 0)
+            return false;
+        i = n->site;
+        k = (uint32_t)n->parent;
+    }
+}
+
+/* An exception dispatched into version c: the activations of other versions
+ * above its innermost one were unwound (a handler of c is where it went);
+ * of the innermost ones of c (a recursion), one with no handler covering
+ * its position is unwound too, unless it is the last of c. DC_UNWOUND tells
+ * the projector. false when no activation of c is known. */
+static bool catch_in(rj_filter *f, const dm_code *c, dc_event *fwd)
+{
+    guint k = f->acts->len;
+    while (k > 0 && g_array_index(f->acts, act, k - 1).code != c)
+        k--;
+    if (!k)
+        return false;
+    while (f->acts->len) {
+        act *a = top(f);
+        take_pending(f, a, true);
+        bool known = a->state != NONE && a->state != START;
+        bool below = f->acts->len >= 2 &&
+                     g_array_index(f->acts, act, f->acts->len - 2).code == c;
+        if (a->code == c && (!known || covered(a->t, a->state) || !below)) {
+            a->calling = false;
+            a->calls_interp = false;
+            a->throwing = known;
+            a->backward = false;
+            fwd->flags |= DC_F_THROWN;
+            return true;
+        }
+        dc_event u = { .kind = DC_UNWOUND, .tsc = fwd->tsc, .ip = fwd->ip, .offset = fwd->offset,
+                       .code = a->code, .opcode = -1, .raw = -1, .bci = -1, .call_bci = -1 };
+        out(f, &u);
+        f->st.unwound++;
+        pop_act(f);
+    }
+    return false;
+}
+
 static void on_enter(rj_filter *f, const dc_event *e)
 {
     act *a = top(f);
     const dm_code *c = e->code;
     dc_event fwd = *e;
     if (e->flags & DC_F_BY_RETURN) {
+        if (!(e->flags & DC_F_AFTER_CALL) && catch_in(f, c, &fwd)) {
+            /* not after the call it made: an exception dispatched to a
+             * handler of the version */
+            out(f, &fwd);
+            return;
+        }
         /* back in a caller: the activation on top returned, and any above
          * the caller's that is still there went unseen */
         if (a && !a->calling) {
             finish(f, a, e);
             pop_act(f);
         }
-        bool thrown = !(e->flags & DC_F_AFTER_CALL);
         guint k = f->acts->len;
         while (k > 0 && !(g_array_index(f->acts, act, k - 1).code == c &&
-                          (g_array_index(f->acts, act, k - 1).calling || thrown)))
+                          g_array_index(f->acts, act, k - 1).calling))
             k--;
-        if (k > 0 && thrown) {
-            /* not after the call it made: an exception dispatched to a
-             * handler of the version; the activations above were unwound */
-            g_array_set_size(f->acts, k);
-            a = top(f);
-            take_pending(f, a, true);
-            a->calling = false;
-            a->calls_interp = false;
-            a->throwing = true;
-            a->backward = false;
-            fwd.flags |= DC_F_THROWN;
-        } else if (k > 0) {
+        if (k > 0) {
             g_array_set_size(f->acts, k);
             a = top(f);
             a->calling = false;
@@ -1047,7 +1100,11 @@ static void on_enter(rj_filter *f, const dc_event *e)
         out(f, &fwd);
         return;
     }
-    if (a && a->code == c && !a->calling &&
+    bool at_entry = e->ip - c->vaddr < DM_ENTRY_SPAN;
+    /* from a stub dispatching an exception, past the entries: to a handler */
+    bool to_handler = !(e->flags & DC_F_BY_CALL) && !at_entry && f->last_kind == DC_STUB &&
+                      f->last_stub_dispatches;
+    if (a && a->code == c && !a->calling && !to_handler &&
         (!(e->flags & DC_F_BY_CALL) || (e->flags & DC_F_NO_SCOPE))) {
         /* its own static call stub (on the way to an interpreted callee),
          * or back from a stub by a jump */
@@ -1059,7 +1116,6 @@ static void on_enter(rj_filter *f, const dc_event *e)
     if (a && !a->calling && (e->flags & DC_F_BY_CALL))
         call_out(f, a);
     uint32_t state = START;
-    bool at_entry = e->ip - c->vaddr < DM_ENTRY_SPAN;
     if (!(e->flags & DC_F_BY_CALL) && f->last_kind == DC_BYTECODE) {
         /* the interpreter jumps into an on-stack-replacement version at a
          * loop: the interpreted frame goes on compiled */
@@ -1067,21 +1123,10 @@ static void on_enter(rj_filter *f, const dc_event *e)
         f->st.osr_entries++;
         state = NONE;
     } else if (!(e->flags & DC_F_BY_CALL) && !at_entry) {
-        /* a jump past the entries: to a handler of an activation that
-         * waits for a call (an exception unwound its callees), or into
-         * code whose activation is not known */
-        guint k = f->acts->len;
-        while (k > 0 && g_array_index(f->acts, act, k - 1).code != c)
-            k--;
-        if (k > 0) {
-            g_array_set_size(f->acts, k);
-            a = top(f);
-            take_pending(f, a, true);
-            a->calling = false;
-            a->calls_interp = false;
-            a->throwing = true;
-            a->backward = false;
-            fwd.flags |= DC_F_THROWN;
+        /* a jump past the entries: to a handler of an activation of the
+         * version (an exception), or into code whose activation is not
+         * known */
+        if (catch_in(f, c, &fwd)) {
             out(f, &fwd);
             return;
         }
@@ -1184,6 +1229,8 @@ int rj_event(const dc_event *e, void *vp)
         out(f, e);
         break;
     }
+    if (e->kind == DC_STUB)
+        f->last_stub_dispatches = e->code && ((const dm_code *)e->code)->dispatches_exceptions;
     f->last_kind = e->kind;
     f->last_flags = e->flags;
     return f->stop;

@@ -42,6 +42,13 @@
  *                  an unexplained loop is skipped: its instruction was
  *                  scheduled out of bytecode order.
  *   skipped pins   Approximate pins no path reaches are skipped.
+ *   exceptions     Control that comes into a version past its entries from a
+ *                  stub that dispatches exceptions (dm_code), or back into it
+ *                  not after a call, went to a handler of its innermost
+ *                  activation whose position a handler covers (or of the last
+ *                  one); the activations above it were unwound (DC_UNWOUND,
+ *                  unwound). The path from the throw goes through a handler
+ *                  covering it, at the next pin or on the way out.
  *   unknown start  Where an activation's start is not known (after a gap, an
  *                  OSR entry, an exception handler), its first pin is its
  *                  position; the inlined frames above its method found
@@ -69,6 +76,7 @@ typedef struct rj_stats {
     uint64_t estimated_calls;    /* inlined and inferred calls on such paths */
     uint64_t walk_limit;         /* path searches that gave up at their bound */
     uint64_t exceptions;         /* paths that begin at a handler (an exception caught) */
+    uint64_t unwound;            /* activations an exception left without a handler */
 } rj_stats;
 
 void rj_stats_add(rj_stats *sum, const rj_stats *s);

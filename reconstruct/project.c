@@ -93,11 +93,11 @@ typedef struct frame {
     int32_t bci;           /* FR_COMPILED: current bci of the frame (compiled.h moves it) */
     uint64_t method_id;    /* the agent's id (0: unknown) */
     const void *code;      /* FR_COMPILED: the version */
-    /* FR_INTERP of an instance method: what its receiver's class is known to
-     * be (program.h, receivers); NULL: unknown */
+    /* FR_INTERP or FR_COMPILED of an instance method: what its receiver's
+     * class is known to be (program.h, receivers); NULL: unknown */
     const rc_class *recv;
-    bool this_call;        /* FR_INTERP: entered by a call on the caller's own
-                            * receiver, which it shares */
+    bool this_call;        /* FR_INTERP, FR_COMPILED: entered by a call on the
+                            * caller's own receiver, which it shares */
     bool from_before;      /* taken from the stack earlier segments ended
                             * with (before_save), or derived from such a frame */
 } frame;
@@ -1619,6 +1619,27 @@ static bool may_have_receiver(const rp_projector *r, const rc_method *m)
     return g_hash_table_contains(r->instantiated, m->klass);
 }
 
+/* The invoke frame f is in the middle of (an interpreted frame's last
+ * instruction, a compiled frame's position): its opcode, method and
+ * instruction; 0 when there is none. */
+static int call_site(rp_projector *r, const frame *f, const rc_method **m, uint32_t *insn)
+{
+    if (!f || f->method == NONE)
+        return 0;
+    const rc_method *fm = rc_method_at(r->p, f->method);
+    const rc_cfg *g = fm ? rc_cfg_get(r->p, fm) : NULL;
+    if (!g)
+        return 0;
+    int64_t i = f->kind == FR_INTERP && f->last != NONE ? (int64_t)f->last
+                : f->kind == FR_COMPILED && f->bci >= 0 ? rc_cfg_index(g, (uint32_t)f->bci)
+                                                        : -1;
+    if (i < 0 || (uint64_t)i >= g->ninsn || !is_invoke(g->op[i]))
+        return 0;
+    *m = fm;
+    *insn = (uint32_t)i;
+    return g->op[i];
+}
+
 typedef struct rebind_key {
     const frame *f;
     const rc_class *recv;
@@ -1650,7 +1671,8 @@ static const frame *rebind(rp_projector *r, const frame *f, const rc_class *recv
         return done;
     frame c = *f;
     c.recv = recv;
-    if (f->this_call && f->caller && f->caller->kind == FR_INTERP && depth > 1)
+    if (f->this_call && f->caller &&
+        (f->caller->kind == FR_INTERP || f->caller->kind == FR_COMPILED) && depth > 1)
         c.caller = rebind(r, f->caller, recv, depth - 1);
     frame *n = frame_copy(r, &c);
     rebind_key *key = arena_alloc(r->a, sizeof *key);
@@ -1697,14 +1719,9 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     bool on_this = false;
     int op = 0;
     const rc_method *m = NULL;
-    if (nt && f->kind == FR_INTERP && f->last != NONE) {
-        m = rc_method_at(r->p, f->method);
-        const rc_cfg *g = rc_cfg_get(r->p, m);
-        if (g && f->last < g->ninsn) {
-            op = g->op[f->last];
-            on_this = rc_receiver_is_this(r->p, m, f->last);
-        }
-    }
+    uint32_t insn = NONE;
+    if (nt && (op = call_site(r, f, &m, &insn)))
+        on_this = rc_receiver_is_this(r->p, m, insn);
     typedef struct fit {
         bool itable;               /* the itable scan allows it */
         bool may;                  /* the receiver's class can select it */
@@ -1721,7 +1738,7 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     size_t in_itable = 0;
     for (size_t j = 0; j < nt; j++) {
         rf[j].itable = !by_itable ||
-                       rc_itable_may_run(r->p, m, f->last, r->call_itable_pos - 1, t[j]);
+                       rc_itable_may_run(r->p, m, insn, r->call_itable_pos - 1, t[j]);
         in_itable += rf[j].itable;
     }
     if (by_itable && in_itable == 0)
@@ -1751,6 +1768,12 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     for (size_t j = 0; j < nt; j++)
         if (rf[j].itable && (!filter || rf[j].may))
             top = best(top, entry_score(r, t[j], k));
+    /* an invokespecial of a constructor (the one target of `new C; ...;
+     * invokespecial C.<init>`) makes an object of C on every path through
+     * that site: C's virtual methods rank first from now on, also while the
+     * paths have not narrowed to one */
+    if (nt == 1 && op == JVM_INVOKESPECIAL && !strcmp(t[0]->name, "<init>"))
+        g_hash_table_add(r->instantiated, (gpointer)t[0]->klass);
     /* with several targets, those whose class has objects go first
      * (hypotheses keep their order, and of two that the trace cannot tell
      * apart the first is kept) */
@@ -1849,6 +1872,30 @@ static uint32_t index_of_id(const rp_projector *r, uint64_t id)
     return m ? m->index : NONE;
 }
 
+/* Compiled frame f's callee `callee` (program index) gets the receiver
+ * bound of the call: where the call is on f's own receiver, the bound f has
+ * as narrowed by the callee (the trace names it), and f and the frames
+ * sharing that receiver learn the narrowing (in *caller). */
+static void compiled_receiver(rp_projector *r, const frame **caller, frame *n)
+{
+    const frame *f = *caller;
+    const rc_method *t = n->method == NONE ? NULL : rc_method_at(r->p, n->method);
+    n->recv = t ? rc_receiver_bound(r->p, t) : NULL;
+    n->this_call = false;
+    const rc_method *m;
+    uint32_t insn;
+    int op = f && t ? call_site(r, f, &m, &insn) : 0;
+    if (!op || !rc_receiver_is_this(r->p, m, insn))
+        return;
+    const rc_class *narrowed;
+    if (!rc_receiver_may_run(r->p, f->recv, op, t, &narrowed))
+        return;                /* the trace names the callee: it wins */
+    n->recv = narrowed;
+    n->this_call = true;
+    if (narrowed != f->recv)
+        *caller = rebind(r, f, narrowed, 64);
+}
+
 static frame compiled_frame(const rp_projector *r, const dc_event *e, uint64_t id, uint32_t depth)
 {
     return (frame){ .kind = FR_COMPILED, .method = index_of_id(r, id), .insn = NONE,
@@ -1862,8 +1909,12 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         /* on-stack replacement: the interpreted frame goes on compiled, so
          * it runs the version's method (other hypotheses end here) */
         if (f && f->kind == FR_INTERP) {
-            if (f->method_id == e->method_id)
-                add(r, push(r, f->caller, compiled_frame(r, e, e->method_id, 1)), h);
+            if (f->method_id == e->method_id) {
+                frame n = compiled_frame(r, e, e->method_id, 1);
+                n.recv = f->recv;
+                n.this_call = f->this_call;
+                add(r, push(r, f->caller, n), h);
+            }
             return;
         }
         if (!f || f->kind == FR_UNKNOWN) {
@@ -1942,7 +1993,9 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         f = frame_copy(r, &v);
     }
     h = record(r, h, FL_CALL, e->method_id, call_bci, -1, FL_F_COMPILED);
-    add(r, push(r, f, compiled_frame(r, e, e->method_id, 1)), h);
+    frame n = compiled_frame(r, e, e->method_id, 1);
+    compiled_receiver(r, &f, &n);
+    add(r, push(r, f, n), h);
 }
 
 /* Compiled code as reconstruct/compiled.h gives it: inlined calls and
@@ -1968,6 +2021,8 @@ static void step_jit(rp_projector *r, const frame *f, const hist *h, const dc_ev
         h = record(r, h, FL_CALL, e->method_id, context ? -1 : e->call_bci, -1, fl);
         frame n = compiled_frame(r, e, e->method_id, e->depth);
         n.bci = e->bci;
+        if (!context)
+            compiled_receiver(r, &f, &n);
         add(r, push(r, f, n), h);
         return;
     }
@@ -2117,6 +2172,23 @@ static void step(rp_projector *r, const hyp *x, const dc_event *e)
     case DC_DEOPT:
         step_deopt(r, f, h);
         return;
+    case DC_UNWOUND: {
+        /* an exception unwound the compiled activation on top: its frames
+         * (with anything it had called and the trace did not show return) */
+        const frame *g = f;
+        while (g && g->kind != FR_UNKNOWN && !(g->kind == FR_COMPILED && g->code == e->code))
+            g = g->caller;
+        if (g && g->kind == FR_COMPILED) {
+            while (f != g)
+                f = pop(r, f, &h, FL_F_EXCEPTION);
+            while (f && f->kind == FR_COMPILED && f->code == e->code && f->inline_depth > 1)
+                f = pop(r, f, &h, FL_F_EXCEPTION);
+            if (f && f->kind == FR_COMPILED && f->code == e->code)
+                f = pop(r, f, &h, FL_F_EXCEPTION);
+        }
+        add(r, f, h);
+        return;
+    }
     default:
         add(r, f, h);
         return;

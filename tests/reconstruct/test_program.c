@@ -1741,6 +1741,74 @@ Test(program, an_exception_in_compiled_code_goes_on_at_the_handler)
     cversion_free(&v);
 }
 
+/* Flow.rethrow compiled, recursing once: the inner activation throws at bci
+ * 16, where no handler covers it, and the exception comes back by a jump past
+ * the version's entries to the handler at bci 12 of the outer one, which was
+ * at its call at bci 8: the inner activation is unwound. */
+#define RETHROW "Flow.rethrow(ILjava/lang/RuntimeException;)I"
+static const char *const rethrow_records[] = {
+    "10 " RETHROW "@8", "30 " RETHROW "@16", "50 " RETHROW "@13",
+};
+static const uint64_t rethrow_calls[] = { 0x10 };
+
+/* C1's stub that takes an exception out of a compiled frame with no handler */
+static dm_code unwind_stub = { .kind = DM_CODE_STUB, .name = "unwind_exception Runtime1 stub",
+                               .dispatches_exceptions = true };
+
+
+static void rethrow_once_and_return(rp_projector *r, cversion *v, bool pin_in_handler)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);             /* at the call */
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0x20);          /* at the athrow */
+    dc_event e = { .tsc = ++feed_tick, .kind = DC_STUB, .flags = DC_F_BY_JUMP,
+                   .desc = unwind_stub.name, .code = &unwind_stub, .opcode = -1, .raw = -1,
+                   .bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_JUMP, 0x80);   /* the handler */
+    if (pin_in_handler)
+        cv_event(r, v, DC_JIT, 0, 0x40);      /* bci 13 */
+    cv_interp_return(r);
+}
+
+static void rethrow_once(rp_projector *r, cversion *v) { rethrow_once_and_return(r, v, true); }
+
+/* The same where the handler returns with no scope recorded on its way (C1
+ * records none at a return): the way out of the outer activation still goes
+ * through the handler. */
+static void rethrow_once_unpinned(rp_projector *r, cversion *v)
+{
+    rethrow_once_and_return(r, v, false);
+}
+
+static void check_rethrow_once(void (*events)(rp_projector *, cversion *))
+{
+    cversion v;
+    cversion_init(&v, RETHROW, rethrow_records, 3, rethrow_calls, 1);
+    rp_stats st;
+    GArray *flow = project_version(&v, events, &st);
+    char *got = calls_and_returns(flow);
+    cr_expect_str_eq(got, "Flow Flow))");
+    /* outer 0 1 4 5 6 7 8, inner 0 1 15 16, outer's handler 12 13 14 */
+    cr_expect_eq(compiled_bytecodes_of(flow, v.code.method_id), 14);
+    cr_expect_eq(st.jit.unwound, 1);
+    cr_expect_eq(st.jit.exceptions, 1);
+    g_free(got);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+Test(program, an_exception_unwinds_the_recursive_activations_no_handler_covers)
+{
+    check_rethrow_once(rethrow_once);
+}
+
+Test(program, a_handler_that_returns_with_no_scope_on_its_way_is_still_walked)
+{
+    check_rethrow_once(rethrow_once_unpinned);
+}
+
 /* The interpreter runs outer's loop and jumps into an on-stack-replacement
  * version at its test: the interpreted frame goes on compiled, no call. */
 static void outer_osr(rp_projector *r, cversion *v)
