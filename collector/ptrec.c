@@ -50,7 +50,8 @@ static void usage(FILE *f)
 "Options:\n"
 "  -o, --output DIR     trace directory (default ./" PR_DEFAULT_OUT "); an existing\n"
 "                       non-empty one is only replaced with --force\n"
-"  -f, --force          replace DIR if it exists (only if it looks like a trace)\n"
+"  -f, --force          replace DIR if it exists, only if it is a trace: nothing in\n"
+"                       it but info.json, pt/, sideband/, jvm/ and eval/\n"
 "      --emulate        record under emulation: run COMMAND in qemu-x86_64 with\n"
 "                       the libptemu.so plugin (works on any x86-64 machine)\n"
 "      --sideband-only  hardware backend without PT: record only the perf\n"
@@ -158,17 +159,29 @@ static bool dir_is_empty(const char *path)
 }
 
 /* --force must not wipe a directory that was never a trace (a typo such as
- * "-o ~" would otherwise be fatal). */
-static bool looks_like_trace(const char *path)
+ * "-o ~" or "-o ''" would otherwise be fatal): a trace holds nothing but what
+ * ptrec and ptdecode write there, and some of it. *stranger names the first
+ * other entry (to be freed), if any. */
+static bool looks_like_trace(const char *path, char **stranger)
 {
-    static const char *const marks[] = { "info.json", "pt", "sideband", "jvm", "eval" };
-    for (size_t i = 0; i < G_N_ELEMENTS(marks); i++) {
-        char *p = g_build_filename(path, marks[i], NULL);
-        bool there = access(p, F_OK) == 0;
-        g_free(p);
-        if (there) return true;
+    static const char *const names[] = { "info.json", "info.json.tmp", "pt", "sideband", "jvm",
+                                         "eval" };
+    *stranger = NULL;
+    GDir *d = g_dir_open(path, 0, NULL);
+    if (!d) return false;
+    bool marked = false;
+    const char *e;
+    while ((e = g_dir_read_name(d)) && !*stranger) {
+        bool known = false;
+        for (size_t i = 0; i < G_N_ELEMENTS(names) && !known; i++)
+            known = !strcmp(e, names[i]);
+        if (known)
+            marked = true;
+        else
+            *stranger = g_strdup(e);
     }
-    return false;
+    g_dir_close(d);
+    return marked && !*stranger;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -457,6 +470,8 @@ int main(int argc, char **argv)
     parse_options(argc, argv, &o);
 
     const char *out_given = o.out_dir;
+    if (!*out_given)
+        jerr_die(PR_EXIT_USAGE, "-o: the trace directory's name is empty");
     char *out = g_canonicalize_filename(o.out_dir, NULL);
     o.out_dir = out;
     if (has_bad_chars(out))
@@ -471,9 +486,11 @@ int main(int argc, char **argv)
         if (!dir_is_empty(out)) {
             if (!o.force)
                 jerr_die(PR_EXIT_USAGE, "%s exists (use --force to replace it)", out_given);
-            if (!looks_like_trace(out))
+            char *stranger;
+            if (!looks_like_trace(out, &stranger))
                 jerr_die(PR_EXIT_USAGE, "%s is not empty and does not look like a trace "
-                         "directory; not replacing it", out);
+                         "directory%s%s%s; not replacing it", out, stranger ? " (it holds " : "",
+                         stranger ? stranger : "", stranger ? ")" : "");
             replace = true;
         }
     }

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -777,6 +778,18 @@ static void handshake(void)
     if (!*v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0) {
         jq_warn("JPT_HANDSHAKE_FD=%s is not an open descriptor: no handshake with the "
                 "collector", v);
+        ag.handshake_result = 3;
+        return;
+    }
+    /* ptrec hands over one end of a Unix socket pair; anything else (the
+     * program's stdout, a file of the user's) is not ours to write to. */
+    struct stat fst;
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof sa;
+    if (fd <= 2 || fstat((int)fd, &fst) != 0 || !S_ISSOCK(fst.st_mode) ||
+        getsockname((int)fd, (struct sockaddr *)&sa, &salen) != 0 || sa.ss_family != AF_UNIX) {
+        jq_warn("JPT_HANDSHAKE_FD=%s is not the collector's socket: no handshake (the "
+                "descriptor is left alone)", v);
         ag.handshake_result = 3;
         return;
     }

@@ -19,6 +19,7 @@ runs JAVA with -agentpath:LIBJPT=..., and checks the recorded trace.dir through
   unwritable   an unusable out dir: one error line, Hello still runs, exit 0
   handshake    JPT_HANDSHAKE_FD: code-cache line, "ok" reply, variable removed
   handshake_no the collector answers "no <reason>": one warning, the JVM goes on
+  handshake_hostile  JPT_HANDSHAKE_FD naming stdout or a user's file: nothing written there
   help         =help prints the options and the JVM runs untraced
 
 Prints what it checked; exits 0 on success, 1 with a reason otherwise. Set
@@ -379,6 +380,34 @@ def handshake(ctx, reply):
           "handshake recorded as " + ("accepted" if accept else "declined"))
 
 
+def case_handshake_hostile(ctx):
+    # JPT_HANDSHAKE_FD left in the environment or set by hand names no socket of a
+    # collector: the program's stdout, a file of the user's. The agent writes to neither.
+    out = os.path.join(ctx.tmp, "out.txt")
+    with open(out, "w") as f:
+        p = subprocess.run([ctx.java, "-agentpath:%s=out=%s" % (ctx.libjpt, ctx.trace("h1")),
+                            "-cp", ctx.classes, "Hello"], env=dict(os.environ, JPT_HANDSHAKE_FD="1"),
+                           stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)
+    got = open(out).read()
+    check(p.returncode == 0, f"the JVM exits 0 ({p.returncode})")
+    check("Hello from jpt" in got and "codecache" not in got,
+          "the program's output is its own: " + repr(got[:200]))
+    check("is not the collector's socket" in p.stderr, "one warning says why: " + p.stderr)
+    log = os.path.join(ctx.tmp, "user.log")
+    with open(log, "w") as f:
+        f.write("the user's\n")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        p = subprocess.run([ctx.java, "-agentpath:%s=out=%s" % (ctx.libjpt, ctx.trace("h2")),
+                            "-cp", ctx.classes, "Hello"],
+                           env=dict(os.environ, JPT_HANDSHAKE_FD=str(fd)), pass_fds=[fd],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        os.close(fd)
+    check(p.returncode == 0 and "Hello from jpt" in p.stdout, "Hello runs")
+    check(open(log).read() == "the user's\n", "the user's file is untouched")
+
+
 def case_help(ctx):
     cwd = os.path.join(ctx.tmp, "cwd")
     os.mkdir(cwd)
@@ -399,7 +428,8 @@ CASES = {
     "jit": case_jit, "sparse": case_sparse, "classes": case_classes,
     "classes_patched": case_classes_patched, "threads": case_threads,
     "reference": case_reference, "unwritable": case_unwritable,
-    "handshake": case_handshake, "handshake_no": case_handshake_no, "help": case_help,
+    "handshake": case_handshake, "handshake_no": case_handshake_no,
+    "handshake_hostile": case_handshake_hostile, "help": case_help,
 }
 
 

@@ -100,6 +100,18 @@ def case_exists():
     expect_error(["--emulate", "--force", "-o", "ex", "--", "true"], 2,
                  "does not look like a trace directory")
     check(open(os.path.join(d, "keep.txt")).read() == "precious", "existing file was touched")
+    # nor one that holds a trace's names next to anything else (a user's directory that
+    # happens to hold a pt/ or an info.json), nor the current directory by an empty name
+    os.makedirs(os.path.join(d, "pt"))
+    open(os.path.join(d, "info.json"), "w").write("{}")
+    expect_error(["--emulate", "--force", "-o", "ex", "--", "true"], 2,
+                 "does not look like a trace directory (it holds keep.txt)")
+    check(open(os.path.join(d, "keep.txt")).read() == "precious", "existing file was touched")
+    expect_error(["--emulate", "--force", "-o", "", "--", "true"], 2,
+                 "ptrec: -o: the trace directory's name is empty")
+    expect_error(["--emulate", "--force", "-o", ".", "--", "true"], 2,
+                 "does not look like a trace directory")
+    check(os.path.exists(os.path.join(d, "keep.txt")), "the current directory was touched")
     # a plain file in the way
     open(os.path.join(TMP, "afile"), "w").close()
     expect_error(["--emulate", "-o", "afile", "--", "true"], 2, "exists and is not a directory")
