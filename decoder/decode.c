@@ -150,7 +150,8 @@ typedef struct segment {
  * jump the last block ended with (the state a made-up state stands for,
  * or the site's next recorded change), with exit_to where that jump goes
  * (0: the stub's own jump, wherever it goes); fixup, 1 + that patch while
- * the thread runs the c2i adapter there (at adapter): if the adapter
+ * the thread runs the c2i adapter there (at adapter), or the resolver a
+ * fixup that cleaned the site left it at (dm_patch.at_resolver): if it
  * leaves for the VM by a call (at_call), it re-points the site. last_end:
  * the end of the last block. */
 typedef struct resolution {
@@ -228,6 +229,7 @@ typedef struct wctx {
     uint64_t off;              /* the stream offset after the newest block */
     resolution res;
     uint64_t retries, retries_kept;   /* this chunk's (see retry) */
+    uint64_t fixup_calls;             /* ... of the kept, a call's c2i fixup */
     GHashTable *failed;               /* this chunk's retries that did not help */
     xcache_ent xc[XCACHE_SIZE];
     rcache_ent rc[RCACHE_SIZE];
@@ -448,6 +450,7 @@ static uint64_t cur_time(struct pt_block_decoder *d, uint64_t fallback)
 #define SPEC_MAX 64           /* patches (pieces of records, model.h) one attempt applies */
 #define RETRY_GROUPS 6        /* attempts per error (next_versions) */
 #define MADE_UP_TRIES 4       /* more attempts per error: made-up states (with_made_up_states) */
+#define FIXUP_TRIES 2         /* attempts per error first: a call's c2i fixup (with_fixup_states) */
 #define RETRY_STAGES 8        /* kept retries from one checkpoint whose patches add up */
 #define ENTRY_SPAN DM_ENTRY_SPAN
 #define RETRY_SCAN_BACK 256   /* bytes before a PSB+ event's offset to find its PSB */
@@ -472,6 +475,7 @@ typedef struct spec {
     uint64_t after;
     bool done;
     int family;               /* nonzero: alternatives of one another (with_made_up_states) */
+    bool fixup;               /* a call's state before its c2i fixup (with_fixup_states) */
 } spec;
 
 /* One decoder's run over a chunk. A decoder reads the segment's bytes, or
@@ -548,8 +552,14 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
     resolution *r = &w->res;
     int rc = 0;
     unit u = wresolve(w, blk->ip);
+    uint32_t at_resolver;
     if (r->stub_exit && (!r->exit_to || r->exit_to == blk->ip)) {
         r->fixup = r->stub_exit;
+        r->adapter = blk->ip;
+    } else if ((at_resolver = di_image_resolver_state(im, r->last_end, blk->ip)) != UINT32_MAX) {
+        /* the site a fixup cleaned, at its resolver: the record applies
+         * when the resolver leaves for the VM */
+        r->fixup = w->m->patches[at_resolver].state_of + 1;
         r->adapter = blk->ip;
     } else if (r->fixup && !same_unit(u, wresolve(w, r->adapter))) {
         r->fixup = 0;            /* past the adapter */
@@ -587,8 +597,9 @@ static int follow_resolution(wctx *w, di_image *im, const struct pt_block *blk)
     uint32_t exit = di_image_stub_exit(im, blk->end_ip);
     r->stub_exit = 0;
     if (exit != UINT32_MAX) {
-        r->stub_exit = w->m->patches[exit].state_of + 1;
-        r->exit_to = w->m->patches[exit].stub_to;
+        const dm_patch *st = &w->m->patches[exit];
+        r->stub_exit = st->then_state ? st->then_state : st->state_of + 1;
+        r->exit_to = st->stub_to;
     } else if ((exit = di_image_stub_fixup(im, r->last_end, blk->ip, blk->end_ip)) != UINT32_MAX) {
         r->stub_exit = exit + 1;
         r->exit_to = 0;
@@ -1114,6 +1125,48 @@ static int with_made_up_states(wctx *w, const chunk *k, guint from, guint to, sp
     return ng;
 }
 
+#define FIXUP_LOOKBACK 16        /* blocks: from a call to where its wrong callee fails */
+
+/* A call that made a c2i fixup (model.h, fixup_states): among the last
+ * FIXUP_LOOKBACK blocks of the stretch ops[from, to), a call whose site the
+ * image has re-pointed from its static stub by a record moved back to the
+ * callee's load, before the record's time and not followed through the
+ * adapter yet, may be the first after the install, which went through the
+ * stub. Its states form a family from g[ng] (each applies at the stretch's
+ * last trace-off, like the other groups): the fixup re-pointing the site,
+ * then the fixup cleaning it. The new count (at most max) is returned. */
+static int with_fixup_states(wctx *w, const chunk *k, const pass *ps, guint from, guint to,
+                             spec *g, int ng, int max, uint64_t now)
+{
+    const dm_model *m = w->m;
+    const op *ops = (const op *)(void *)k->ops->data;
+    guint seen = 0;
+    for (guint i = to; i-- > from && seen < FIXUP_LOOKBACK && ng < max;) {
+        if (ops[i].type != OP_BLOCK)
+            continue;
+        seen++;
+        uint64_t call = ops[i].end_ip;
+        uint32_t idx[8];
+        size_t n = di_cache_patches_in(w->cache, call + 1, call + 5, 0, idx, 8);
+        for (size_t j = 0; j < n; j++) {
+            const dm_patch *p = &m->patches[idx[j]];
+            if (!p->fixup_states || p->call_at != call || p->tsc <= now ||
+                !di_image_has_patch(ps->im, idx[j]) || di_image_applied_early(ps->im, idx[j]))
+                continue;
+            const uint32_t s1 = p->fixup_states - 1;
+            const size_t ns = s1 + 1 < m->npatches && m->patches[s1 + 1].state_of == idx[j] &&
+                                      m->patches[s1 + 1].then_state
+                                  ? 2 : 1;
+            int family = ng + 1;
+            for (size_t q = 0; q < ns && ng < max; q++)
+                g[ng++] = (spec){ .idx = { s1 + (uint32_t)q }, .n = 1,
+                                  .family = family, .fixup = true };
+            return ng;
+        }
+    }
+    return ng;
+}
+
 /* How far a decoding run got: to its end (UINT64_MAX), or to its error. */
 static uint64_t progress(const pass *ps)
 {
@@ -1294,9 +1347,11 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
     const ckpt ck = ps->ck[ps->nck - 1];
     guint ndis = ps->dis->len - ck.ndis;
     guint from = ndis ? g_array_index(ps->dis, guint, ps->dis->len - 1) : ck.nops;
-    spec g[RETRY_GROUPS + MADE_UP_TRIES];
-    int ng = next_versions(w, k, ps, &ck, from, orig_ops, g);
-    ng = with_made_up_states(w, k, from, orig_ops, g, ng, RETRY_GROUPS + MADE_UP_TRIES, ck.tsc);
+    spec g[FIXUP_TRIES + RETRY_GROUPS + MADE_UP_TRIES];
+    int ng = with_fixup_states(w, k, ps, from, orig_ops, g, 0, FIXUP_TRIES, w->tsc);
+    ng += next_versions(w, k, ps, &ck, from, orig_ops, g + ng);
+    ng = with_made_up_states(w, k, from, orig_ops, g, ng,
+                             FIXUP_TRIES + RETRY_GROUPS + MADE_UP_TRIES, ck.tsc);
     /* the same error after the same code, with the same candidates, failed
      * before in this chunk: it would again */
     uint64_t key = 0;
@@ -1345,7 +1400,10 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 drop_attempt(k, &np, orig_ops, orig_blocks);
                 if (mv && first_moved < 0)
                     first_moved = fi;
-                if (got >= best) {
+                /* of equals the last (the record, where the trace does not
+                 * tell them apart), but a fixup's first (it re-points the
+                 * site; cleaning it needs a call through the resolver) */
+                if (pick < 0 || got > best || (got == best && !g[fi].fixup)) {
                     best = got;
                     best_moved = mv;
                     pick = fi;
@@ -1374,6 +1432,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
         if (progress(&np) > ps->err_off) {
             keep_attempt(k, ps, &np, &ck, orig_ops, orig_blocks);
             kept = true;
+            w->fixup_calls += g[pick].fixup;
         } else {
             if (moved < 0 && moved_on(progress(&np), last_site_call(w, k, orig_ops, k->ops->len),
                                       ps->err_off, site_call))
@@ -1638,7 +1697,7 @@ static void decode_chunk(wctx *w, chunk *k)
     w->cancel = k->cancel;
     w->tsc = 0;
     w->res = (resolution){ 0 };
-    w->retries = w->retries_kept = 0;
+    w->retries = w->retries_kept = w->fixup_calls = 0;
     if (w->failed)
         g_hash_table_remove_all(w->failed);
     memset(w->xc, 0, sizeof w->xc);    /* isids are the chunk's store's own */
@@ -1754,6 +1813,7 @@ static void decode_chunk(wctx *w, chunk *k)
     }
     k->st.retries += w->retries;
     k->st.retries_kept += w->retries_kept;
+    k->st.fixup_calls += w->fixup_calls;
     pass_free(&ps);
     di_store_free(store);
 }
@@ -2595,6 +2655,7 @@ static void merge_stats(dc_stats *st, const dc_stats *c)
     st->states_made_up += c->states_made_up;
     st->retries += c->retries;
     st->retries_kept += c->retries_kept;
+    st->fixup_calls += c->fixup_calls;
     st->resumes += c->resumes;
     st->jit_blocks_ends_only += c->jit_blocks_ends_only;
     if (c->first_tsc && (!st->first_tsc || c->first_tsc < st->first_tsc))

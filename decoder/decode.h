@@ -53,6 +53,8 @@ typedef struct dc_stats {
     uint64_t chunks;            /* pieces decoded independently (see dc_options) */
     uint64_t retries;           /* stretches decoded again with code recorded later */
     uint64_t retries_kept;      /* ... that got further, and replaced the first attempt */
+    uint64_t fixup_calls;       /* ... of them, a call that went through its static stub and
+                                   the c2i adapter's fixup (decoder/model.h, fixup_states) */
     uint64_t resumes;           /* decoding resumed at a branch target after a failure,
                                  * before the next PSB (decode.c, resume_at_branch) */
     /* Problems with the inputs around the stream (a damaged index, a code

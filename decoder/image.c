@@ -797,8 +797,8 @@ di_image *di_image_new_in(di_cache *c, di_store *store, uint64_t tsc, const uint
     im->early_log = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     im->states = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     for (size_t i = 0; i < nearly; i++)
-        if (early[i] < c->m->npatches && c->m->patches[early[i]].start_tsc > tsc &&
-            !im->early[early[i]]) {
+        if (early[i] < c->m->npatches && !im->early[early[i]] &&
+            (c->m->patches[early[i]].start_tsc > tsc || c->m->patches[early[i]].fixup_states)) {
             im->early[early[i]] = 1;
             g_array_append_val(im->early_log, early[i]);
             if (c->m->patches[early[i]].made_up)
@@ -927,11 +927,26 @@ static int apply_early(di_image *im, uint32_t idx)
     return 0;
 }
 
+/* Whether a made-up state of recorded patch idx holds (di_image_has_patch). */
+static bool state_holds(const di_image *im, uint32_t idx)
+{
+    const dm_model *m = im->c->m;
+    for (guint i = 0; i < im->states->len; i++) {
+        uint32_t s = g_array_index(im->states, uint32_t, i);
+        if (m->patches[s].state_of == idx && di_image_has_patch(im, s))
+            return true;
+    }
+    return false;
+}
+
 int di_image_apply_early(di_image *im, uint32_t idx)
 {
     const dm_model *m = im->c->m;
-    if (idx >= m->npatches || im->early[idx] || m->patches[idx].start_tsc <= im->tsc ||
-        !patch_applies(im, idx))
+    if (idx >= m->npatches || im->early[idx] || !patch_applies(im, idx))
+        return 0;
+    /* A record whose time has come applies again over a made-up state of
+     * its call that a retry put in its place (dm_patch.fixup_states). */
+    if (m->patches[idx].start_tsc <= im->tsc && !state_holds(im, idx))
         return 0;
     return apply_early(im, idx) < 0 ? -1 : 1;
 }
@@ -940,6 +955,11 @@ const uint32_t *di_image_early_log(const di_image *im, size_t *n)
 {
     *n = im->early_log->len;
     return (const uint32_t *)(void *)im->early_log->data;
+}
+
+bool di_image_applied_early(const di_image *im, uint32_t idx)
+{
+    return idx < im->c->m->npatches && im->early[idx];
 }
 
 bool di_image_has_patch(const di_image *im, uint32_t idx)
@@ -1137,6 +1157,21 @@ uint32_t di_image_stub_fixup(di_image *im, uint64_t call_ip, uint64_t ip, uint64
         if (p->site || p->call_to)
             return p->call_from == ip && !p->site && patch_applies(im, idx[i]) ? idx[i]
                                                                              : UINT32_MAX;
+    }
+    return UINT32_MAX;
+}
+
+uint32_t di_image_resolver_state(di_image *im, uint64_t call_ip, uint64_t ip)
+{
+    const dm_model *m = im->c->m;
+    if (!call_ip)
+        return UINT32_MAX;
+    for (guint i = 0; i < im->states->len; i++) {
+        uint32_t s = g_array_index(im->states, uint32_t, i);
+        const dm_patch *p = &m->patches[s];
+        if (p->at_resolver && p->vaddr == call_ip + 1 && p->new_target == ip &&
+            di_image_has_patch(im, s))
+            return s;
     }
     return UINT32_MAX;
 }

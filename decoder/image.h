@@ -132,7 +132,16 @@ uint32_t di_image_stub_exit(di_image *im, uint64_t ip);
  * often after its sites were resolved, so such a state is often the first
  * one recorded. */
 uint32_t di_image_stub_fixup(di_image *im, uint64_t call_ip, uint64_t ip, uint64_t end_ip);
+/* The decoded thread went through the call at call_ip to ip, where a
+ * made-up state in the image has the site call its resolver
+ * (dm_patch.at_resolver, after a c2i fixup that cleaned the site): that
+ * state's index (its record applies when the resolver leaves for the VM),
+ * else UINT32_MAX. */
+uint32_t di_image_resolver_state(di_image *im, uint64_t call_ip, uint64_t ip);
 
+/* Whether patch idx was applied ahead of its time (or again over a made-up
+ * state of its call) by this image. */
+bool di_image_applied_early(const di_image *im, uint32_t idx);
 /* Patches applied ahead of their time, in the order applied (the early
  * list the image was made with first): an image made at an earlier time of
  * the same decoding gets the first n of them as its early list. */

@@ -1153,6 +1153,7 @@ static void start_at_callee_code(dm_model *m)
         uint64_t floor = site_changed_last(m, p, to->load_tsc);
         if (floor < p->start_tsc) {
             p->start_tsc = floor;
+            p->at_callee_code = true;
             moved = true;
             m->patches_at_callee_code++;
         }
@@ -2119,6 +2120,69 @@ static size_t stubs_to_callee_adapter(const dm_model *m, const dm_patch *p,
     return kept;
 }
 
+/* A made-up state of the call of patch i (p): the call at `call` going to
+ * `to`, appended to made with its rel32 in bytes. */
+static dm_patch *made_up_call(const dm_patch *p, uint32_t i, uint64_t call, uint64_t to,
+                              GArray *made, GByteArray *bytes)
+{
+    int32_t rel = (int32_t)(int64_t)(to - (call + 5));
+    dm_patch q = *p;
+    q.vaddr = call + 1;
+    q.size = 4;
+    q.code_offset = bytes->len;
+    q.own_bytes = true;
+    g_byte_array_append(bytes, (const guint8 *)&rel, 4);
+    q.start_tsc = q.tsc;         /* held only until the record applies */
+    q.new_target = to;
+    q.call_to = 0;
+    q.made_up = true;
+    q.direct = false;
+    q.stub_to = 0;               /* the stub's own jump, wherever it goes */
+    q.site = 0;
+    q.first_state = q.nstates = 0;
+    q.state_of = i;
+    q.at_callee_code = false;
+    q.before_fixup = true;
+    q.fixup_states = q.then_state = 0;
+    q.at_resolver = false;
+    g_array_append_val(made, q);
+    return &g_array_index(made, dm_patch, made->len - 1);
+}
+
+/* The made-up states of a call that re-pointed its site from its static
+ * stub after the callee's install (model.h, fixup_states), appended to made
+ * from patch index `first`: the site at its stub (the fixup applies p), the
+ * site at its stub again (the fixup leaves it at the resolver its code was
+ * installed with) and the site at that resolver. How many were made. */
+static size_t fixup_states(dm_model *m, const uint8_t *code, dm_patch *p, uint32_t i,
+                           uint32_t first, GArray *made, GByteArray *bytes)
+{
+    if (!p->at_callee_code || p->owner < 0 || !p->call_at || !p->call_from)
+        return 0;
+    const dm_code *owner = &m->codes[p->owner];
+    const uint64_t call = p->call_at;
+    made_up_call(p, i, call, p->call_from, made, bytes);
+    size_t n = 1;
+    /* the site's bytes as installed: a call of a resolver stub */
+    uint64_t off = owner->code_offset + (call - owner->vaddr);
+    if (code && call >= owner->vaddr && call + 5 <= owner->vaddr + owner->size &&
+        off + 5 <= m->code_size && code[off] == 0xe8) {
+        int32_t rel;
+        memcpy(&rel, code + off + 1, 4);
+        uint64_t resolver = call + 5 + (uint64_t)(int64_t)rel;
+        const dm_code *r = dm_code_at(m, resolver, p->tsc);
+        if (r && r->kind == DM_CODE_STUB && r->name && strstr(r->name, "resolve") &&
+            resolver != p->call_from) {
+            dm_patch *cleaning = made_up_call(p, i, call, p->call_from, made, bytes);
+            cleaning->then_state = first + 2 + 1;
+            made_up_call(p, i, call, resolver, made, bytes)->at_resolver = true;
+            n += 2;
+        }
+    }
+    p->fixup_states = first + 1;
+    return n;
+}
+
 /* See model.h: the made-up states of call sites resolved to compiled code,
  * appended to the patches. */
 static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_files)
@@ -2213,7 +2277,10 @@ static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *cl
             p->nstates++;
             g_array_append_val(made, q);
         }
-        if (n && (p->vaddr != call + 1 || p->size != 4)) {
+        size_t nfix = fixup_states(m, code, p, (uint32_t)i, (uint32_t)(m->npatches + made->len),
+                                   made, bytes);
+        m->fixup_states_made_up += nfix;
+        if ((n || nfix) && (p->vaddr != call + 1 || p->size != 4)) {
             /* over a made-up state, the recorded one must set all of the rel32 */
             uint64_t to = p->site ? p->new_target : p->call_to;
             int32_t rel = (int32_t)(int64_t)(to - (call + 5));
@@ -2227,6 +2294,7 @@ static void make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *cl
     if (made->len && !write_made_up(m, bytes)) {
         memcpy(m->patches, before, m->npatches * sizeof(dm_patch));
         g_array_set_size(made, 0);
+        m->fixup_states_made_up = 0;
         warn(m, "cannot make a memory file for made-up call-site states: %s", g_strerror(errno));
     }
     g_free(before);

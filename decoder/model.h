@@ -223,6 +223,20 @@ typedef struct dm_patch {
     /* A call-site resolution's made-up states: patches[first_state ..
      * first_state + nstates). */
     uint32_t first_state, nstates;
+    /* A call re-pointed from its static call stub to compiled code, whose
+     * start moved back to the callee's load (start_at_callee_code). The call
+     * that made the change still went through the stub into the c2i
+     * adapter, whose runtime call re-points the site (JDK 17) or cleans it,
+     * the next call resolving it (JDK 25). fixup_states: 1 + the first of
+     * the made-up states a retry tries for that call (decode.c): the site at
+     * its stub, the fixup applying this record; the site at its stub, the
+     * fixup leaving the site at its resolver (then_state), whose runtime
+     * call applies this record. 0: none. */
+    bool at_callee_code;
+    uint32_t fixup_states;
+    bool before_fixup;           /* made up: one of those states */
+    uint32_t then_state;         /* made up: 1 + the state the fixup leaves (0: state_of) */
+    bool at_resolver;            /* made up: the site calling its resolver */
 } dm_patch;
 
 typedef struct dm_method {
@@ -262,6 +276,7 @@ typedef struct dm_model {
     dm_patch *patches;           /* sorted by start_tsc, made-up states last */
     size_t npatches;
     size_t states_made_up;       /* of those, made up (dm_patch.made_up) */
+    size_t fixup_states_made_up; /* of those, for a call that made a c2i fixup (fixup_states) */
     /* The bytes of patches with own_bytes (made-up states, and the whole
      * rel32 of the resolutions they precede: a record holds only the bytes
      * that changed), in a memory file of the model's own at made_up_path

@@ -169,6 +169,9 @@ static void print_summary(FILE *f, const dc_stats *st)
         fprintf(f, "# %" PRIu64 " stretches decoded again with code recorded later than their "
                 "time, %" PRIu64 " of them kept (the trace contradicted the older code)\n",
                 st->retries, st->retries_kept);
+    if (st->fixup_calls)
+        fprintf(f, "# %" PRIu64 " of them a call through its static stub whose c2i adapter "
+                "re-pointed it (the first after its callee was compiled)\n", st->fixup_calls);
     if (st->resumes)
         fprintf(f, "# decoding resumed %" PRIu64 " times at the next branch target after a "
                 "failure (instead of at the next PSB)\n", st->resumes);

@@ -1959,8 +1959,9 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
         int j = fresh ? before_find(r, NONE, e->code) : -1;
         if (j >= 0)
             add(r, before_frame(r, (guint)j), record_before(r, hh, (guint)j));
-        /* its frame was never seen: it was running before the segment */
-        hh = record(r, h, FL_CALL, e->method_id, -1, -1, FL_F_CONTEXT | FL_F_COMPILED);
+        /* its frame was never seen: it was running before the segment (the
+         * frames above it returned) */
+        hh = record(r, hh, FL_CALL, e->method_id, -1, -1, FL_F_CONTEXT | FL_F_COMPILED);
         add(r, push(r, NULL, compiled_frame(r, e, e->method_id, 1)), hh);
         return;
     }

@@ -1684,9 +1684,16 @@ Test(model, a_site_repointed_from_its_stub_changes_at_the_callees_load)
         cr_assert_not_null(m, "%s", err);
         const dm_patch *site = NULL;
         for (size_t k = 0; k < m->npatches; k++)
-            if (m->patches[k].vaddr == NMR + 11 && m->patches[k].tsc == cases[i].record)
+            if (m->patches[k].vaddr == NMR + 11 && m->patches[k].tsc == cases[i].record &&
+                !m->patches[k].made_up)
                 site = &m->patches[k];
         cr_assert_not_null(site);
+        /* the call that made the change may still have gone through the stub */
+        cr_expect_eq(site->fixup_states != 0, cases[i].moved == 1, "%s", cases[i].why);
+        if (site->fixup_states) {
+            const dm_patch *st = &m->patches[site->fixup_states - 1];
+            cr_expect(st->made_up && st->before_fixup && st->new_target == NMR + 0x20);
+        }
         cr_expect_eq(site->call_from, cases[i].from_stub ? NMR + 0x20 : OLDV);
         cr_expect_eq(site->call_to, NEWV);
         cr_expect_eq(site->start_tsc, cases[i].site_start, "%s", cases[i].why);
@@ -1988,6 +1995,150 @@ Test(decode, a_site_first_recorded_at_its_static_stub_is_fixed_by_its_adapters_c
     g_free(dir);
 }
 
+/* A site at its static call stub (M1 at NMR: site A calls the stub at
+ * NMR+0x20, filled to jump to C2I) whose callee M2 gets compiled code at t
+ * 500 (FIXED_CALLEE, nops and a ret); the next record of the site (t 9000) has
+ * it calling that code, and the model applies it from the load. The first
+ * call after the load still went through the stub: C2I called into the VM
+ * to fix the site (JDK 17 re-points it there and then). */
+#define FIXED_CALLEE 0xb4000ull
+
+static char *make_fixup_first_call_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(NMR + 0x20 - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\x34\x12\0\0\0\0\0\0\xe9", 11);
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    memcpy(nm + 0x2b, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    load_ret_version(w, &b, 500, FIXED_CALLEE, M2, 3);
+    rel = (int32_t)(FIXED_CALLEE - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+    return dir;
+}
+
+Test(decode, the_first_call_after_the_callees_install_goes_through_the_adapters_fixup)
+{
+    char *dir = make_fixup_first_call_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_expect_eq(m->patches_at_callee_code, 1, "the record applies from the callee's load");
+    cr_expect_eq(m->fixup_states_made_up, 1, "the site at its stub, for a retry");
+    dm_free(m);
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 0, 1);                      /* 1: A, stub, C2I calls into the VM: the fixup */
+    tip(&e, ppt_tip_pgd, 0);
+    tip(&e, ppt_tip_pge, C2I + 4);
+    tip(&e, ppt_tip, NMR + 5);          /*    ret */
+    tip(&e, ppt_tip, NMR);              /*    jmp *%rax */
+    for (int pass = 2; pass <= 3; pass++) {
+        tip(&e, ppt_tip, NMR + 5);      /* 2, 3: A calls the compiled callee, which returns */
+        tip(&e, ppt_tip, NMR);
+    }
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 1, "pass 1 runs the adapter");
+    cr_expect_eq(st.fixup_calls, 1, "kept %" PRIu64 " of %" PRIu64, st.retries_kept, st.retries);
+    size_t callee = 0, first = log.n, c2i = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        if (log.ev[i].kind == DC_JIT_ENTER && log.ev[i].ip == FIXED_CALLEE && !callee++)
+            first = i;
+        if (log.ev[i].kind == DC_STUB && !strcmp(log.ev[i].desc, "I2C/C2I adapters"))
+            c2i = i;
+    }
+    cr_expect_geq(callee, 2, "passes 2 and 3 call the callee");
+    cr_expect_gt(first, c2i, "not before the fixup");
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* The same on JDK 25, where the fixup only cleans the site: M1's site A
+ * calls resolve_static_call as loaded (a call into the VM, then `jmp
+ * *%rax`) and its stub from t 200; in the first call after the callee's
+ * install C2I calls into the VM, and the next call goes through the
+ * resolver, which re-points the site at the callee and goes on to it. */
+static void vm_resolver_stub(jm_writer *w, jm_buf *b, uint64_t at, const char *name);
+
+static char *make_cleaning_fixup_trace(void)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method(w, &b, M2, "two");
+    vm_resolver_stub(w, &b, RS_STATIC, "resolve_static_call");
+    stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\x34\x12\0\0\0\0\0\0\xe9", 11);
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    memcpy(nm + 0x2b, &rel, 4);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    rel = (int32_t)(NMR + 0x20 - (NMR + 5));
+    patch(w, &b, 200, NMR + 1, &rel, 4);
+    load_ret_version(w, &b, 500, FIXED_CALLEE, M2, 3);
+    rel = (int32_t)(FIXED_CALLEE - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+    return dir;
+}
+
+Test(decode, a_fixup_that_cleans_the_site_sends_the_next_call_through_the_resolver)
+{
+    char *dir = make_cleaning_fixup_trace();
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_expect_eq(m->fixup_states_made_up, 3, "at the stub twice, at the resolver");
+    dm_free(m);
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 0, 1);                      /* 1: A, stub, C2I calls into the VM: the fixup */
+    tip(&e, ppt_tip_pgd, 0);
+    tip(&e, ppt_tip_pge, C2I + 4);
+    tip(&e, ppt_tip, NMR + 5);          /*    ret */
+    tip(&e, ppt_tip, NMR);              /*    jmp *%rax */
+    tip(&e, ppt_tip_pgd, 0x1000);       /* 2: A, the resolver calls into the VM */
+    tip(&e, ppt_tip_pge, RS_STATIC + 5);
+    tip(&e, ppt_tip, FIXED_CALLEE);     /*    and goes on to the callee */
+    tip(&e, ppt_tip, NMR + 5);
+    tip(&e, ppt_tip, NMR);
+    tip(&e, ppt_tip, NMR + 5);          /* 3: A calls the callee straight */
+    tip(&e, ppt_tip, NMR);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_eq(count_stub(&log, "I2C/C2I adapters"), 1, "pass 1 runs the adapter");
+    cr_expect_eq(count_stub(&log, "resolve_static_call"), 1, "pass 2 the resolver");
+    cr_expect_eq(st.fixup_calls, 1, "kept %" PRIu64 " of %" PRIu64, st.retries_kept, st.retries);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* A site resolved to a version its callee replaced before the next watcher
  * scan. M1 at NMR: site A (NMR) and site B (NMR+5) call
  * resolve_opt_virtual_call (jmp *%rax), then jmp *%rax at NMR+10. M2 has a
@@ -2228,7 +2379,7 @@ static size_t site_and_states(const dm_model *m, uint64_t site, const dm_patch *
         if (m->patches[i].site == site ||
             (m->patches[i].call_to && m->patches[i].call_at == site && !m->patches[i].made_up))
             *res = &m->patches[i];
-        if (m->patches[i].made_up) {
+        if (m->patches[i].made_up && !m->patches[i].before_fixup) {
             *st = &m->patches[i];
             states++;
         }

@@ -1194,6 +1194,45 @@ Test(program, a_compiled_frame_links_by_its_code)
                     "Link.other* Link.outer* Link.mid*");
 }
 
+/* After the cut leaf returns into the mid the cut segment had, and mid
+ * returns into compiled code of mid that no frame of either segment runs:
+ * the linked frames returned, and the compiled frame was running before. */
+static void cut_then_mid_back_in_compiled_code(rp_projector *r)
+{
+    static const int mid_returns[] = { OP_IRETURN, EV_BACK, OP_ICONST_3, OP_IMUL, OP_ICONST_1,
+                                       OP_IADD, OP_IRETURN, EV_MID_RETURNED_TO };
+    leaf_running(r);
+    FEED(r, cut);
+    FEED(r, mid_returns);
+}
+
+Test(program, frames_that_returned_into_code_found_running_leave_the_flow)
+{
+    /* the second segment: outer* mid* leaf* found running, leaf and mid
+     * return, then outer's frame goes too (its return is in the flow: a
+     * profile would otherwise keep it on its stack), and mid's compiled
+     * frame is found running */
+    rp_stats st;
+    GArray *flow = project_link(cut_then_mid_back_in_compiled_code, &st);
+    int depth = 0;
+    bool in = false;
+    const fl_event *last = NULL;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        if (ev->kind == FL_SEGMENT)
+            in = ev->seq == 1;
+        else if (in && (ev->kind == FL_CALL || ev->kind == FL_RETURN)) {
+            depth += ev->kind == FL_CALL ? 1 : -1;
+            last = ev;
+        }
+    }
+    cr_assert_not_null(last);
+    cr_expect(last->kind == FL_CALL && (last->flags & FL_F_CONTEXT) &&
+              !strcmp(flow_method(last), "Link.mid"), "%s", flow_method(last));
+    cr_expect_eq(depth, 1, "the flow's stack is the projector's: mid's compiled frame only");
+    g_array_free(flow, TRUE);
+}
+
 /* A gap (EV_DECODE_GAP or EV_LOST_GAP) where leaf runs, then its return. */
 static void gap_then_back_in_outer(rp_projector *r, int gap)
 {
