@@ -2003,6 +2003,30 @@ Test(decode, a_site_first_recorded_at_its_static_stub_is_fixed_by_its_adapters_c
  * to fix the site (JDK 17 re-points it there and then). */
 #define FIXED_CALLEE 0xb4000ull
 
+/* M1 at NMR: site A calls `site_to`, then `jmp *%rax`; its static stub at
+ * NMR+0x20 is filled to jump to C2I. */
+static void load_m1_with_stub_to_c2i(jm_writer *w, jm_buf *b, uint64_t site_to)
+{
+    uint8_t nm[0x40];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(site_to - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    memcpy(nm + 0x20, "\x48\xbb\x34\x12\0\0\0\0\0\0\xe9", 11);
+    rel = (int32_t)(C2I - (NMR + 0x2f));
+    memcpy(nm + 0x2b, &rel, 4);
+    load_at_nmr(w, b, nm, sizeof nm);
+}
+
+/* The callee M2 compiled at t 500, and the site's record at t 9000 calling it. */
+static void callee_compiled_then_recorded(jm_writer *w, jm_buf *b)
+{
+    load_ret_version(w, b, 500, FIXED_CALLEE, M2, 3);
+    int32_t rel = (int32_t)(FIXED_CALLEE - (NMR + 5));
+    patch(w, b, 9000, NMR + 1, &rel, 4);
+}
+
 static char *make_fixup_first_call_trace(void)
 {
     char *dir;
@@ -2012,19 +2036,8 @@ static char *make_fixup_first_call_trace(void)
     method(w, &b, M1, "one");
     method(w, &b, M2, "two");
     stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
-    uint8_t nm[0x40];
-    memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(NMR + 0x20 - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    memcpy(nm + 0x20, "\x48\xbb\x34\x12\0\0\0\0\0\0\xe9", 11);
-    rel = (int32_t)(C2I - (NMR + 0x2f));
-    memcpy(nm + 0x2b, &rel, 4);
-    load_at_nmr(w, &b, nm, sizeof nm);
-    load_ret_version(w, &b, 500, FIXED_CALLEE, M2, 3);
-    rel = (int32_t)(FIXED_CALLEE - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    load_m1_with_stub_to_c2i(w, &b, NMR + 0x20);
+    callee_compiled_then_recorded(w, &b);
     close_with_main_thread(w, &b);
     return dir;
 }
@@ -2086,21 +2099,10 @@ static char *make_cleaning_fixup_trace(void)
     method(w, &b, M2, "two");
     vm_resolver_stub(w, &b, RS_STATIC, "resolve_static_call");
     stub(w, &b, C2I, "I2C/C2I adapters", C2I_CODE, 5);
-    uint8_t nm[0x40];
-    memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(RS_STATIC - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    memcpy(nm + 0x20, "\x48\xbb\x34\x12\0\0\0\0\0\0\xe9", 11);
-    rel = (int32_t)(C2I - (NMR + 0x2f));
-    memcpy(nm + 0x2b, &rel, 4);
-    load_at_nmr(w, &b, nm, sizeof nm);
-    rel = (int32_t)(NMR + 0x20 - (NMR + 5));
+    load_m1_with_stub_to_c2i(w, &b, RS_STATIC);
+    int32_t rel = (int32_t)(NMR + 0x20 - (NMR + 5));
     patch(w, &b, 200, NMR + 1, &rel, 4);
-    load_ret_version(w, &b, 500, FIXED_CALLEE, M2, 3);
-    rel = (int32_t)(FIXED_CALLEE - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    callee_compiled_then_recorded(w, &b);
     close_with_main_thread(w, &b);
     return dir;
 }
