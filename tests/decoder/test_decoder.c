@@ -2042,23 +2042,37 @@ static char *make_fixup_first_call_trace(void)
     return dir;
 }
 
-Test(decode, the_first_call_after_the_callees_install_goes_through_the_adapters_fixup)
+/* From a PSB at t 1000 at NMR, pass 1 of the fixup traces: site A goes
+ * through its stub into C2I, which calls into the VM (the fixup). */
+static void fixup_pass(penc *e)
 {
-    char *dir = make_fixup_first_call_trace();
+    penc_init(e);
+    psb(e, 1000, NMR);
+    tnt(e, 0, 1);
+    tip(e, ppt_tip_pgd, 0);
+    tip(e, ppt_tip_pge, C2I + 4);
+    tip(e, ppt_tip, NMR + 5);           /* ret */
+    tip(e, ppt_tip, NMR);               /* jmp *%rax */
+}
+
+/* The model of trace dir (the test fails if it cannot be loaded). */
+static dm_model *load_model(const char *dir)
+{
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
+    return m;
+}
+
+Test(decode, the_first_call_after_the_callees_install_goes_through_the_adapters_fixup)
+{
+    char *dir = make_fixup_first_call_trace();
+    dm_model *m = load_model(dir);
     cr_expect_eq(m->patches_at_callee_code, 1, "the record applies from the callee's load");
     cr_expect_eq(m->fixup_states_made_up, 1, "the site at its stub, for a retry");
     dm_free(m);
     penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    tnt(&e, 0, 1);                      /* 1: A, stub, C2I calls into the VM: the fixup */
-    tip(&e, ppt_tip_pgd, 0);
-    tip(&e, ppt_tip_pge, C2I + 4);
-    tip(&e, ppt_tip, NMR + 5);          /*    ret */
-    tip(&e, ppt_tip, NMR);              /*    jmp *%rax */
+    fixup_pass(&e);                     /* 1: the fixup */
     for (int pass = 2; pass <= 3; pass++) {
         tip(&e, ppt_tip, NMR + 5);      /* 2, 3: A calls the compiled callee, which returns */
         tip(&e, ppt_tip, NMR);
@@ -2110,19 +2124,11 @@ static char *make_cleaning_fixup_trace(void)
 Test(decode, a_fixup_that_cleans_the_site_sends_the_next_call_through_the_resolver)
 {
     char *dir = make_cleaning_fixup_trace();
-    char err[512];
-    dm_model *m = dm_load(dir, err, sizeof err);
-    cr_assert_not_null(m, "%s", err);
+    dm_model *m = load_model(dir);
     cr_expect_eq(m->fixup_states_made_up, 3, "at the stub twice, at the resolver");
     dm_free(m);
     penc e;
-    penc_init(&e);
-    psb(&e, 1000, NMR);
-    tnt(&e, 0, 1);                      /* 1: A, stub, C2I calls into the VM: the fixup */
-    tip(&e, ppt_tip_pgd, 0);
-    tip(&e, ppt_tip_pge, C2I + 4);
-    tip(&e, ppt_tip, NMR + 5);          /*    ret */
-    tip(&e, ppt_tip, NMR);              /*    jmp *%rax */
+    fixup_pass(&e);                     /* 1: the fixup */
     tip(&e, ppt_tip_pgd, 0x1000);       /* 2: A, the resolver calls into the VM */
     tip(&e, ppt_tip_pge, RS_STATIC + 5);
     tip(&e, ppt_tip, FIXED_CALLEE);     /*    and goes on to the callee */
