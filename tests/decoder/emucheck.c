@@ -20,7 +20,9 @@
  * block (a stale stub a call went into) that also fits an earlier pass of
  * the thread over the same code cannot move the position back to that
  * pass, where the right blocks after it would fit as long as that pass ran
- * the same code; an index of the positions of
+ * the same code; after a loss it reaches back no further than the PSB the
+ * collector restarted with (the loop before the loss ran the same code, and
+ * the block's time, that PSB's, would allow a fit there); an index of the positions of
  * every address makes a block that fits nowhere cheap. A block that fits a
  * few instructions on is placed there first; one that does not is held,
  * and so are a few more in a row, until one fits within a few instructions
@@ -103,6 +105,7 @@ static bool load_codes(const char *dir, code_tab *t)
 typedef struct psb_mark {
     size_t pos;
     uint64_t tsc;
+    uint64_t off;            /* in the written stream */
 } psb_mark;
 
 /* The TSC packet of the PSB+ at offset off of the stream; 0 if none. */
@@ -110,6 +113,9 @@ static uint64_t psb_tsc(const uint8_t *pt, size_t len, uint64_t off)
 {
     if (off >= len || len - off < 16)
         return 0;
+    for (size_t k = 0; k < 16; k += 2)
+        if (pt[off + k] != 0x02 || pt[off + k + 1] != 0x82)
+            return 0;
     for (size_t p = off + 16; p + 8 <= len && p < off + 64; p++)
         if (pt[p] == 0x19) {
             uint64_t t = 0;
@@ -148,10 +154,10 @@ static GArray *load_log(const char *dir, uint32_t tid, const code_tab *t, GArray
         memcpy(r, data + p, 8);
         p += 8;
         if (r[0] == 0xffffffffu) {
-            uint64_t off;
+            uint64_t off;       /* where the PSB went in the written stream (~0: lost) */
             if (p + 16 <= len && r[1] == 1) {
                 memcpy(&off, data + p + 8, 8);
-                psb_mark mk = { seq->len, psb_tsc((const uint8_t *)pt, ptlen, off) };
+                psb_mark mk = { seq->len, psb_tsc((const uint8_t *)pt, ptlen, off), off };
                 if (mk.tsc)
                     g_array_append_val(psbs, mk);
             }
@@ -235,6 +241,7 @@ typedef struct check {
     uint64_t held_tsc[HELD_MAX];
     size_t nheld;
     bool after_gap;
+    size_t floor;               /* no block lies before: the PSB decoding resumed at after a loss */
 } check;
 
 /* Positions [at, at + n) were decoded: counted once however often a block
@@ -279,12 +286,13 @@ static void place(check *c, const struct pt_block *b, uint64_t tsc, size_t q)
     c->pos = q + b->ninsn;
 }
 
-static void misplaced(check *c, const struct pt_block *b)
+static void misplaced(check *c, const struct pt_block *b, uint64_t tsc)
 {
     if (c->bad_blocks < 5)
-        fprintf(stderr, "emucheck: block 0x%" PRIx64 "..0x%" PRIx64 " (%zu insns) does not fit "
-                "the executed sequence at position %zu (0x%" PRIx64 ")\n", b->ip, b->end_ip,
-                (size_t)b->ninsn, c->pos, c->pos < c->n ? c->seq[c->pos] : 0);
+        fprintf(stderr, "emucheck: block 0x%" PRIx64 "..0x%" PRIx64 " (%zu insns, at %" PRIu64
+                " as ptdecode events shows it) does not fit the executed sequence at position %zu"
+                " (0x%" PRIx64 ")\n", b->ip, b->end_ip, (size_t)b->ninsn,
+                tsc >= c->m->start_tsc ? tsc - c->m->start_tsc : 0, c->pos, c->pos < c->n ? c->seq[c->pos] : 0);
     c->bad_blocks++;
 }
 
@@ -306,10 +314,12 @@ static void place_in_window(check *c, const struct pt_block *b, uint64_t tsc)
     }
     size_t start = lo ? c->psb[lo - 1].pos : 0;
     start = start > LEAD ? start - LEAD : 0;
+    if (start < c->floor)
+        start = c->floor;
     size_t limit = lo + PSB_LAG < c->npsb ? c->psb[lo + PSB_LAG].pos : c->n;
     gpointer v = g_hash_table_lookup(c->where->slot, &b->ip);
     if (!v) {
-        misplaced(c, b);
+        misplaced(c, b, tsc);
         return;
     }
     uint32_t slot = (uint32_t)GPOINTER_TO_UINT(v) - 1;
@@ -338,7 +348,7 @@ static void place_in_window(check *c, const struct pt_block *b, uint64_t tsc)
     if (fit != SIZE_MAX)
         place(c, b, tsc, fit);
     else
-        misplaced(c, b);
+        misplaced(c, b, tsc);
 }
 
 /* Whether block b lies in an interpreter codelet. */
@@ -381,7 +391,7 @@ static void on_block(const struct pt_block *b, uint64_t tsc, void *vp)
         for (size_t d = 0; d <= SUBSTITUTE_SPAN && !interpreter; d++)
             if (fits_at(c, b, c->pos + d)) {
                 for (size_t i = 0; i < c->nheld; i++)
-                    misplaced(c, &c->held[i]);
+                    misplaced(c, &c->held[i], c->held_tsc[i]);
                 c->nheld = 0;
                 place(c, b, tsc, c->pos + d);
                 return;
@@ -477,12 +487,29 @@ static void print_where(const check *c, uint32_t tid, size_t top)
     g_array_free(groups, TRUE);
 }
 
+/* Where the thread ran when the stream resumed at offset off after a loss:
+ * the collector restarts with a PSB, the first one written at or after off. */
+static size_t resume_position(const check *c, uint64_t off)
+{
+    size_t lo = 0, hi = c->npsb;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->psb[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->npsb ? c->psb[lo].pos : c->n;
+}
+
 static int on_event(const dc_event *ev, void *vp)
 {
     check *c = vp;
     if (ev->kind == DC_GAP) {
         release_held(c);
         c->after_gap = true;
+        if (ev->reason == DC_GAP_LOST)
+            c->floor = resume_position(c, ev->end_offset);
     }
     if (c->ops && ev->kind == DC_BYTECODE)
         fprintf(c->ops, "%s\n", bc_name(ev->opcode));

@@ -203,13 +203,13 @@ def main():
         return 1
 
     ops_path = os.path.join(work, 'opcodes.txt')
-    chk = subprocess.run([emucheck, trace, '--opcodes', ops_path, '--min-match',
-                          '1' if lossy else MIN_DECODED_PCT],
+    min_pct = '1' if lossy else MIN_DECODED_PCT
+    chk = subprocess.run([emucheck, trace, '--opcodes', ops_path, '--min-match', min_pct],
                          capture_output=True, text=True, timeout=900)
     sys.stdout.write(chk.stdout)
     sys.stderr.write(chk.stderr)
     if chk.returncode != 0:
-        print('FAIL: emucheck: misplaced blocks or under %s%% decoded' % MIN_DECODED_PCT)
+        print('FAIL: emucheck: misplaced blocks or under %s%% decoded' % min_pct)
         return 1
     m = re.search(r'misplaced blocks (\d+)\n', chk.stdout)
     if not m or m.group(1) != '0':
