@@ -2137,12 +2137,20 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
                 flags |= DC_F_AFTER_CALL;
             break;
         }
-        case X_JMP_INDIRECT:
+        case X_JMP_INDIRECT: {
             /* The interpreter returns by jumping to the return address; its
-             * dispatch may jump to the template that just ran. */
-            shadow_pop(x, o->ip, NULL);
+             * dispatch may jump to the template that just ran. Into compiled
+             * code, to the address after a call it made, that is the call's
+             * return (an interpreted callee the c2i adapter entered). */
+            bool matched = shadow_pop(x, o->ip, &back);
             entered = !same || is_bc;
+            if (matched && is_nm && !same) {
+                flags = (flags & ~DC_F_BY_JUMP) | DC_F_BY_RETURN | DC_F_AFTER_CALL;
+            } else {
+                back.jit_frames = NULL;
+            }
             break;
+        }
         default:
             entered = !same;
             break;

@@ -1903,6 +1903,44 @@ static frame compiled_frame(const rp_projector *r, const dc_event *e, uint64_t i
                     .method_id = id, .code = e->code };
 }
 
+/* The bci of the call a frame waits on; -1 when not known. */
+static int32_t calling_bci(const rp_projector *r, const frame *f)
+{
+    if (f->kind == FR_COMPILED)
+        return f->bci;
+    if (f->kind == FR_INTERP && f->last != NONE) {
+        const rc_cfg *g = rc_cfg_get(r->p, rc_method_at(r->p, f->method));
+        return g ? (int32_t)g->bci[f->last] : -1;
+    }
+    return -1;
+}
+
+/* A return into compiled version e->code that no frame waits for, where the
+ * frame below the activation that returned waits on a call of its own: the
+ * version ran unseen between the two (its entry was in code the decoder
+ * could not follow, or recorded only later), called by that frame. Its
+ * frame is put there as an inferred call, so the known callers stay (a
+ * return past them all would leave the rest of the segment rooted at the
+ * thread). False where the rule does not apply. */
+static bool unseen_caller(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
+{
+    if (f && f->kind == FR_COMPILED && !f->calling) {
+        const void *code = f->code;
+        while (f && f->kind == FR_COMPILED && f->code == code && !f->calling &&
+               f->inline_depth > 1)
+            f = pop(r, f, &h, 0);
+        if (f && f->kind == FR_COMPILED && f->code == code && !f->calling)
+            f = pop(r, f, &h, 0);
+    }
+    if (!f || !f->calling || (f->kind != FR_COMPILED && f->kind != FR_INTERP))
+        return false;
+    h = record(r, h, FL_CALL, e->method_id, calling_bci(r, f), -1,
+               FL_F_COMPILED | FL_F_INFERRED);
+    frame n = compiled_frame(r, e, e->method_id, 1);
+    add(r, push(r, f, n), h);
+    return true;
+}
+
 static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const dc_event *e)
 {
     if (e->flags & DC_F_OSR) {
@@ -1954,6 +1992,8 @@ static void step_jit_enter(rp_projector *r, const frame *f, const hist *h, const
             add(r, g, hh);
             return;
         }
+        if (!thrown && unseen_caller(r, f, h, e))
+            return;
         /* a compiled frame the segment before left running (see
          * expand), tried first */
         int j = fresh ? before_find(r, NONE, e->code) : -1;

@@ -139,6 +139,7 @@ Test(trinfo, malformed_json_names_file_and_offset)
 #define HANDLERS 0x40000ull
 #define NM3 0x70000ull
 #define NM4 0x80000ull
+#define NM5 0x90000ull
 #define M1 0x1111ull
 #define M2 0x2222ull
 #define M3 0x3333ull
@@ -310,6 +311,22 @@ static char *make_trace(void)
     jm_put_u64(&b, M3); jm_put_i32(&b, 7); jm_put_u64(&b, M1); jm_put_i32(&b, 5);
     emit(w, JM_NMETHOD_LOAD, 10, &b, nm4, sizeof nm4);
 
+    /* NM4's shape calling the interpreter's method entry instead of the
+     * stub (as a call through the c2i adapter does): an interpreted callee,
+     * whose return template jumps back to the return address. */
+    uint8_t nm5[16];
+    memcpy(nm5, nm4, sizeof nm5);
+    int32_t rel5 = (int32_t)(INTERP + 0x40 - (NM5 + 6));
+    memcpy(nm5 + 2, &rel5, 4);
+    jm_put_u64(&b, NM5); jm_put_u64(&b, sizeof nm5); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 4); jm_put_u32(&b, 3);
+    jm_put_u64(&b, NM5 + 1); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 1);
+    jm_put_u64(&b, NM5 + 6); jm_put_u32(&b, 2);
+    jm_put_u64(&b, M2); jm_put_i32(&b, 4); jm_put_u64(&b, M1); jm_put_i32(&b, 2);
+    jm_put_u64(&b, NM5 + 9); jm_put_u32(&b, 2);
+    jm_put_u64(&b, M3); jm_put_i32(&b, 7); jm_put_u64(&b, M1); jm_put_i32(&b, 5);
+    emit(w, JM_NMETHOD_LOAD, 10, &b, nm5, sizeof nm5);
+
     /* records out of time order, as different threads write them */
     uint8_t nm2[16] = { 0x90, 0xff, 0xe0 };
     memset(nm2 + 3, 0xcc, 13);
@@ -361,7 +378,7 @@ Test(model, timeline_versions_and_inline_tables)
     dm_model *m = dm_load(dir, err, sizeof err);
     cr_assert_not_null(m, "%s", err);
     cr_expect_eq(m->ncodelets, 7);
-    cr_expect_eq(m->ncodes, 6, "four nmethod versions and two stubs (the liar is dropped)");
+    cr_expect_eq(m->ncodes, 7, "five nmethod versions and two stubs (the liar is dropped)");
     cr_expect_eq(m->nwarnings, 2, "bad code offset and unknown unload reported");
     bool beyond = false, unknown = false;
     for (size_t i = 0; i < m->nwarnings; i++) {
@@ -675,7 +692,7 @@ Test(image, lazy_tiles_show_the_layered_code)
     cr_expect_eq(di_image_read(im, buf, sizeof buf, NM), 16);
     cr_expect_eq(memcmp(buf, "\x90\x90\x90\x90\xff\xe0", 6), 0);
     cr_expect_eq(di_image_read(im, buf, sizeof buf, NM + 16), -pte_nomap);
-    cr_expect_eq(di_image_read(im, buf, sizeof buf, 0x90000), -pte_nomap);
+    cr_expect_eq(di_image_read(im, buf, sizeof buf, 0xa0000), -pte_nomap);
     /* the handlers buffer: code up to its first run of zeros, then the fill
      * over the zeros (valid from before its record) */
     cr_expect_eq(di_image_read(im, buf, sizeof buf, HANDLERS), 1);
@@ -903,6 +920,40 @@ Test(decode, return_continues_the_inline_stack_the_call_left)
         cr_expect_eq(log.ev[7].depth, 2);
         cr_expect_eq(log.ev[8].method_id, M3);
         cr_expect_eq(log.ev[8].bci, 7);
+    }
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* An interpreted callee of compiled code returns by the interpreter's jump
+ * to the return address: that is the call's return, which goes on from the
+ * inline stack the call left, as after a ret (a jump would start the
+ * version's position afresh, and read as entering it again). */
+Test(decode, an_interpreted_callee_returns_into_its_compiled_caller)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP + 0x40);
+    tip(&e, ppt_tip, NM5);              /* jump into NM5, which calls the method entry */
+    tip(&e, ppt_tip, INTERP);           /* the entry dispatches iload_0 */
+    tip(&e, ppt_tip, NM5 + 6);          /* which jumps back to the return address */
+    tip(&e, ppt_tip, INTERP);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    static const char *const want[] = {
+        "jit-enter", "jit", "inline-call", "jit", "method-entry", "iload_0",
+        "jit-enter", "inline-return", "inline-call", "jit", "iload_0",
+    };
+    expect_kinds(&log, want, sizeof want / sizeof want[0]);
+    if (log.n == sizeof want / sizeof want[0]) {
+        cr_expect_eq(log.ev[6].flags & (DC_F_BY_RETURN | DC_F_AFTER_CALL | DC_F_BY_JUMP),
+                     DC_F_BY_RETURN | DC_F_AFTER_CALL);
+        cr_expect_eq(log.ev[7].method_id, M2);
+        cr_expect_eq(log.ev[8].method_id, M3);
+        cr_expect_eq(log.ev[9].bci, 7);
     }
     cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
     remove_tree(dir);

@@ -748,6 +748,9 @@ enum {
     /* compiled Link.mid: entered by a call, at its call of leaf (bci 1),
      * returned into */
     EV_MID_CALLED, EV_MID_AT_1, EV_MID_RETURNED_TO,
+    /* compiled Link.other, returned into; a call from compiled code into
+     * the c2i adapter */
+    EV_OTHER_RETURNED_TO, EV_C2I_CALLED,
     /* gaps: the decoder could not follow code; the collector lost trace */
     EV_DECODE_GAP, EV_LOST_GAP,
 };
@@ -772,6 +775,7 @@ static const int cut[] = { EV_OTHER, OP_MONITORENTER };
 
 static uint64_t feed_tick;
 static const char mid_code[1];  /* stands for a compiled version of Link.mid */
+static const char other_code[1];  /* ... and of Link.other */
 
 static uint64_t link_id(const char *name)
 {
@@ -801,6 +805,17 @@ static void feed(rp_projector *r, const int *seq, size_t n)
             e.flags = seq[i] == EV_MID_CALLED ? DC_F_BY_CALL : DC_F_BY_RETURN;
             e.code = mid_code;
             e.method_id = link_id("mid");
+            e.bci = -1;
+            e.depth = 1;
+        } else if (seq[i] == EV_C2I_CALLED) {
+            e.kind = DC_STUB;
+            e.flags = DC_F_BY_CALL;
+            e.desc = "I2C/C2I adapters";
+        } else if (seq[i] == EV_OTHER_RETURNED_TO) {
+            e.kind = DC_JIT_ENTER;
+            e.flags = DC_F_BY_RETURN | DC_F_AFTER_CALL;
+            e.code = other_code;
+            e.method_id = link_id("other");
             e.bci = -1;
             e.depth = 1;
         } else if (seq[i] == EV_MID_AT_1) {
@@ -1192,6 +1207,46 @@ Test(program, a_compiled_frame_links_by_its_code)
      * and outer below it */
     expect_segments(cut_then_back_in_compiled_mid, "Link.outer Link.mid Link.leaf",
                     "Link.other* Link.outer* Link.mid*");
+}
+
+/* outer calls a compiled mid, and leaf, entered in the interpreter, returns
+ * into compiled code of other, which no frame runs, then other into mid and
+ * mid into outer: other ran unseen between mid and leaf. */
+static void leaf_back_in_unseen_other(rp_projector *r)
+{
+    static const int call[] = { OP_ILOAD_1, OP_ILOAD_2, OP_INVOKESTATIC, EV_MID_CALLED,
+                                EV_MID_AT_1, EV_C2I_CALLED, EV_ENTRY, OP_ILOAD_0, OP_BIPUSH,
+                                OP_IXOR };
+    static const int back[] = { OP_IRETURN, EV_OTHER_RETURNED_TO, EV_MID_RETURNED_TO, EV_BACK,
+                                OP_IADD, OP_ISTORE_1, OP_IINC, OP_GOTO };
+    FEED(r, outer_head);
+    FEED(r, loop_again);
+    FEED(r, call);
+    FEED(r, back);
+    FEED(r, outer_exit);
+}
+
+Test(program, a_return_into_code_no_frame_runs_finds_it_called_by_the_frame_waiting_below)
+{
+    /* other's frame goes between mid and leaf as an inferred call, so that
+     * outer and mid stay on the stack: one segment, every frame returned */
+    rp_stats st;
+    GArray *flow = project_link(leaf_back_in_unseen_other, &st);
+    cr_expect_eq(st.segments, 1);
+    cr_expect_eq(st.segments_unresolved, 0);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, "Link.outer Link.mid Link.leaf Link.other", "%s", got);
+    g_free(got);
+    int depth = 0;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        if (ev->kind == FL_CALL && !strcmp(flow_method(ev), "Link.other"))
+            cr_expect(ev->flags & FL_F_INFERRED, "other's call is inferred");
+        depth += ev->kind == FL_CALL ? 1 : ev->kind == FL_RETURN ? -1 : 0;
+        cr_expect_geq(depth, 0, "a return past the frames the flow called, at %u", i);
+    }
+    cr_expect_eq(depth, 0, "outer returned last");
+    g_array_free(flow, TRUE);
 }
 
 /* After the cut leaf returns into the mid the cut segment had, and mid
