@@ -121,6 +121,11 @@ struct rj_filter {
     uint32_t *seen, *from, *queue, *dist;
     uint8_t *how, *cnt;
     bool ambiguous;          /* the last walk had another path as short */
+    /* The entry of a version a call went into, held back until the next
+     * event shows whether the version's inline-cache check failed there
+     * (a jump to the miss handler): then it never ran. */
+    dc_event held;
+    bool has_held;
     rj_stats st;
 };
 
@@ -525,7 +530,12 @@ static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to,
 
 static void out(rj_filter *f, const dc_event *e)
 {
-    if (!f->stop)
+    if (f->has_held) {
+        f->has_held = false;
+        if (!f->stop)
+            f->stop = f->next(&f->held, f->next_ctx);
+    }
+    if (e && !f->stop)
         f->stop = f->next(e, f->next_ctx);
 }
 
@@ -1135,7 +1145,32 @@ static void on_enter(rj_filter *f, const dc_event *e)
         state = NONE;            /* after the trace resumed, say */
     }
     push_act(f, c, state);
+    if ((e->flags & DC_F_BY_CALL) && at_entry) {
+        out(f, NULL);
+        f->held = fwd;
+        f->has_held = true;
+        return;
+    }
     out(f, &fwd);
+}
+
+/* A jump to HotSpot's inline-cache miss handler right after a call entered
+ * a version: the check at its unverified entry failed (the receiver's class
+ * is not the one the call site cached), so the version never ran. Its
+ * activation goes, and the handler is the call's way on (to the receiver's
+ * own method, compiled or through the c2i adapter). */
+static bool ic_missed(rj_filter *f, dc_event *e)
+{
+    const dm_code *s = e->code;
+    if (!f->has_held || e->kind != DC_STUB || !s || !s->ic_miss || (e->flags & DC_F_BY_CALL))
+        return false;
+    act *a = top(f);
+    if (a && a->code == f->held.code)
+        pop_act(f);
+    f->has_held = false;
+    f->st.ic_misses++;
+    e->flags = (e->flags & ~(uint32_t)DC_F_BY_JUMP) | DC_F_BY_CALL;
+    return true;
 }
 
 static void on_scope(rj_filter *f, const dc_event *e)
@@ -1170,9 +1205,11 @@ static void on_scope(rj_filter *f, const dc_event *e)
     a->has_pin = true;
 }
 
-int rj_event(const dc_event *e, void *vp)
+int rj_event(const dc_event *ev, void *vp)
 {
     rj_filter *f = vp;
+    dc_event fwd = *ev;
+    const dc_event *e = ic_missed(f, &fwd) ? &fwd : ev;
     act *a = top(f);
     switch (e->kind) {
     case DC_JIT_ENTER:
@@ -1253,6 +1290,7 @@ rj_filter *rj_new(rc_program *p, const dm_model *m, dc_sink next, void *next_ctx
 
 int rj_finish(rj_filter *f)
 {
+    out(f, NULL);
     for (guint k = 0; k < f->acts->len; k++)
         flush_pins(f, &g_array_index(f->acts, act, k));
     return f->stop;

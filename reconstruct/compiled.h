@@ -77,6 +77,8 @@ typedef struct rj_stats {
     uint64_t walk_limit;         /* path searches that gave up at their bound */
     uint64_t exceptions;         /* paths that begin at a handler (an exception caught) */
     uint64_t unwound;            /* activations an exception left without a handler */
+    uint64_t ic_misses;          /* calls whose callee's inline-cache check failed at its
+                                    entry: the version never ran, the miss handler goes on */
 } rj_stats;
 
 void rj_stats_add(rj_stats *sum, const rj_stats *s);

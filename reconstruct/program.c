@@ -42,6 +42,9 @@ struct rc_class {
     bool from_file;            /* false: bare (hidden, or no class file captured) */
     bool hidden;               /* CLASS_PREPARE flag 1 */
     bool prepared;             /* a CLASS_PREPARE record names it */
+    uint64_t since;            /* the earliest time its code can run: when the load hook
+                                * (or, for a hidden class, preparation) recorded it;
+                                * 0 for classes loaded before the agent's hook */
     uint16_t access;
     rc_class *super;
     rc_class **ifaces;
@@ -264,12 +267,14 @@ static bool class_may_have_run(const rc_program *p, const rc_class *c)
     return c->prepared || !c->from_file || !p->any_prepared;
 }
 
-bool rc_initializer_may_run(const rc_program *p, const rc_method *m, uint64_t tsc)
+bool rc_method_may_run(const rc_program *p, const rc_method *m, uint64_t tsc)
 {
     if (!m || m->index >= p->nmethods || &p->mx[m->index].m != m)
         return true;
-    uint64_t by = p->mx[m->index].initialized_by;
-    return !by || tsc < by;
+    const rc_mx *x = &p->mx[m->index];
+    if (x->initialized_by && tsc >= x->initialized_by)
+        return false;
+    return !x->cls || !x->cls->since || tsc + RC_SINCE_SLACK >= x->cls->since;
 }
 
 bool rc_method_may_have_run(const rc_program *p, const rc_method *m)
@@ -334,6 +339,8 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     /* 1. Collect the records. */
     GArray *files = g_array_new(FALSE, FALSE, sizeof(jm_rec));
     GArray *prepares = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    GArray *file_tsc = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    GArray *prepare_tsc = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     GArray *meths = g_array_new(FALSE, FALSE, sizeof(meth_rec));
     GArray *inited = g_array_new(FALSE, FALSE, sizeof(class_time));
     GHashTable *codes = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
@@ -360,9 +367,11 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         }
         case JM_CLASS_FILE:
             g_array_append_val(files, m);
+            g_array_append_val(file_tsc, rec.tsc);
             break;
         case JM_CLASS_PREPARE:
             g_array_append_val(prepares, m);
+            g_array_append_val(prepare_tsc, rec.tsc);
             break;
         case JM_METHOD_BYTECODE: {
             code_rec *c = g_new(code_rec, 1);
@@ -411,6 +420,8 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         c->cf = cf;
         c->from_file = true;
         c->access = cf.access;
+        if (m->u.class_file.origin == JM_CLASS_LOAD_HOOK)
+            c->since = g_array_index(file_tsc, uint64_t, i);
     }
     /* 3. Bare classes: prepared without a class file (hidden ones with their
      * constant pool). */
@@ -428,6 +439,8 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         c = class_new(p, cid, sig_to_name(p, m->u.class_prepare.class_sig));
         c->prepared = true;
         c->hidden = (m->u.class_prepare.flags & JM_CLASS_HIDDEN) != 0;
+        if (c->hidden)
+            c->since = g_array_index(prepare_tsc, uint64_t, i);
         p->nbare++;
         if (!c->hidden)
             p->nbare_plain++;
@@ -589,6 +602,8 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     g_array_free(extra, TRUE);
     g_array_free(files, TRUE);
     g_array_free(prepares, TRUE);
+    g_array_free(file_tsc, TRUE);
+    g_array_free(prepare_tsc, TRUE);
     g_array_free(meths, TRUE);
     g_array_free(inited, TRUE);
     g_array_free(pool_recs, TRUE);

@@ -82,10 +82,16 @@ const rc_method *rc_method_find(const rc_program *p, const char *klass, const ch
 /* False when m belongs to a class the trace shows loaded but never
  * prepared (linked): none of its code ran. */
 bool rc_method_may_have_run(const rc_program *p, const rc_method *m);
-/* False when m is the static initializer of a class that the agent found
- * initialized before time tsc (CLASSES_INITIALIZED): a class is initialized
- * once, so a call at tsc is another method's. */
-bool rc_initializer_may_run(const rc_program *p, const rc_method *m, uint64_t tsc);
+/* False when m cannot run at time tsc: it is the static initializer of a
+ * class that the agent found initialized before (CLASSES_INITIALIZED: a class
+ * is initialized once, so a call at tsc is another method's), or its class
+ * was loaded (the load hook's record; a hidden class's preparation) more than
+ * RC_SINCE_SLACK ticks after tsc. The slack covers the time a decoded event
+ * lags behind: the thread's last timing packet (PSB+, or the TSC before a
+ * TIP.PGE, as when it comes back from the VM) may precede the load that
+ * another thread made. */
+bool rc_method_may_run(const rc_program *p, const rc_method *m, uint64_t tsc);
+#define RC_SINCE_SLACK 100000000ull   /* TSC ticks: tens of milliseconds */
 
 /* Problems met while loading (damaged class files, methods without code),
  * one line each; valid until rc_program_free. */

@@ -1138,6 +1138,8 @@ static const GArray *scores(rp_projector *r, GArray *cands, const pos_pairs *pp,
         scored_pos sp = { g_array_index(c, pos, k), W_NO };
         if (only_method != NONE && sp.ps.method != only_method)
             continue;
+        if (!rc_method_may_run(r->p, rc_method_at(r->p, sp.ps.method), r->ev->tsc))
+            continue;
         sp.score = accepts(r, sp.ps.method, sp.ps.insn, ops, br, jm, n);
         if (sp.score > W_NO)
             g_array_append_val(out, sp);
@@ -1530,7 +1532,7 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
         for (guint j = 0; j < c->len; j++) {
             pos ps = g_array_index(c, pos, j);
             const rc_method *m = rc_method_at(r->p, ps.method);
-            if (!entry_fits(k, m) || !rc_initializer_may_run(r->p, m, r->ev->tsc))
+            if (!entry_fits(k, m) || !rc_method_may_run(r->p, m, r->ev->tsc))
                 continue;
             int score = accepts(r, ps.method, 0, ops, br, jm, n);
             if (score < top)
@@ -1594,7 +1596,7 @@ static void enter_any(rp_projector *r, const frame *caller, const hist *h, entry
  * event and method: every hypothesis at this call asks the same). */
 static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
 {
-    if (!entry_fits(k, t) || !rc_initializer_may_run(r->p, t, r->ev->tsc))
+    if (!entry_fits(k, t) || !rc_method_may_run(r->p, t, r->ev->tsc))
         return W_NO;
     if (k != EK_JAVA && k != EK_SYNC)
         return W_YES;

@@ -236,10 +236,15 @@ static const char *const classes[] = { "Flow", "Shape", "Base", "Circle", "Squar
                                        "Op", "Twice", "Less", "Pattern0", "Pattern1" };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
+static void put_at(jm_writer *w, uint16_t type, uint64_t tsc, jm_buf *b)
+{
+    cr_assert_eq(jm_write(w, type, tsc, b->data, (uint32_t)b->len, NULL, 0), 0);
+    b->len = 0;
+}
+
 static void put(jm_writer *w, uint16_t type, jm_buf *b)
 {
-    cr_assert_eq(jm_write(w, type, 1, b->data, (uint32_t)b->len, NULL, 0), 0);
-    b->len = 0;
+    put_at(w, type, 1, b);
 }
 
 static uint64_t id_of(uint64_t cid, uint32_t k)
@@ -249,8 +254,10 @@ static uint64_t id_of(uint64_t cid, uint32_t k)
 
 /* class ids 1..29 in the order above; Square again as 50; Init0 and Init1
  * as 60 and 61 (Init0 initialized when the agent started); Oval, loaded but
- * never prepared, 51; a hidden class 30; a damaged class 40. Method ids:
- * class id << 16 | method number + 1. */
+ * never prepared, 51; a hidden class 30; a damaged class 40; Launch, loaded
+ * at LAUNCH_LOADED and recorded first (so its methods come first), 70.
+ * Method ids: class id << 16 | method number + 1. */
+#define LAUNCH_LOADED (1ull << 40)
 static const struct { const char *name; uint64_t cid; } late_classes[] = {
     { "Square", 50 }, { "Init0", 60 }, { "Init1", 61 } };
 #define NLATE (sizeof late_classes / sizeof late_classes[0])
@@ -265,9 +272,11 @@ static char *make_trace(void)
     cr_assert(w, "%s", err);
     jm_buf b;
     jm_buf_init(&b);
-    for (uint32_t i = 0; i < NCLASSES + NLATE; i++) {
-        const char *name = i < NCLASSES ? classes[i] : late_classes[i - NCLASSES].name;
-        uint64_t cid = i < NCLASSES ? i + 1 : late_classes[i - NCLASSES].cid;
+    for (uint32_t i = 0; i <= NCLASSES + NLATE; i++) {
+        const char *name = !i ? "Launch"
+                           : i <= NCLASSES ? classes[i - 1] : late_classes[i - 1 - NCLASSES].name;
+        uint64_t cid = !i ? 70 : i <= NCLASSES ? i : late_classes[i - 1 - NCLASSES].cid;
+        uint64_t tsc = !i ? LAUNCH_LOADED : 1;
         size_t len;
         uint8_t *data = slurp(name, &len);
         char sig[256];
@@ -276,7 +285,7 @@ static char *make_trace(void)
         jm_put_str(&b, sig);
         jm_put_u32(&b, 1);
         jm_put_bytes(&b, data, (uint32_t)len);
-        put(w, JM_CLASS_FILE, &b);
+        put_at(w, JM_CLASS_FILE, tsc, &b);
         cf_class c;
         cr_assert_eq(cf_parse(data, len, &c, err, sizeof err), 0);
         for (uint32_t k = 0; k < c.nmethods; k++) {
@@ -294,7 +303,7 @@ static char *make_trace(void)
         jm_put_u32(&b, c.nmethods);
         for (uint32_t k = 0; k < c.nmethods; k++)
             jm_put_u64(&b, id_of(cid, k));
-        put(w, JM_CLASS_PREPARE, &b);
+        put_at(w, JM_CLASS_PREPARE, tsc, &b);
         cf_free(&c);
         g_free(data);
     }
@@ -1136,13 +1145,34 @@ Test(program, an_initialized_class_s_initializer_does_not_run_again)
     const rc_method *i0 = rc_method_find(prog, "Init0", "<clinit>", "()V"),
                     *i1 = rc_method_find(prog, "Init1", "<clinit>", "()V");
     cr_assert(i0 && i1);
-    cr_expect_not(rc_initializer_may_run(prog, i0, 1));
-    cr_expect(rc_initializer_may_run(prog, i0, 0));     /* before the record */
-    cr_expect(rc_initializer_may_run(prog, i1, 1));
+    cr_expect_not(rc_method_may_run(prog, i0, 1));
+    cr_expect(rc_method_may_run(prog, i0, 0));     /* before the record */
+    cr_expect(rc_method_may_run(prog, i1, 1));
     rp_stats st;
     GArray *flow = project_link(run_initializer, &st);
     char *got = segment_calls(flow, 0);
     cr_expect_str_eq(got, "Init1.<clinit>", "%s", got);
+    g_free(got);
+    g_array_free(flow, TRUE);
+}
+
+Test(program, a_class_runs_no_earlier_than_its_load)
+{
+    /* Launch.main has Skip.main's bytecodes and comes first, but Launch was
+     * loaded long after the events: the launcher's main is Skip's
+     * (program/the_launcher_s_main_goes_first_...) */
+    const rc_method *l = rc_method_find(prog, "Launch", "main", "([Ljava/lang/String;)V");
+    cr_assert(l);
+    cr_expect_not(rc_method_may_run(prog, l, 1));
+    cr_expect_not(rc_method_may_run(prog, l, LAUNCH_LOADED - RC_SINCE_SLACK - 1));
+    cr_expect(rc_method_may_run(prog, l, LAUNCH_LOADED - RC_SINCE_SLACK));
+    cr_expect(rc_method_may_run(prog, l, LAUNCH_LOADED + 1));
+    const rc_method *s = rc_method_find(prog, "Skip", "main", "([Ljava/lang/String;)V");
+    cr_expect(rc_method_may_run(prog, s, 0), "a class loaded at time 1 may run from the start");
+    rp_stats st;
+    GArray *flow = project_link(enter_main, &st);
+    char *got = segment_calls(flow, 0);
+    cr_expect_str_eq(got, "Skip.main", "%s", got);
     g_free(got);
     g_array_free(flow, TRUE);
 }

@@ -50,6 +50,14 @@ class Returns {
     static void r68() {} static void r69() {} static void r70() {} static void r71() {}
 }
 
+// A launcher's main with Skip.main's bytecodes in a class loaded long after
+// the events that run Skip.main (program/a_class_runs_no_earlier_than_its_load).
+class Launch {
+    public static void main(String[] a) {
+        Skip.seen = 1;
+    }
+}
+
 // A branch to the next instruction: javac keeps `if (i == -1) {}` as an
 // if_icmpne over nothing (program/a_branch_to_the_next_instruction_...).
 // The launcher's main, and a method with the same bytecodes before it
