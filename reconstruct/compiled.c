@@ -1165,8 +1165,10 @@ static bool ic_missed(rj_filter *f, dc_event *e)
     if (!f->has_held || e->kind != DC_STUB || !s || !s->ic_miss || (e->flags & DC_F_BY_CALL))
         return false;
     act *a = top(f);
-    if (a && a->code == f->held.code)
+    if (a && a->code == f->held.code) {
         pop_act(f);
+        f->st.activations--;
+    }
     f->has_held = false;
     f->st.ic_misses++;
     e->flags = (e->flags & ~(uint32_t)DC_F_BY_JUMP) | DC_F_BY_CALL;

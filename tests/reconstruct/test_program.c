@@ -1847,6 +1847,40 @@ static void guarded_throws(rp_projector *r, cversion *v)
     cv_interp_return(r);
 }
 
+/* A call into mid's compiled code whose inline-cache check fails at once:
+ * the miss handler sends it on to leaf in the interpreter. */
+static void ic_miss_then_leaf(rp_projector *r, cversion *v)
+{
+    static const dm_code miss = { .kind = DM_CODE_STUB, .name = "ic_miss_stub", .ic_miss = true };
+    static const int leaf[] = { EV_ENTRY, OP_ILOAD_0, OP_BIPUSH, OP_IXOR, OP_IRETURN };
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);
+    dc_event e = { .tsc = ++feed_tick, .kind = DC_STUB, .flags = DC_F_BY_JUMP, .code = &miss,
+                   .desc = miss.name, .opcode = -1, .raw = -1, .bci = -1, .call_bci = -1 };
+    cr_assert_eq(rp_event(&e, r), 0);
+    FEED(r, leaf);
+}
+
+Test(program, a_version_whose_inline_cache_check_fails_never_ran)
+{
+    static const char *const recs[] = { "10 mid@1" };
+    cversion v;
+    cversion_init(&v, "mid", recs, 1, NULL, 0);
+    rp_stats st;
+    GArray *flow = project_version(&v, ic_miss_then_leaf, &st);
+    uint64_t mid = link_id("mid"), calls = 0;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        cr_expect(ev->method_id != mid, "mid's code never ran: event %u", i);
+        calls += ev->kind == FL_CALL;
+    }
+    cr_expect_eq(calls, 1, "leaf's call only");
+    cr_expect_eq(st.jit.ic_misses, 1);
+    cr_expect_eq(st.jit.activations, 0);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
 Test(program, an_exception_in_compiled_code_goes_on_at_the_handler)
 {
     cversion v;
