@@ -430,7 +430,7 @@ def case_idx_damaged():
     p = run(fakes() + ["--filter", "all", "-o", "i1", "--", "true"], env={"FAKE_IDX": "partial"})
     check(p.returncode == 0, "exit")
     check(re.search(r"warning: .*/i1/pt/tid-\d+\.idx: offset 96: partial record \(12 of 40 "
-                    r"bytes\) ignored", p.stderr) is not None, "partial record warning")
+                    r"bytes\): the index was cut", p.stderr) is not None, "partial record warning")
     check(info("i1")["totals"]["lost_bytes"] == 500, "records before the damage kept")
     p = run(fakes() + ["--filter", "all", "-o", "i2", "--", "true"], env={"FAKE_IDX": "bad"})
     check(re.search(r"tid-\d+\.idx: offset 0: not a jpt AUX index \(bad magic\)", p.stderr) is not None, "bad magic")
