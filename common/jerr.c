@@ -3,9 +3,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *prog = "jpt";
-static bool quiet;
+static bool quiet, verbose;
+
+/* Kinds of bulk warnings met so far, with their first message. */
+#define MAX_KINDS 64
+static struct kind {
+    char kind[64];
+    unsigned long count;
+    char first[160];
+} kinds[MAX_KINDS];
+static size_t nkinds;
 
 void jerr_set_prog(const char *name) { prog = name; }
 const char *jerr_prog(void) { return prog; }
@@ -34,6 +44,58 @@ void jerr_warn(const char *fmt, ...)
     va_start(ap, fmt);
     vmsg("warning: ", fmt, ap);
     va_end(ap);
+}
+
+void jerr_set_verbose(bool v) { verbose = v; }
+
+void jerr_warn_flush(void)
+{
+    for (size_t i = 0; i < nkinds; i++) {
+        if (kinds[i].count > 1 && !quiet && !verbose)
+            fprintf(stderr, "%s: warning: %lu more like \"%s\" (--verbose shows each)\n",
+                    prog, kinds[i].count - 1, kinds[i].first);
+        kinds[i].count = kinds[i].count ? 1 : 0;
+    }
+}
+
+void jerr_warn_kind(const char *kind, const char *fmt, ...)
+{
+    if (quiet)
+        return;
+    struct kind *k = NULL;
+    for (size_t i = 0; i < nkinds && !k; i++)
+        if (!strncmp(kinds[i].kind, kind, sizeof kinds[i].kind - 1))
+            k = &kinds[i];
+    if (!k && nkinds < MAX_KINDS) {
+        if (!nkinds)
+            atexit(jerr_warn_flush);
+        k = &kinds[nkinds++];
+        snprintf(k->kind, sizeof k->kind, "%s", kind);
+    }
+    va_list ap;
+    if (k && k->count++ && !verbose)
+        return;
+    va_start(ap, fmt);
+    if (k && k->count == 1) {
+        /* The count line quotes the start of the first message. */
+        va_list cp;
+        va_copy(cp, ap);
+        int n = vsnprintf(k->first, sizeof k->first, fmt, cp);
+        va_end(cp);
+        if (n >= (int)sizeof k->first)
+            memcpy(k->first + sizeof k->first - 4, "...", 4);
+    }
+    vmsg("warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void jerr_warn_grouped(const char *msg)
+{
+    /* "FILE: offset N: what": the same what is the same kind. */
+    const char *kind = msg, *p;
+    while ((p = strstr(kind, ": ")))
+        kind = p + 2;
+    jerr_warn_kind(kind, "%s", msg);
 }
 
 void jerr_die(int code, const char *fmt, ...)

@@ -15,4 +15,17 @@ _Noreturn void jerr_die(int code, const char *fmt, ...) __attribute__((format(pr
 /* Suppresses warnings (errors still print). */
 void jerr_set_quiet(bool quiet);
 
+/* A warning of a kind that may come in bulk (one per stream, per record):
+ * kind is a string naming it (the call's format will do). The
+ * first of each kind is printed; later ones are counted, and at exit one
+ * line per kind tells how many more there were. With verbose, each one is
+ * printed. */
+void jerr_warn_kind(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* jerr_warn_kind of a finished message, its kind the text after its last
+ * ": " (the "what" of "FILE: offset N: what"). */
+void jerr_warn_grouped(const char *msg);
+void jerr_set_verbose(bool verbose);
+/* Prints the counts of the kinds warned about more than once, now. */
+void jerr_warn_flush(void);
+
 #endif

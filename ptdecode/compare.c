@@ -107,9 +107,17 @@ int cmd_compare(int argc, char **argv)
         g_ptr_array_free(classes, TRUE);
         return 2;
     }
+    const char *dir[2] = { argv[optind], argv[optind + 1] };
+    for (int run = 0; run < 2; run++) {
+        dc_check chk;
+        if (ptd_check(dir[run], &chk) < 0) {
+            g_ptr_array_free(classes, TRUE);
+            return 1;
+        }
+        dc_check_free(&chk);
+    }
     g_ptr_array_add(classes, NULL);
     pf_compare *cmp = pf_compare_new((const char *const *)classes->pdata, all);
-    const char *dir[2] = { argv[optind], argv[optind + 1] };
     /* the reference first: whether it has bytecodes decides what the
      * traced run keeps */
     for (int run = 1; run >= 0; run--) {

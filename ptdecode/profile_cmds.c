@@ -351,6 +351,10 @@ int cmd_hot(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
+    dc_check_free(&chk);
     pf_names *names = load_names(dir);
     if (!names)
         return 1;
@@ -566,6 +570,10 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
+    dc_check_free(&chk);
     pf_names *names = load_names(dir);
     if (!names)
         return 1;
@@ -671,6 +679,12 @@ int cmd_context(int argc, char **argv)
         ids[i] = v;
     }
     const char *dir = argv[optind];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0) {
+        g_free(ids);
+        return 1;
+    }
+    dc_check_free(&chk);
     pf_names *names = load_names(dir);
     if (!names) {
         g_free(ids);
@@ -740,11 +754,12 @@ static void summary_usage(FILE *f)
             "usage: ptdecode TRACE.DIR [-n N] [--by bytecodes|time|calls] [OPTIONS]\n"
             "       ptdecode summary TRACE.DIR [...]\n"
             "\n"
-            "A trace at a glance: its threads; the bytecodes of the flow and the shares\n"
-            "decoded from the trace, recovered from matching earlier flow and guessed along\n"
-            "the control-flow graph; what was lost (bytes the collector dropped, gaps in the\n"
-            "trace, with PMD and PD as 'ptdecode stats' defines them); and the hottest\n"
-            "methods. A reference-mode trace (the agent's own records) has no losses.\n"
+            "A trace at a glance: whether the recording finished; its threads; the\n"
+            "bytecodes of the flow and the shares decoded from the trace, recovered from\n"
+            "matching earlier flow and guessed along the control-flow graph; what was lost\n"
+            "(bytes the collector dropped or the files lack, gaps in the trace, with PMD and\n"
+            "PD as 'ptdecode stats' defines them); and the hottest methods. A reference-mode\n"
+            "trace (the agent's own records) has no losses.\n"
             "\n"
             "  -n N               how many hot methods (default 10)\n"
             "  --by METRIC        rank them by bytecodes (default; calls when the flow has\n"
@@ -807,9 +822,14 @@ int cmd_summary(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
-    pf_names *names = load_names(dir);
-    if (!names)
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
         return 1;
+    pf_names *names = load_names(dir);
+    if (!names) {
+        dc_check_free(&chk);
+        return 1;
+    }
     summary_counts c = { .tids = g_hash_table_new(g_direct_hash, g_direct_equal) };
     pf_flow_stats fs;
     bool partial;
@@ -817,6 +837,7 @@ int cmd_summary(int argc, char **argv)
     if (!t) {
         g_hash_table_destroy(c.tids);
         pf_names_free(names);
+        dc_check_free(&chk);
         return 1;
     }
     uint64_t total = c.bytecodes[FL_DECODED] + c.bytecodes[FL_RECOVERED] + c.bytecodes[FL_GUESSED];
@@ -824,6 +845,8 @@ int cmd_summary(int argc, char **argv)
         o.by = PF_BY_CALLS;
 
     printf("trace      %s (%s)\n", dir, fs.traced ? "traced run" : "reference mode");
+    char rec[512];
+    printf("recording  %s\n", dc_check_recording(&chk, rec, sizeof rec));
     guint ntids = 0;
     uint32_t *tids = (uint32_t *)g_hash_table_get_keys_as_array(c.tids, &ntids);
     /* keys are stored as pointers: copy them out as integers */
@@ -835,8 +858,7 @@ int cmd_summary(int argc, char **argv)
     printf("threads    %u with events", ntids);
     if (fs.traced)
         /* After a per-CPU trace is split, these are the split's streams. */
-        printf(" (%u per-thread PT streams%s)", fs.streams,
-               fs.unreadable ? ", some unreadable" : "");
+        printf(" (%u per-thread PT streams)", fs.streams);
     printf(":");
     for (guint i = 0; i < ntids && i < 8; i++) {
         const char *name = pf_names_thread(names, sorted[i]);
@@ -858,10 +880,15 @@ int cmd_summary(int argc, char **argv)
                100.0 * (double)c.compiled_estimated / (double)c.compiled, c.calls_inferred,
                c.calls_estimated);
     if (fs.traced) {
+        char more[512];
+        /* Lost bytes the decoder did not see (absent streams, ...) count too. */
+        dc_stats dc = fs.dc;
+        dc.lost_bytes += chk.lost_outside;
         printf("losses     %" PRIu64 " bytes lost of %" PRIu64 " (PMD %.2f%%), %" PRIu64
-               " gaps, %" PRIu64 " bytes not decodable; PD %.2f%%\n", fs.dc.lost_bytes,
-               fs.dc.pt_bytes + fs.dc.lost_bytes, pf_share_missing(&fs.dc), pf_dc_gaps(&fs.dc),
-               fs.dc.skipped_bytes, pf_share_decoded(&fs.dc, &fs.rp));
+               " gaps, %" PRIu64 " bytes not decodable%s; PD %.2f%%\n", dc.lost_bytes,
+               dc.pt_bytes + dc.lost_bytes, pf_share_missing(&dc), pf_dc_gaps(&dc),
+               dc.skipped_bytes, dc_check_losses(&chk, more, sizeof more),
+               pf_share_decoded(&dc, &fs.rp));
         printf("recovery   %" PRIu64 " of %" PRIu64 " holes filled (%" PRIu64 " up to the next "
                "segment), %" PRIu64 " bytecodes recovered, %" PRIu64 " guessed; %" PRIu64
                " of %" PRIu64 " segments unresolved\n", fs.rv.filled, fs.rv.boundaries,
@@ -890,5 +917,6 @@ int cmd_summary(int argc, char **argv)
     pf_cct_free(t);
     g_hash_table_destroy(c.tids);
     pf_names_free(names);
+    dc_check_free(&chk);
     return partial ? 1 : 0;
 }

@@ -31,17 +31,7 @@ typedef struct ref_threads {
 
 char *ref_meta_dir(const char *dir)
 {
-    size_t n = strlen(dir);
-    char *jvm = malloc(n + 5);
-    if (!jvm)
-        return NULL;
-    memcpy(jvm, dir, n);
-    memcpy(jvm + n, "/jvm", 5);
-    struct stat st;
-    if (stat(jvm, &st) == 0 && S_ISDIR(st.st_mode))
-        return jvm;
-    memcpy(jvm, dir, n + 1);
-    return jvm;
+    return jm_meta_dir(dir);
 }
 
 static jm_reader *open_reader(const char *dir, char *err, size_t errlen)
