@@ -1,4 +1,5 @@
 /* ptdecode compare: a traced run against the reference (profile/compare.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,8 +147,9 @@ int cmd_compare(int argc, char **argv)
         jerr_warn("no calls of the selected methods in either run%s",
                   classes->len > 1 ? " (check --class)" : "");
     pf_compare_print(cmp, stdout, json, worst);
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        jerr_error("write error");
+        jerr_error("standard output: cannot write: %s", strerror(errno ? errno : EIO));
         rc = 1;
     }
     pf_compare_free(cmp);

@@ -1,5 +1,6 @@
 /* ptdecode: the decoding side of jpt. Each subcommand is one view of a
  * trace directory. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -97,13 +98,23 @@ int main(int argc, char **argv)
         printf("ptdecode %s\n", JPT_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    int rc = -1;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0] && rc < 0; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            rc = commands[i].run(argc - 1, argv + 1);
     /* A trace directory alone: its summary. */
     struct stat st;
-    if (stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode))
-        return cmd_summary(argc, argv);
-    jerr_error("unknown command '%s' (try 'ptdecode --help')", argv[1]);
-    return 2;
+    if (rc < 0 && stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode))
+        rc = cmd_summary(argc, argv);
+    if (rc < 0) {
+        jerr_error("unknown command '%s' (try 'ptdecode --help')", argv[1]);
+        return 2;
+    }
+    /* What went to standard output must have got there. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        jerr_error("standard output: cannot write: %s", strerror(errno ? errno : EIO));
+        return rc ? rc : 1;
+    }
+    return rc;
 }

@@ -23,6 +23,7 @@
 #include "profile/ringchart.h"
 #include "profile/source.h"
 #include "ptdecode/commands.h"
+#include "ptdecode/outfile.h"
 
 #define PROGRESS_EVERY (1u << 20)
 
@@ -424,7 +425,8 @@ static void export_usage(FILE *f)
             "  lcov          line and branch coverage of the executed bytecodes, an lcov\n"
             "                tracefile (genhtml makes HTML of it); sources as package/File.java\n"
             "\n"
-            "  -o, --output FILE  where to write ('-': standard output)\n"
+            "  -o, --output FILE  where to write ('-': standard output); a file is replaced\n"
+            "                     only by a whole profile (a failed export leaves it as it was)\n"
             "  --by METRIC        folded: bytecodes (default), time or calls\n"
             "  --per-thread       folded: start each stack with its thread\n"
             "  --title TEXT       cct-json, ringchart: the title (default: the trace directory);\n"
@@ -472,13 +474,8 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
     pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
     int rc = read_flow(dir, pf_chrome_sink, c);
     long long spans = pf_chrome_finish(c);
-    if (rc < 0)
-        return -1;
-    if (spans < 0) {
-        jerr_error("write error");
-        return -1;
-    }
-    return 0;
+    /* A write error is reported with the file's name when it is closed. */
+    return rc < 0 || spans < 0 ? -1 : 0;
 }
 
 static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
@@ -502,9 +499,7 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
         pf_cov_totals t;
         result = pf_cov_write_lcov(out, c, o->title ? o->title : base, o->classes, &t);
         g_free(base);
-        if (result < 0)
-            jerr_error("write error");
-        else if (t.files == 0)
+        if (result == 0 && t.files == 0)
             jerr_warn("lcov: no class %s", o->classes ? "matches --classes" : "ran");
         if (t.unknown_events)
             jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
@@ -577,13 +572,12 @@ int cmd_export(int argc, char **argv)
     pf_names *names = load_names(dir);
     if (!names)
         return 1;
-    bool to_stdout = !strcmp(o.output, "-");
-    FILE *out = to_stdout ? stdout : fopen(o.output, "w");
-    if (!out) {
-        jerr_error("%s: %s", o.output, strerror(errno));
+    ptd_out of;
+    if (ptd_out_open(&of, o.output) < 0) {
         pf_names_free(names);
         return 1;
     }
+    FILE *out = of.f;
     const char *title = o.title ? o.title : dir;
     int result = 0;
     if (format == 2) {
@@ -610,7 +604,8 @@ int cmd_export(int argc, char **argv)
                 fclose(mem);
             char err[1024] = "";
             if (result == 0 && pf_ringchart_write(out, json, len, title, err, sizeof err) != 0) {
-                jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
+                if (!ferror(out))    /* else closing the file says why */
+                    jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
                 result = -1;
             }
             free(json);
@@ -619,16 +614,10 @@ int cmd_export(int argc, char **argv)
         if (partial && result == 0)
             result = -3;    /* written, but from part of the flow */
     }
-    if (!to_stdout && fclose(out) != 0 && result == 0) {
-        jerr_error("%s: %s", o.output, strerror(errno));
-        result = -1;
-    } else if (to_stdout && fflush(stdout) != 0 && result == 0) {
-        result = -1;
-    }
     /* Nothing half-written is left behind, except a profile of the part of
      * a damaged flow that could be read (-3). */
-    if (!to_stdout && (result == -1 || result == -2))
-        unlink(o.output);
+    if (ptd_out_close(&of, result == 0 || result == -3) < 0 && result != -2)
+        result = -1;
     pf_names_free(names);
     return result == -2 ? 2 : result < 0 ? 1 : 0;
 }

@@ -5,12 +5,16 @@ the same from every command. Fatal: exit 1, one stderr line naming the file
 (and the offset), no output file left. Counted: exit 0, a warning, and the
 right figures on the summary's and stats' lines. No command takes more than
 twice its time on the undamaged trace (plus a few seconds of start-up).
+Outputs are written whole or not at all, and write errors name the file.
 
 usage: damage_test.py PTREC PLUGIN AGENT JAVA_BIN SAMPLES PTDECODE WORKDIR
 """
 import os
 import re
+import resource
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,6 +36,76 @@ def run(ptdecode, args, timeout):
     if p.returncode < 0:
         fail('%s died of signal %d' % (args, -p.returncode))
     return p, time.monotonic() - t0
+
+
+def outputs(ptdecode, good, work):
+    """An export's output is written whole or not at all: a user's file of
+    that name stays as it was when the export fails, is stopped or cannot
+    write; every write error names the file and the reason."""
+    out = os.path.join(work, 'profile.json')
+    mine = "the user's file\n"
+
+    def reset():
+        with open(out, 'w') as f:
+            f.write(mine)
+
+    def left(what):
+        if open(out).read() != mine:
+            fail('%s: the existing output was changed' % what)
+        tmps = [f for f in os.listdir(work) if f.startswith('profile.json.')]
+        if tmps:
+            fail('%s: left %s' % (what, tmps))
+            for f in tmps:
+                os.unlink(os.path.join(work, f))
+
+    export = [ptdecode, 'export', '--format', 'cct-json', '-o', out]
+    reset()
+    p = subprocess.run(export + [os.path.join(work, 'no_jvm')], capture_output=True, text=True)
+    if p.returncode != 1:
+        fail('export of a damaged trace: exit %d' % p.returncode)
+    left('export of a damaged trace')
+    p = subprocess.run([ptdecode, 'export', good, '--format', 'hcct-json', '--phi', '0.001',
+                        '--epsilon', '0.01', '-o', out], capture_output=True, text=True)
+    if p.returncode != 2:
+        fail('hcct-json with epsilon > phi: exit %d' % p.returncode)
+    left('hcct-json usage error')
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    p = subprocess.run(export + [good], capture_output=True, text=True, preexec_fn=small_files)
+    errs = [l for l in p.stderr.splitlines() if 'warning' not in l]
+    if p.returncode != 1 or errs != ['ptdecode: %s: cannot write: File too large' % out]:
+        fail('export over the file size limit: exit %d, %s' % (p.returncode, p.stderr))
+    left('export over the file size limit')
+
+    q = subprocess.Popen(export + [good], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    q.send_signal(signal.SIGTERM)
+    q.wait(timeout=60)
+    left('export stopped by SIGTERM')
+
+    p = subprocess.run(export + [good], capture_output=True, text=True)
+    if p.returncode != 0 or not open(out).read().startswith('{'):
+        fail('export over an existing file: exit %d' % p.returncode)
+    elif os.stat(out).st_mode & 0o777 != 0o666 & ~current_umask():
+        fail('export: mode %o' % (os.stat(out).st_mode & 0o777))
+    else:
+        print('ok   outputs: kept whole on failure, SIGTERM and write errors; replaced on success')
+
+    if os.path.exists('/dev/full') and stat.S_ISCHR(os.stat('/dev/full').st_mode):
+        with open('/dev/full', 'w') as full:
+            p = subprocess.run([ptdecode, 'events', '--summary', good], stdout=full,
+                               stderr=subprocess.PIPE, text=True)
+        if p.returncode != 1 or 'standard output: cannot write: No space left on device' \
+                not in p.stderr:
+            fail('events to a full device: exit %d, %s' % (p.returncode, p.stderr))
+
+
+def current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def main():
@@ -198,6 +272,8 @@ def main():
         name = 'fifo_' + f.replace('/', '_')
         d = variant(name, fifo)
         check(name, d, everything, 1, re.escape(f) + ': cannot read: not a regular file')
+
+    outputs(ptdecode, good, work)
 
     if FAILS:
         print('%d failures' % len(FAILS))
