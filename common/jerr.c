@@ -1,6 +1,7 @@
 #include "common/jerr.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +37,38 @@ void jerr_error(const char *fmt, ...)
     va_end(ap);
 }
 
+/* Warnings already printed, by hash: readers that meet the same damage say
+ * it in the same words, and it is printed once. */
+#define MAX_SEEN 4096
+static uint64_t seen[MAX_SEEN];
+static size_t nseen;
+
+static bool seen_before(const char *fmt, va_list ap)
+{
+    char buf[1024];
+    va_list cp;
+    va_copy(cp, ap);
+    vsnprintf(buf, sizeof buf, fmt, cp);
+    va_end(cp);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = buf; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (size_t i = 0; i < nseen; i++)
+        if (seen[i] == h)
+            return true;
+    if (nseen < MAX_SEEN)
+        seen[nseen++] = h;
+    return false;
+}
+
 void jerr_warn(const char *fmt, ...)
 {
     if (quiet)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vmsg("warning: ", fmt, ap);
+    if (!seen_before(fmt, ap))
+        vmsg("warning: ", fmt, ap);
     va_end(ap);
 }
 
@@ -73,9 +99,15 @@ void jerr_warn_kind(const char *kind, const char *fmt, ...)
         snprintf(k->kind, sizeof k->kind, "%s", kind);
     }
     va_list ap;
-    if (k && k->count++ && !verbose)
-        return;
     va_start(ap, fmt);
+    if (seen_before(fmt, ap)) {
+        va_end(ap);
+        return;
+    }
+    if (k && k->count++ && !verbose) {
+        va_end(ap);
+        return;
+    }
     if (k && k->count == 1) {
         /* The count line quotes the start of the first message. */
         va_list cp;

@@ -7,7 +7,8 @@
 
 void jerr_set_prog(const char *name);
 const char *jerr_prog(void);
-/* "prog: message\n" on stderr. */
+/* "prog: message\n" on stderr; a warning already printed is not printed
+ * again. */
 void jerr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void jerr_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints the error and exits with `code`. */

@@ -176,8 +176,7 @@ static int check_meta(const char *dir, dc_check *c, char *err, size_t errlen)
     if (rc < 0) {
         c->meta_cut = true;
         c->meta_cut_offset = jm_reader_offset(r);
-        warn(c, "%s: the recording was cut: the records before it are used",
-             jm_reader_error(r));
+        warn(c, "%s", jm_reader_error(r));   /* the same words as every reader's */
     } else if (!c->meta_end) {
         warn(c, "%s: no END record: the JVM did not shut down cleanly, its last records may "
              "be missing", meta);

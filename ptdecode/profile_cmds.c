@@ -168,7 +168,9 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         case OPT_TSC_HZ: {
             double v;
             if (!parse_double(optarg, &v) || !(v > 0)) {
-                jerr_error("%s: expected a positive number, got '%s'", argv[optind - 1], optarg);
+                jerr_error("%s: expected a positive number, got '%s'",
+                           c == OPT_PHI ? "--phi" : c == OPT_EPSILON ? "--epsilon" : "--tsc-hz",
+                           optarg);
                 return 2;
             }
             *(c == OPT_PHI ? &o->phi : c == OPT_EPSILON ? &o->epsilon : &o->tsc_hz) = v;

@@ -62,8 +62,12 @@ int ref_trace_mode(const char *dir, char *err, size_t errlen)
     while ((rc = jm_reader_next(r, &rec)) == 1) {
         if (rec.type != JM_JVM_INFO)
             continue;
-        if (jm_parse(&rec, &parsed, err, errlen) < 0)
+        if (jm_parse(&rec, &parsed, err, errlen) < 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, errlen, "%s: %s", jm_reader_path(r), why);
             break;
+        }
         mode = (int)parsed.u.jvm_info.mode;
         break;
     }
