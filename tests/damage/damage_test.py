@@ -218,6 +218,25 @@ def main():
           [('summary', r'^losses +%d bytes lost of %d .*1 stream absent' % (main_bytes, total)),
            ('stats', r'^trace losses +1 stream absent, %d bytes missing' % main_bytes)])
 
+    # Every stream cut: one warning, then how many more; --verbose: each.
+    def cut_all(d):
+        for name, size in sizes.items():
+            os.truncate(os.path.join(d, 'pt', name + '.pt'), size // 2)
+    d = variant('all_cut', cut_all)
+    for verbose in ([], ['--verbose']):
+        p, _ = run(ptdecode, ['events', '--summary', d] + verbose, 120)
+        cuts = [l for l in p.stderr.splitlines()
+                if 'bytes before its index says' in l and 'more like' not in l]
+        more = [l for l in p.stderr.splitlines()
+                if re.search(r'warning: %d more like ".*the file ends' % (len(sizes) - 1), l)]
+        want = (len(sizes), 0) if verbose else (1, 1)
+        if p.returncode != 0 or (len(cuts), len(more)) != want:
+            fail('all_cut %s: %d warnings and %d counts, wanted %s:\n%s'
+                 % (verbose, len(cuts), len(more), want, p.stderr))
+        else:
+            print('ok   all_cut / events %s: %d warning line(s) for %d streams'
+                  % (' '.join(verbose), len(cuts) + len(more), len(sizes)))
+
     # The recording did not finish.
     def incomplete(d):
         p = os.path.join(d, 'info.json')
@@ -238,7 +257,8 @@ def main():
           [('summary', r'^recording +cut: jvm/meta.jpt cut at offset %d$' % (meta_size - 16))])
     d = variant('meta_cut', lambda d: os.truncate(os.path.join(d, 'jvm', 'meta.jpt'),
                                                   meta_size * 2 // 3 + 5))
-    check('meta_cut', d, ['info', 'events'], 0, r'meta.jpt: offset \d+: truncated [A-Z_]+ record',
+    check('meta_cut', d, ['info', 'events'], 0,
+          r'meta.jpt: offset \d+: truncated (record header|[A-Z_]+ record) \(',
           [('events', r'^# recording cut: jvm/meta.jpt cut at offset \d+$')])
 
     # A stream padded far past its index: not decoded, and no slower.
