@@ -1730,6 +1730,12 @@ static void decode_chunk(wctx *w, chunk *k)
     if (k->first) {
         ps.status = pt_blk_sync_forward(ps.dec);
         op_forget(w, k);
+        /* Bytes before a segment's first PSB cannot be decoded: a gap, so
+         * that a stream whose only PSB is damaged is not silently empty. */
+        uint64_t at = 0;
+        if (ps.status == -pte_eos ||
+            (ps.status >= 0 && pt_blk_get_sync_offset(ps.dec, &at) >= 0 && at > 0))
+            op_gap(w, k, DC_GAP_DECODE, -pte_nosync, s->begin);
     } else {
         ps.status = pt_blk_sync_set(ps.dec, k->begin - s->begin);
     }

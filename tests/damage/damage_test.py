@@ -204,8 +204,8 @@ def main():
           [('summary', r'^losses +%d bytes lost of %d .*, %d bytes missing from cut streams'
             % (main_bytes - half, total, main_bytes - half)),
            ('events', r'^# the file: %d bytes its index covers are missing' % (main_bytes - half)),
-           ('stats', r'^all threads .*\n +%d bytes recorded, %d lost' % (total - (main_bytes - half),
-                                                                       main_bytes - half))])
+           ('stats', r'^all threads .*\n +%d bytes recorded, %d lost'
+            % (total - (main_bytes - half), main_bytes - half))])
 
     # The main thread's stream empty, and gone.
     d = variant('main_empty', lambda d: os.truncate(os.path.join(d, 'pt', mpt), 0))
@@ -236,6 +236,17 @@ def main():
         else:
             print('ok   all_cut / events %s: %d warning line(s) for %d streams'
                   % (' '.join(verbose), len(cuts) + len(more), len(sizes)))
+
+    # One byte of a small stream's only PSB: the thread is a gap, not gone.
+    def psb_byte(d):
+        with open(os.path.join(d, 'pt', small + '.pt'), 'r+b') as f:
+            f.seek(3)
+            f.write(b'\x00')
+    d = variant('psb_damaged', psb_byte)
+    check('psb_damaged', d, ['events', 'summary'], 0,
+          r'none of its %d bytes (of PT )?could be decoded' % sizes[small],
+          [('summary', r'^losses .* 1 gaps, %d bytes not decodable' % sizes[small]),
+           ('events', r'decode-error 1, .* %d bytes skipped' % sizes[small])])
 
     # The recording did not finish.
     def incomplete(d):

@@ -1086,6 +1086,33 @@ Test(decode, the_index_bounds_the_stream)
     g_free(dir);
 }
 
+/* A stream whose only PSB is damaged decodes to nothing: that is a gap over
+ * all of it, not an empty thread. */
+Test(decode, a_stream_without_a_psb_is_one_gap)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x20);
+    size_t n = penc_end(&e);
+    e.buf[3] ^= 0xff;
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "gap" };
+    expect_kinds(&log, want, 1);
+    if (log.n == 1) {
+        cr_expect_eq(log.ev[0].reason, DC_GAP_DECODE);
+        cr_expect_eq(log.ev[0].offset, 0);
+    }
+    cr_expect_eq(st.skipped_bytes, n);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE], 1);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* After a failure, decoding resumes at the next TIP even where its address is
  * compressed against the IP packets before it; a TIP that pairs with a FUP
  * (an asynchronous event) is no place to resume. As after a PSB, the first
