@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <glib.h>
+
 static const char *prog = "jpt";
 static bool quiet, verbose;
 
@@ -123,10 +125,24 @@ void jerr_warn_kind(const char *kind, const char *fmt, ...)
 
 void jerr_warn_grouped(const char *msg)
 {
-    /* "FILE: offset N: what": the same what is the same kind. */
-    const char *kind = msg, *p;
-    while ((p = strstr(kind, ": ")))
-        kind = p + 2;
+    /* "FILE: offset N: what": the same what, numbers aside, is the same
+     * kind ("... (vaddr 0x7f.., size 272); record ignored"). */
+    const char *what = msg, *p;
+    while ((p = strstr(what, ": ")))
+        what = p + 2;
+    char kind[64];
+    size_t n = 0;
+    for (p = what; *p && n + 1 < sizeof kind; p++) {
+        if (g_ascii_isdigit(*p) || (*p == 'x' && p > what && p[-1] == '0')) {
+            if (!n || kind[n - 1] != '#')
+                kind[n++] = '#';
+            while (g_ascii_isxdigit(p[1]) || p[1] == 'x')
+                p++;
+        } else {
+            kind[n++] = *p;
+        }
+    }
+    kind[n] = '\0';
     jerr_warn_kind(kind, "%s", msg);
 }
 

@@ -23,7 +23,7 @@ void jerr_set_quiet(bool quiet);
  * printed. */
 void jerr_warn_kind(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* jerr_warn_kind of a finished message, its kind the text after its last
- * ": " (the "what" of "FILE: offset N: what"). */
+ * ": " (the "what" of "FILE: offset N: what") with its numbers left out. */
 void jerr_warn_grouped(const char *msg);
 void jerr_set_verbose(bool verbose);
 /* Prints the counts of the kinds warned about more than once, now. */

@@ -82,8 +82,8 @@ static int traced_flow(const char *dir, fl_sink sink, void *ctx, pf_flow_stats *
             jerr_warn_kind("decode problem", "%s", dc.problem);
         if (r == 0 && dc.pt_bytes && !dc.blocks)
             jerr_warn_kind("stream undecodable", "%s: thread %u: none of its %" PRIu64 " bytes "
-                           "of PT could be decoded (no PSB to start at, or all damaged)", dir,
-                           tids[i], dc.pt_bytes);
+                           "of PT could be decoded into instructions", dir, tids[i],
+                           dc.pt_bytes);
         rp_stats_add(&total, &st);
         if (fs) {
             fs->streams++;

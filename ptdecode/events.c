@@ -209,7 +209,7 @@ static void on_finished(const dc_stats *st, int rc, const char *err, void *vp)
     print_summary(stdout, st);
     if (rc == 0 && st->pt_bytes && !st->blocks)
         jerr_warn_kind("stream undecodable", "%s: none of its %" PRIu64 " bytes could be decoded "
-                       "(no PSB to start at, or all damaged)", p->pt, st->pt_bytes);
+                       "into instructions (its gaps say why)", p->pt, st->pt_bytes);
     if (st->problems) {
         jerr_warn_kind("decode problem", "%s", st->problem);
         if (st->problems > 1)
