@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -608,9 +609,14 @@ int main(int argc, char **argv)
     int gate[2] = { -1, -1 };
     if (b.ops->attach && pipe2(gate, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
 
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) jerr_die(1, "fork: %s", strerror(errno));
     if (pid == 0) {
+        /* ptrec killed, even by SIGKILL, takes the command with it: nobody
+         * would collect what it records, and its info.json already says
+         * the recording did not finish. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(PR_EXIT_USAGE);
         if (gate[0] >= 0) {
             close(gate[1]);
             char go = 0;
