@@ -112,6 +112,11 @@ def case_exists():
     expect_error(["--emulate", "--force", "-o", ".", "--", "true"], 2,
                  "does not look like a trace directory")
     check(os.path.exists(os.path.join(d, "keep.txt")), "the current directory was touched")
+    # a parent that does not exist is not made: a mistyped -o leaves nothing
+    expect_error(["--emulate", "-o", "no/such/dir/t", "--", "true"], 2,
+                 "ptrec: cannot create no/such/dir/t: %s/no/such/dir is not a directory "
+                 "(create it first)" % os.path.realpath(TMP))
+    check(not os.path.exists(os.path.join(TMP, "no")), "parents were created")
     # a plain file in the way
     open(os.path.join(TMP, "afile"), "w").close()
     expect_error(["--emulate", "-o", "afile", "--", "true"], 2, "exists and is not a directory")
