@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -48,8 +49,9 @@ static void usage(FILE *f)
 "reports the JVM's code cache and ptrec limits tracing to it (--filter).\n"
 "\n"
 "Options:\n"
-"  -o, --output DIR     trace directory (default ./" PR_DEFAULT_OUT "); an existing\n"
-"                       non-empty one is only replaced with --force\n"
+"  -o, --output DIR     trace directory (default ./" PR_DEFAULT_OUT "), in a directory\n"
+"                       that exists; an existing non-empty one is only replaced\n"
+"                       with --force\n"
 "  -f, --force          replace DIR if it exists, only if it is a trace: nothing in\n"
 "                       it but info.json, pt/, sideband/, jvm/ and eval/\n"
 "      --emulate        record under emulation: run COMMAND in qemu-x86_64 with\n"
@@ -493,6 +495,13 @@ int main(int argc, char **argv)
                          stranger ? stranger : "", stranger ? ")" : "");
             replace = true;
         }
+    } else {
+        /* A mistyped -o must not leave a tree of new directories. */
+        char *parent = g_path_get_dirname(out);
+        if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+            jerr_die(PR_EXIT_USAGE, "cannot create %s: %s is not a directory (create it first)",
+                     out_given, parent);
+        g_free(parent);
     }
 
     /* The command: qemu-user does not search PATH, and java detection wants
@@ -554,7 +563,7 @@ int main(int argc, char **argv)
         free(top);
     }
     static const char *const subdirs[] = { "pt", "sideband", "jvm" };
-    if (g_mkdir_with_parents(out, 0777) != 0)
+    if (mkdir(out, 0777) != 0 && errno != EEXIST)
         jerr_die(PR_EXIT_USAGE, "cannot create %s: %s", out, strerror(errno));
     for (size_t i = 0; i < G_N_ELEMENTS(subdirs); i++) {
         char *p = g_build_filename(out, subdirs[i], NULL);
@@ -608,9 +617,14 @@ int main(int argc, char **argv)
     int gate[2] = { -1, -1 };
     if (b.ops->attach && pipe2(gate, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
 
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) jerr_die(1, "fork: %s", strerror(errno));
     if (pid == 0) {
+        /* ptrec killed, even by SIGKILL, takes the command with it: nobody
+         * would collect what it records, and its info.json already says
+         * the recording did not finish. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(PR_EXIT_USAGE);
         if (gate[0] >= 0) {
             close(gate[1]);
             char go = 0;

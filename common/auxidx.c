@@ -3,6 +3,7 @@
 #include "common/fileio.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, ch
         return -1;
     }
     size_t off = AUXIDX_HEADER_SIZE;
+    uint64_t prev_end = 0;
     for (size_t i = 0; i < count; i++, off += rsize) {
         auxidx_rec *r = &out->recs[out->n];
         r->offset = get64(p + off);
@@ -77,21 +79,35 @@ int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, ch
         r->flags = get64(p + off + 16);
         r->tsc = get64(p + off + 24);
         r->lost_bytes = get64(p + off + 32);
-        if (r->size > UINT64_MAX - r->offset) {
-            snprintf(err, errlen, "%s: offset %zu: AUX range overflows; %zu records kept", name,
-                     off, out->n);
-            return 1;
+        const char *bad = NULL;
+        if (r->offset > AUXIDX_MAX_OFFSET || r->size > AUXIDX_MAX_OFFSET - r->offset)
+            bad = "range past 2^48";
+        else if (r->offset < prev_end)
+            bad = "range starts before the end of the record before it";
+        else if (r->flags > 0xffff)
+            bad = "flags are not the kernel's AUX flags";
+        else if (r->lost_bytes && !(r->flags & AUXIDX_TRUNCATED))
+            bad = "lost bytes without TRUNCATED";
+        else if (r->lost_bytes > AUXIDX_MAX_OFFSET)
+            bad = "lost bytes past 2^48";
+        if (bad) {
+            snprintf(err, errlen, "%s: offset %zu: bad record %zu (offset %" PRIu64 ", size %"
+                     PRIu64 ", flags 0x%" PRIx64 ", lost %" PRIu64 "): %s", name, off, i,
+                     r->offset, r->size, r->flags, r->lost_bytes, bad);
+            auxidx_free(out);
+            return -1;
         }
+        prev_end = r->offset + r->size;
         out->n++;
         out->lost_bytes += r->lost_bytes;
         if (r->flags & AUXIDX_TRUNCATED)
             out->truncations++;
-        if (r->offset + r->size > out->covered_end)
-            out->covered_end = r->offset + r->size;
+        if (prev_end > out->covered_end)
+            out->covered_end = prev_end;
     }
     if (off != len) {
-        snprintf(err, errlen, "%s: offset %zu: partial record (%zu of %u bytes) ignored", name,
-                 off, len - off, rsize);
+        snprintf(err, errlen, "%s: offset %zu: partial record (%zu of %u bytes): the index "
+                 "was cut", name, off, len - off, rsize);
         return 1;
     }
     return 0;
@@ -100,28 +116,12 @@ int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, ch
 int auxidx_load(const char *path, auxidx *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        return -1;
-    }
+    char *p;
+    size_t len;
     /* 40 bytes per AUX record: a file beyond 4 GiB is not an index. */
-    if (fseeko(f, 0, SEEK_END) < 0 || ftello(f) < 0 || ftello(f) > (off_t)1 << 32) {
-        snprintf(err, errlen, "%s: offset 0: implausible size for an AUX index", path);
-        fclose(f);
+    if (jpt_read_small_file(path, (size_t)1 << 32, &p, &len, err, errlen) < 0)
         return -1;
-    }
-    size_t len = (size_t)ftello(f);
-    rewind(f);
-    uint8_t *p = malloc(len ? len : 1);
-    if (!p || fread(p, 1, len, f) != len) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, p ? "short read" : "out of memory");
-        free(p);
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
-    int rc = auxidx_parse(p, len, path, out, err, errlen);
+    int rc = auxidx_parse((const uint8_t *)p, len, path, out, err, errlen);
     free(p);
     return rc;
 }
@@ -130,4 +130,14 @@ void auxidx_free(auxidx *idx)
 {
     free(idx->recs);
     memset(idx, 0, sizeof *idx);
+}
+
+auxidx_extent auxidx_extent_of(const auxidx *idx, uint64_t file_size)
+{
+    auxidx_extent e = { 0 };
+    uint64_t end = idx->covered_end;
+    e.decode = file_size < end ? file_size : end;
+    e.missing = end > file_size ? end - file_size : 0;
+    e.unindexed = file_size > end ? file_size - end : 0;
+    return e;
 }

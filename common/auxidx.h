@@ -35,15 +35,30 @@ typedef struct auxidx {
     uint64_t covered_end;  /* highest offset + size: the .pt file is at least this long */
 } auxidx;
 
+/* No stream offset or loss reaches this: a record that says so is damage. */
+#define AUXIDX_MAX_OFFSET (1ull << 48)
+
 /* Parses an index held in memory; `name` starts every message. Returns 0
- * when the index is complete; 1 when it had to stop early (a partial last
- * record, a record whose range overflows) with the records before kept and a
- * message "NAME: offset N: ..." in err; -1 on a bad header or no memory.
- * Records longer than this version's (a later minor version) are accepted. */
+ * when the index is whole; 1 when it ends in a partial record (a writer cut
+ * off), the records before kept and "NAME: offset N: ..." in err; -1 with
+ * such a message, and nothing kept, on a bad header, a record no writer
+ * makes (flags beyond the kernel's 16 bits, lost bytes without TRUNCATED, a
+ * range before the end of the record before it or past AUXIDX_MAX_OFFSET),
+ * or no memory. Records longer than this version's (a later minor version)
+ * are accepted. */
 int auxidx_parse(const uint8_t *p, size_t len, const char *name, auxidx *out, char *err,
                  size_t errlen);
-/* The same on a file. */
+/* The same on a file, which must be a regular one. */
 int auxidx_load(const char *path, auxidx *out, char *err, size_t errlen);
+
+/* A stream file of file_size bytes against its index: [0, decode) is what
+ * the records delivered and the file holds; `missing` bytes the records
+ * cover lie past the file's end (the file was cut); `unindexed` bytes of the
+ * file lie past the last record (no record delivered them). */
+typedef struct auxidx_extent {
+    uint64_t decode, missing, unindexed;
+} auxidx_extent;
+auxidx_extent auxidx_extent_of(const auxidx *idx, uint64_t file_size);
 void auxidx_free(auxidx *idx);
 
 #endif

@@ -391,33 +391,25 @@ struct jm_reader {
     const uint8_t *code_map;
     size_t code_size;
     bool code_tried;
-    int code_errno;
+    int code_error;      /* map_file's result: 0, -errno or JPT_ENOTREG */
     bool owns_maps; /* mapped by us (not jm_reader_open_mem) */
     uint64_t pos;
     jm_header header;
     char error[PATH_MAX + 200];
+    bool cut;           /* the error is a record running past the end of the file */
 };
 
 /* Maps a whole file read-only. Empty files map to a NULL pointer with size 0. */
 static int map_file(const char *path, const uint8_t **map, size_t *size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t len;
+    int fd = jpt_open_regular(path, &len);
     if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return -EINVAL;
-    }
-    *size = (size_t)st.st_size;
+        return fd;
+    *size = (size_t)len;
     *map = NULL;
-    if (st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (len > 0) {
+        void *m = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);
@@ -458,6 +450,22 @@ static bool read_header(jm_reader *r, char *err, size_t errlen)
     return true;
 }
 
+char *jm_meta_dir(const char *dir)
+{
+    size_t n = strlen(dir);
+    char *p = malloc(n + sizeof "/jvm/" JM_META_FILE);
+    if (!p)
+        return NULL;
+    struct stat st;
+    sprintf(p, "%s/%s", dir, JM_META_FILE);
+    if (lstat(p, &st) == 0) {
+        p[n] = '\0';
+        return p;
+    }
+    sprintf(p, "%s/jvm", dir);
+    return p;
+}
+
 jm_reader *jm_reader_open(const char *dir, char *err, size_t errlen)
 {
     jm_reader *r = calloc(1, sizeof *r);
@@ -470,8 +478,7 @@ jm_reader *jm_reader_open(const char *dir, char *err, size_t errlen)
     snprintf(r->code_path, sizeof r->code_path, "%s/%s", dir, JM_CODE_FILE);
     int rc = map_file(r->path, &r->map, &r->size);
     if (rc < 0) {
-        errfmt(err, errlen, "%s: cannot read: %s", r->path,
-               rc == -EINVAL ? "not a regular file" : strerror(-rc));
+        errfmt(err, errlen, "%s: cannot read: %s", r->path, jpt_open_error(rc));
         free(r);
         return NULL;
     }
@@ -506,6 +513,8 @@ jm_reader *jm_reader_open_mem(const void *meta, size_t meta_len, const void *cod
 
 const jm_header *jm_reader_header(const jm_reader *r) { return &r->header; }
 const char *jm_reader_error(const jm_reader *r) { return r->error; }
+bool jm_reader_cut(const jm_reader *r) { return r->error[0] && r->cut; }
+uint64_t jm_reader_offset(const jm_reader *r) { return r->pos; }
 const char *jm_reader_path(const jm_reader *r) { return r->path; }
 const char *jm_reader_code_path(const jm_reader *r) { return r->code_path; }
 
@@ -518,6 +527,7 @@ int jm_reader_next(jm_reader *r, jm_record *rec)
     uint64_t left = r->size - r->pos;
     const uint8_t *p = r->map + r->pos;
     if (left < JM_RECORD_HEADER_SIZE) {
+        r->cut = true;
         snprintf(r->error, sizeof r->error,
                  "%s: offset %llu: truncated record header (%llu of %u bytes)", r->path,
                  (unsigned long long)r->pos, (unsigned long long)left, JM_RECORD_HEADER_SIZE);
@@ -540,6 +550,9 @@ int jm_reader_next(jm_reader *r, jm_record *rec)
         return -1;
     }
     if (rec->size > left - JM_RECORD_HEADER_SIZE) {
+        /* A writer cut off leaves a known record short; an unknown type
+         * here is damage. */
+        r->cut = rec->type < JM_TYPE_LIMIT && strcmp(jm_type_name(rec->type), "UNKNOWN");
         snprintf(r->error, sizeof r->error,
                  "%s: offset %llu: truncated %s record (%llu of %u payload bytes)", r->path,
                  (unsigned long long)r->pos, jm_type_name(rec->type),
@@ -555,13 +568,13 @@ static bool load_code(jm_reader *r)
 {
     if (!r->code_tried) {
         r->code_tried = true;
-        r->code_errno = -map_file(r->code_path, &r->code_map, &r->code_size);
-        if (r->code_errno) {
+        r->code_error = map_file(r->code_path, &r->code_map, &r->code_size);
+        if (r->code_error) {
             r->code_map = NULL;
             r->code_size = 0;
         }
     }
-    return r->code_errno == 0;
+    return r->code_error == 0;
 }
 
 uint64_t jm_reader_code_size(const jm_reader *r)
@@ -573,8 +586,7 @@ const uint8_t *jm_reader_code(jm_reader *r, uint64_t off, uint64_t len, char *er
                               size_t errlen)
 {
     if (!load_code(r)) {
-        errfmt(err, errlen, "%s: cannot read: %s", r->code_path,
-               r->code_errno == EINVAL ? "not a regular file" : strerror(r->code_errno));
+        errfmt(err, errlen, "%s: cannot read: %s", r->code_path, jpt_open_error(r->code_error));
         return NULL;
     }
     if (off > r->code_size || len > r->code_size - off) {

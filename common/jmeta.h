@@ -179,6 +179,11 @@ typedef struct jm_record {
 
 typedef struct jm_reader jm_reader;
 
+/* The directory of a trace's metadata, malloc'd: DIR itself when it holds
+ * meta.jpt (a jvm/ folder given directly), else DIR/jvm, so that messages
+ * name DIR/jvm/meta.jpt when it is missing. NULL without memory. */
+char *jm_meta_dir(const char *dir);
+
 /* Opens dir/meta.jpt (mapped read-only) and validates the header. On failure
  * returns NULL with a one-line "FILE: offset N: what" message in err. */
 jm_reader *jm_reader_open(const char *dir, char *err, size_t errlen);
@@ -191,6 +196,12 @@ const jm_header *jm_reader_header(const jm_reader *r);
  * offset (message in jm_reader_error; records before it stay valid). */
 int jm_reader_next(jm_reader *r, jm_record *rec);
 const char *jm_reader_error(const jm_reader *r);
+/* After -1 from jm_reader_next: true when the bad record is one that runs
+ * past the end of the file (a writer cut off), false for damage (type 0, a
+ * size over the limit, an unknown type cut short). */
+bool jm_reader_cut(const jm_reader *r);
+/* The offset of the next record (after -1: of the bad one). */
+uint64_t jm_reader_offset(const jm_reader *r);
 const char *jm_reader_path(const jm_reader *r);
 /* Code bytes [off, off+len) of code.bin, or NULL (with an error message in
  * err) if out of bounds. Valid until jm_reader_close. */

@@ -17,6 +17,7 @@
 #include <glib.h>
 
 #include "common/auxidx.h"
+#include "common/fileio.h"
 #include "common/jerr.h"
 #include "decoder/bytecodes.h"
 #include "decoder/jitpath.h"
@@ -1729,6 +1730,12 @@ static void decode_chunk(wctx *w, chunk *k)
     if (k->first) {
         ps.status = pt_blk_sync_forward(ps.dec);
         op_forget(w, k);
+        /* Bytes before a segment's first PSB cannot be decoded: a gap, so
+         * that a stream whose only PSB is damaged is not silently empty. */
+        uint64_t at = 0;
+        if (ps.status == -pte_eos ||
+            (ps.status >= 0 && pt_blk_get_sync_offset(ps.dec, &at) >= 0 && at > 0))
+            op_gap(w, k, DC_GAP_DECODE, -pte_nosync, s->begin);
     } else {
         ps.status = pt_blk_sync_set(ps.dec, k->begin - s->begin);
     }
@@ -2354,29 +2361,42 @@ static void apply_chunk(ctx *x, const chunk *k, const dc_output *out)
 
 /* ---- the stream ----------------------------------------------------------- */
 
-static GArray *segments(uint64_t size, const char *idx_path, dc_stats *st)
+/* The stream's segments between the collector's losses, for a file of
+ * file_size bytes; *size is set to the bytes to decode: those the index
+ * delivered (docs/FORMAT.md, "Damage and loss"). Index bytes past the
+ * file's end are a loss at its end; file bytes past the index are counted,
+ * not decoded. */
+static GArray *segments(uint64_t file_size, const char *idx_path, dc_stats *st, uint64_t *size)
 {
     GArray *segs = g_array_new(FALSE, FALSE, sizeof(segment));
     auxidx idx = { 0 };
     char err[512];
     bool have = false;
+    *size = file_size;
     if (idx_path && access(idx_path, F_OK) == 0) {
         int rc = auxidx_load(idx_path, &idx, err, sizeof err);
         if (rc < 0)
             problem(st, "%s (losses unknown: decoding the stream as one piece)", err);
         else
             have = true;
-        if (rc == 1)
-            problem(st, "%s", err);
     }
+    auxidx_extent ext = { .decode = file_size };
+    if (have) {
+        ext = auxidx_extent_of(&idx, file_size);
+        *size = ext.decode;
+        st->missing_bytes = ext.missing;
+        st->unindexed_bytes = ext.unindexed;
+        st->lost_bytes += ext.missing;
+    }
+    uint64_t end = *size;
     segment cur = { .begin = 0 };
     for (size_t i = 0; have && i < idx.n; i++) {
         const auxidx_rec *r = &idx.recs[i];
         if (!(r->flags & AUXIDX_TRUNCATED))
             continue;
         uint64_t cut = r->offset + r->size;
-        if (r->offset > size || r->size > size - r->offset)
-            cut = size;
+        if (cut > end)
+            cut = end;
         st->lost_bytes += r->lost_bytes;
         if (cut <= cur.begin) {
             cur.lost_before += r->lost_bytes;
@@ -2387,7 +2407,16 @@ static GArray *segments(uint64_t size, const char *idx_path, dc_stats *st)
         g_array_append_val(segs, cur);
         cur = (segment){ .begin = cut, .lost_before = r->lost_bytes, .loss_before = true };
     }
-    cur.end = size;
+    cur.end = end;
+    if (ext.missing) {
+        /* The file was cut: what the index says followed is lost at its end. */
+        if (cur.end > cur.begin) {
+            g_array_append_val(segs, cur);
+            cur = (segment){ .begin = end, .end = end };
+        }
+        cur.loss_before = true;
+        cur.lost_before += ext.missing;
+    }
     if (cur.end > cur.begin || cur.loss_before)
         g_array_append_val(segs, cur);
     if (have)
@@ -2694,18 +2723,13 @@ static int strm_open(strm *t, dc_stream *s, uint64_t chunk_bytes, GPtrArray *chu
     memset(st, 0, sizeof *st);
     s->err[0] = 0;
     atomic_init(&t->cancel, false);
-    int fd = open(s->pt_path, O_RDONLY | O_CLOEXEC);
+    uint64_t file_size;
+    int fd = jpt_open_regular(s->pt_path, &file_size);
     if (fd < 0) {
-        snprintf(s->err, sizeof s->err, "%s: cannot read: %s", s->pt_path, strerror(errno));
+        snprintf(s->err, sizeof s->err, "%s: cannot read: %s", s->pt_path, jpt_open_error(fd));
         return -1;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(s->err, sizeof s->err, "%s: not a regular file", s->pt_path);
-        close(fd);
-        return -1;
-    }
-    t->size = (uint64_t)sb.st_size;
+    t->segs = segments(file_size, s->idx_path, st, &t->size);
     st->pt_bytes = t->size;
     if (t->size) {
         void *p = mmap(NULL, t->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -2713,13 +2737,14 @@ static int strm_open(strm *t, dc_stream *s, uint64_t chunk_bytes, GPtrArray *chu
             snprintf(s->err, sizeof s->err, "%s: cannot map %" PRIu64 " bytes: %s", s->pt_path,
                      t->size, strerror(errno));
             close(fd);
+            g_array_free(t->segs, TRUE);
+            t->segs = NULL;
             return -1;
         }
         t->buf = p;
     }
     close(fd);
     t->open = true;
-    t->segs = segments(t->size, s->idx_path, st);
     st->segments = t->segs->len;
     guint first = chunks->len;
     for (guint i = 0; i < t->segs->len; i++) {

@@ -35,13 +35,16 @@
 #include "decoder/trinfo.h"
 
 typedef struct dc_stats {
-    uint64_t pt_bytes;          /* size of the stream */
+    uint64_t pt_bytes;          /* bytes of the stream decoded: the file, up to the end
+                                   of its index (docs/FORMAT.md, "Damage and loss") */
     uint64_t segments;          /* pieces between collector losses */
     uint64_t blocks, insns;
     uint64_t events[DC_KIND_COUNT];
     uint64_t gaps[5];           /* by dc_gap_reason */
     uint64_t skipped_bytes;     /* stream bytes not decoded (after errors, before a PSB) */
-    uint64_t lost_bytes;        /* the collector's losses, as recorded */
+    uint64_t lost_bytes;        /* the collector's losses, as recorded, and missing_bytes */
+    uint64_t missing_bytes;     /* the index covers them, the file ends before: cut */
+    uint64_t unindexed_bytes;   /* of the file, past the index's last record: not decoded */
     uint64_t enables, disables; /* TIP.PGE / TIP.PGD seen */
     uint64_t image_rebuilds, image_sections;
     uint64_t patches_resolved;  /* patches applied ahead of their record time (call sites
@@ -101,7 +104,7 @@ typedef struct dc_options {
 #define DC_CHUNK_BYTES (1ull << 20)
 
 /* Decodes the stream at pt_path (its index at idx_path, NULL or missing:
- * no losses known), on the calling thread. Returns 0 when the stream was decoded to its end, 1 if
+ * no losses known, the whole file decoded), on the calling thread. Returns 0 when the stream was decoded to its end, 1 if
  * the sink stopped it, -1 if the stream could not be read at all (message
  * in err). Decode problems inside the stream are gaps, not failures. */
 int dc_decode_stream(const dm_model *m, di_cache *cache, const dc_trace_info *info,

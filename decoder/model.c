@@ -2467,20 +2467,18 @@ static dm_model *load_from(jm_reader *r, const char *code_path, char *err, size_
 /* The metadata lives in DIR/jvm; a jvm/ folder itself is accepted too. */
 dm_model *dm_load(const char *dir, char *err, size_t errlen)
 {
-    char *jvm = g_build_filename(dir, "jvm", NULL);
-    char *probe = g_build_filename(jvm, JM_META_FILE, NULL);
-    struct stat st;
-    const char *use = stat(probe, &st) == 0 ? jvm : dir;
-    jm_reader *r = jm_reader_open(use, err, errlen);
+    char *use = jm_meta_dir(dir);
+    jm_reader *r = use ? jm_reader_open(use, err, errlen) : NULL;
     dm_model *m = NULL;
     if (r) {
         char *code = g_build_filename(use, JM_CODE_FILE, NULL);
         m = load_from(r, code, err, errlen);
         g_free(code);
         jm_reader_close(r);
+    } else if (!use) {
+        snprintf(err, errlen, "out of memory");
     }
-    g_free(probe);
-    g_free(jvm);
+    free(use);
     return m;
 }
 

@@ -1,11 +1,16 @@
 #include "decoder/trinfo.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <glib.h>
+
+#include "common/fileio.h"
 
 #define MAX_DEPTH 32
 #define MAX_INFO_BYTES (16u << 20)
@@ -17,8 +22,8 @@ typedef struct scan {
     const char *base, *p, *end;
     char path[256];
     const char *error;
-    void (*scalar)(struct scan *s, const char *val, size_t len, bool is_str);
-    dc_trace_info *out;
+    dc_json_scalar scalar;
+    void *ctx;
 } scan;
 
 static void ws(scan *s)
@@ -123,7 +128,7 @@ static bool value(scan *s, int depth)
         const char *b, *e;
         if (!string(s, &b, &e))
             return false;
-        s->scalar(s, b, (size_t)(e - b), true);
+        s->scalar(s->path, b, (size_t)(e - b), true, s->ctx);
         return true;
     }
     const char *b = s->p;
@@ -132,53 +137,14 @@ static bool value(scan *s, int depth)
         s->p++;
     if (s->p == b)
         return fail(s, "unexpected character");
-    s->scalar(s, b, (size_t)(s->p - b), false);
+    s->scalar(s->path, b, (size_t)(s->p - b), false, s->ctx);
     return true;
 }
 
-static bool int_val(const char *v, size_t len, long *out)
+int dc_json_scan(const char *text, size_t len, const char *name, dc_json_scalar scalar,
+                 void *ctx, char *err, size_t errlen)
 {
-    char buf[32];
-    if (!len || len >= sizeof buf)
-        return false;
-    memcpy(buf, v, len);
-    buf[len] = '\0';
-    char *end;
-    long x = strtol(buf, &end, 10);
-    if (*end)
-        return false;
-    *out = x;
-    return true;
-}
-
-static void on_scalar(scan *s, const char *v, size_t len, bool is_str)
-{
-    dc_trace_info *o = s->out;
-    long x;
-    if (is_str && !strcmp(s->path, "backend")) {
-        size_t n = len < sizeof o->backend - 1 ? len : sizeof o->backend - 1;
-        memcpy(o->backend, v, n);
-        o->backend[n] = '\0';
-    } else if (is_str && !strcmp(s->path, "cpu.vendor")) {
-        o->cpu.vendor = (len == 12 && !memcmp(v, "GenuineIntel", 12)) ? pcv_intel : pcv_unknown;
-    } else if (!is_str && !strcmp(s->path, "cpu.family") && int_val(v, len, &x) && x >= 0 &&
-               x <= UINT16_MAX) {
-        o->cpu.family = (uint16_t)x;
-    } else if (!is_str && !strcmp(s->path, "cpu.model") && int_val(v, len, &x) && x >= 0 &&
-               x <= UINT8_MAX) {
-        o->cpu.model = (uint8_t)x;
-    } else if (!is_str && !strcmp(s->path, "cpu.stepping") && int_val(v, len, &x) && x >= 0 &&
-               x <= UINT8_MAX) {
-        o->cpu.stepping = (uint8_t)x;
-    }
-}
-
-int dc_parse_info(const char *text, size_t len, const char *name, dc_trace_info *out,
-                  char *err, size_t errlen)
-{
-    dc_trace_info got;
-    memset(&got, 0, sizeof got);
-    scan s = { .base = text, .p = text, .end = text + len, .scalar = on_scalar, .out = &got };
+    scan s = { .base = text, .p = text, .end = text + len, .scalar = scalar, .ctx = ctx };
     bool ok = value(&s, 0);
     if (ok) {
         ws(&s);
@@ -189,6 +155,54 @@ int dc_parse_info(const char *text, size_t len, const char *name, dc_trace_info 
         snprintf(err, errlen, "%s: offset %zu: %s", name, (size_t)(s.p - s.base), s.error);
         return -1;
     }
+    return 0;
+}
+
+bool dc_json_int(const char *v, size_t len, long long *out)
+{
+    char buf[32];
+    if (!len || len >= sizeof buf)
+        return false;
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    long long x = strtoll(buf, &end, 10);
+    if (*end || errno)
+        return false;
+    *out = x;
+    return true;
+}
+
+static void on_scalar(const char *path, const char *v, size_t len, bool is_str, void *ctx)
+{
+    dc_trace_info *o = ctx;
+    long long x;
+    if (is_str && !strcmp(path, "backend")) {
+        size_t n = len < sizeof o->backend - 1 ? len : sizeof o->backend - 1;
+        memcpy(o->backend, v, n);
+        o->backend[n] = '\0';
+    } else if (is_str && !strcmp(path, "cpu.vendor")) {
+        o->cpu.vendor = (len == 12 && !memcmp(v, "GenuineIntel", 12)) ? pcv_intel : pcv_unknown;
+    } else if (!is_str && !strcmp(path, "cpu.family") && dc_json_int(v, len, &x) && x >= 0 &&
+               x <= UINT16_MAX) {
+        o->cpu.family = (uint16_t)x;
+    } else if (!is_str && !strcmp(path, "cpu.model") && dc_json_int(v, len, &x) && x >= 0 &&
+               x <= UINT8_MAX) {
+        o->cpu.model = (uint8_t)x;
+    } else if (!is_str && !strcmp(path, "cpu.stepping") && dc_json_int(v, len, &x) && x >= 0 &&
+               x <= UINT8_MAX) {
+        o->cpu.stepping = (uint8_t)x;
+    }
+}
+
+int dc_parse_info(const char *text, size_t len, const char *name, dc_trace_info *out,
+                  char *err, size_t errlen)
+{
+    dc_trace_info got;
+    memset(&got, 0, sizeof got);
+    if (dc_json_scan(text, len, name, on_scalar, &got, err, errlen) < 0)
+        return -1;
     /* Without a known Intel CPU libipt applies no errata workarounds, which
      * is right for the emulator and for unknown models alike. */
     if (got.cpu.vendor != pcv_intel)
@@ -202,23 +216,16 @@ int dc_read_info(const char *dir, dc_trace_info *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     char *path = g_build_filename(dir, "info.json", NULL);
-    gchar *text = NULL;
-    gsize len = 0;
+    char *text = NULL;
+    size_t len = 0;
     int rc = 1;
-    if (g_file_test(path, G_FILE_TEST_EXISTS)) {
-        GError *ge = NULL;
-        if (!g_file_get_contents(path, &text, &len, &ge)) {
-            snprintf(err, errlen, "%s: %s", path, ge->message);
-            g_error_free(ge);
-            rc = -1;
-        } else if (len > MAX_INFO_BYTES) {
-            snprintf(err, errlen, "%s: offset 0: implausible size %zu", path, (size_t)len);
-            rc = -1;
-        } else {
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        rc = jpt_read_small_file(path, MAX_INFO_BYTES, &text, &len, err, errlen);
+        if (rc == 0)
             rc = dc_parse_info(text, len, path, out, err, errlen);
-        }
     }
-    g_free(text);
+    free(text);
     g_free(path);
     return rc;
 }

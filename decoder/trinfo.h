@@ -17,11 +17,22 @@ typedef struct dc_trace_info {
 } dc_trace_info;
 
 /* Reads DIR/info.json. A missing file leaves defaults and returns 1 (traces
- * from a crashed recorder may lack it); malformed JSON returns -1 with
- * "FILE: offset N: what" in err (defaults kept); 0 on success. */
+ * of the agent alone lack it); malformed JSON or a file that is not a
+ * regular one returns -1 with "FILE: offset N: what" or "FILE: what" in
+ * err (defaults kept); 0 on success. */
 int dc_read_info(const char *dir, dc_trace_info *out, char *err, size_t errlen);
 /* The same over a JSON text (tests); name stands for the file in messages. */
 int dc_parse_info(const char *text, size_t len, const char *name, dc_trace_info *out,
                   char *err, size_t errlen);
+
+/* The scanner itself: calls scalar for every string, number or literal
+ * with its dotted path ("cpu.family", "streams.0.name"); strings raw, their
+ * escapes undecoded. Returns 0, or -1 with "NAME: offset N: what" in err. */
+typedef void (*dc_json_scalar)(const char *path, const char *val, size_t len, bool is_str,
+                               void *ctx);
+int dc_json_scan(const char *text, size_t len, const char *name, dc_json_scalar scalar,
+                 void *ctx, char *err, size_t errlen);
+/* A JSON integer scalar as dc_json_scan passes it. */
+bool dc_json_int(const char *v, size_t len, long long *out);
 
 #endif

@@ -1319,12 +1319,24 @@ static int parse_options(const char *opts)
             *eq = 0;
         if (strcmp(tok, "help") == 0) {
             rc = 1;
-        } else if (strcmp(tok, "out") == 0 && *val) {
+        } else if (strcmp(tok, "out") == 0) {
+            if (!*val) {
+                fprintf(stderr, "jpt: error: agent option 'out' wants a directory (out=DIR)\n");
+                rc = -1;
+                break;
+            }
             snprintf(ag.dir, sizeof ag.dir, "%s", val);
-        } else if (strcmp(tok, "mode") == 0 && strcmp(val, "trace") == 0) {
-            ag.mode = JM_MODE_TRACE;
-        } else if (strcmp(tok, "mode") == 0 && strcmp(val, "reference") == 0) {
-            ag.mode = JM_MODE_REFERENCE;
+        } else if (strcmp(tok, "mode") == 0) {
+            if (strcmp(val, "trace") == 0) {
+                ag.mode = JM_MODE_TRACE;
+            } else if (strcmp(val, "reference") == 0) {
+                ag.mode = JM_MODE_REFERENCE;
+            } else {
+                fprintf(stderr, "jpt: error: agent option 'mode' wants trace or reference, not "
+                        "'%s'\n", val);
+                rc = -1;
+                break;
+            }
         } else if (strcmp(tok, "patch_ms") == 0 || strcmp(tok, "close_ms") == 0) {
             uint64_t ms;
             if (!parse_count(tok, val, MAX_OPTION_MS, &ms)) {

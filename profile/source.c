@@ -18,6 +18,11 @@ static void dc_sum(dc_stats *a, const dc_stats *b)
 {
     a->pt_bytes += b->pt_bytes;
     a->lost_bytes += b->lost_bytes;
+    a->missing_bytes += b->missing_bytes;
+    a->unindexed_bytes += b->unindexed_bytes;
+    a->problems += b->problems;
+    if (!a->problem[0])
+        memcpy(a->problem, b->problem, sizeof a->problem);
     a->skipped_bytes += b->skipped_bytes;
     a->insns += b->insns;
     for (int i = 0; i < 5; i++)
@@ -36,7 +41,7 @@ static int traced_flow(const char *dir, fl_sink sink, void *ctx, pf_flow_stats *
     const char *const *warn;
     size_t nw = rt_warnings(t, &warn);
     for (size_t i = 0; i < nw; i++)
-        jerr_warn("%s", warn[i]);
+        jerr_warn_grouped(warn[i]);
     const uint32_t *tids;
     size_t ncpu;
     size_t n = rt_threads(t, &tids, &ncpu);
@@ -67,14 +72,21 @@ static int traced_flow(const char *dir, fl_sink sink, void *ctx, pf_flow_stats *
         if (rv_finish(rv, &rs) && r == 0)
             r = 1;
         rv_free(rv);
-        if (r < 0)
-            jerr_warn("%s", msg);    /* one unreadable stream: the others still count */
-        else if (r > 0)
+        if (r < 0) {
+            snprintf(err, errlen, "%s", msg);
+            rc = -1;
+        } else if (r > 0) {
             rc = 1;
+        }
+        if (dc.problems)
+            jerr_warn_kind("decode problem", "%s", dc.problem);
+        if (r == 0 && dc.pt_bytes && !dc.blocks)
+            jerr_warn_kind("stream undecodable", "%s: thread %u: none of its %" PRIu64 " bytes "
+                           "of PT could be decoded into instructions", dir, tids[i],
+                           dc.pt_bytes);
         rp_stats_add(&total, &st);
         if (fs) {
             fs->streams++;
-            fs->unreadable += r < 0;
             dc_sum(&fs->dc, &dc);
             rv_stats_add(&fs->rv, &rs);
         }

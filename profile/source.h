@@ -16,7 +16,9 @@
  * reference-mode trace (JVM_INFO mode 1) the agent's records
  * (reconstruct/reference.h); for a traced run, the decoded and
  * reconstructed flow. Returns 0 when the whole flow was delivered, 1 when
- * the sink stopped it, -1 with a one-line message in err. */
+ * the sink stopped it, -1 with a one-line message in err (a stream that
+ * cannot be read: the flow delivered so far is that of the streams
+ * before). Callers run the trace check (decoder/tracecheck.h) first. */
 int pf_flow_source(const char *dir, fl_sink sink, void *ctx, char *err, size_t errlen);
 
 /* What the pipeline reports besides the events: of a traced run, the
@@ -24,8 +26,8 @@ int pf_flow_source(const char *dir, fl_sink sink, void *ctx, char *err, size_t e
 typedef struct pf_flow_stats {
     bool traced;             /* false: a reference-mode trace (nothing lost, no PT) */
     uint32_t streams;        /* per-thread PT streams read */
-    uint32_t unreadable;     /* ... of them failed part way (a warning said why) */
-    dc_stats dc;             /* pt_bytes, lost_bytes, skipped_bytes, insns, gaps summed */
+    dc_stats dc;             /* pt_bytes, lost_bytes, missing_bytes, unindexed_bytes,
+                                skipped_bytes, insns, gaps, problems summed */
     rp_stats rp;
     rv_stats rv;
 } pf_flow_stats;

@@ -1,8 +1,12 @@
 #ifndef JPT_PTDECODE_COMMANDS_H
 #define JPT_PTDECODE_COMMANDS_H
 
-/* Each returns the process exit status: 0 ok, 1 bad or incomplete input
- * (what could be read is still reported), 2 usage error. */
+#include "decoder/tracecheck.h"
+
+/* Each returns the process exit status: 0 ok, also when the trace lost
+ * data (counted, warned and reported), 1 on a fatal error (one line naming
+ * the file, the offset and the reason), 2 usage error (docs/FORMAT.md,
+ * "Damage and loss"). */
 int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_events(int argc, char **argv);
@@ -14,6 +18,11 @@ int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 /* `ptdecode TRACE.DIR`: the summary (profile_cmds.c). */
 int cmd_summary(int argc, char **argv);
+
+/* The trace check every command runs first: on a fatal error prints its
+ * line and returns -1; else prints its warnings and fills *c
+ * (dc_check_free it). */
+int ptd_check(const char *dir, dc_check *c);
 
 /* The calling-context encoding tree `ptdecode context` numbers a trace's
  * contexts with (default options), for `ptdecode flow --context-ids`. NULL

@@ -1,4 +1,5 @@
 /* ptdecode compare: a traced run against the reference (profile/compare.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,9 +108,17 @@ int cmd_compare(int argc, char **argv)
         g_ptr_array_free(classes, TRUE);
         return 2;
     }
+    const char *dir[2] = { argv[optind], argv[optind + 1] };
+    for (int run = 0; run < 2; run++) {
+        dc_check chk;
+        if (ptd_check(dir[run], &chk) < 0) {
+            g_ptr_array_free(classes, TRUE);
+            return 1;
+        }
+        dc_check_free(&chk);
+    }
     g_ptr_array_add(classes, NULL);
     pf_compare *cmp = pf_compare_new((const char *const *)classes->pdata, all);
-    const char *dir[2] = { argv[optind], argv[optind + 1] };
     /* the reference first: whether it has bytecodes decides what the
      * traced run keeps */
     for (int run = 1; run >= 0; run--) {
@@ -138,8 +147,9 @@ int cmd_compare(int argc, char **argv)
         jerr_warn("no calls of the selected methods in either run%s",
                   classes->len > 1 ? " (check --class)" : "");
     pf_compare_print(cmp, stdout, json, worst);
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        jerr_error("write error");
+        jerr_error("standard output: cannot write: %s", strerror(errno ? errno : EIO));
         rc = 1;
     }
     pf_compare_free(cmp);

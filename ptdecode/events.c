@@ -153,6 +153,10 @@ static void print_summary(FILE *f, const dc_stats *st)
             ", no-code %" PRIu64 "; %" PRIu64 " bytes lost by the collector, %" PRIu64
             " bytes skipped\n", st->gaps[DC_GAP_LOST], st->gaps[DC_GAP_OVERFLOW],
             st->gaps[DC_GAP_DECODE], st->gaps[DC_GAP_NOCODE], st->lost_bytes, st->skipped_bytes);
+    if (st->missing_bytes || st->unindexed_bytes)
+        fprintf(f, "# the file: %" PRIu64 " bytes its index covers are missing (lost, counted "
+                "above), %" PRIu64 " bytes past its index not decoded\n", st->missing_bytes,
+                st->unindexed_bytes);
     fprintf(f, "# tracing enabled %" PRIu64 " times, disabled %" PRIu64 " times; code image: %"
             PRIu64 " sections added, %" PRIu64 " rebuilds\n", st->enables, st->disables,
             st->image_sections, st->image_rebuilds);
@@ -203,11 +207,13 @@ static void on_finished(const dc_stats *st, int rc, const char *err, void *vp)
     if (rc == 1)
         printf("# stopped after %" PRIu64 " events (--limit)\n", p->printed);
     print_summary(stdout, st);
+    if (rc == 0 && st->pt_bytes && !st->blocks)
+        jerr_warn_kind("stream undecodable", "%s: none of its %" PRIu64 " bytes could be decoded "
+                       "into instructions (its gaps say why)", p->pt, st->pt_bytes);
     if (st->problems) {
-        jerr_warn("%s", st->problem);
+        jerr_warn_kind("decode problem", "%s", st->problem);
         if (st->problems > 1)
             jerr_warn("%s: %" PRIu64 " more problems", p->pt, st->problems - 1);
-        *p->status = 1;
     }
 }
 
@@ -286,30 +292,34 @@ int cmd_events(int argc, char **argv)
     }
     const char *dir = argv[optind];
     char err[1024];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
     dm_model *m = dm_load(dir, err, sizeof err);
     if (!m) {
         jerr_error("%s", err);
+        dc_check_free(&chk);
         return 1;
     }
     int status = 0;
     for (size_t i = 0; i < m->nwarnings; i++)
-        jerr_warn("%s", m->warnings[i]);
+        jerr_warn_grouped(m->warnings[i]);
     if (m->warnings_total > m->nwarnings)
         jerr_warn("%s: %zu more metadata problems not shown", dir,
                   m->warnings_total - m->nwarnings);
-    if (m->truncated)
-        status = 1;
 
     dc_trace_info info;
-    if (dc_read_info(dir, &info, err, sizeof err) < 0) {
-        jerr_warn("%s (decoding without CPU errata workarounds)", err);
-        status = 1;
-    }
-    di_cache *cache = di_cache_new(m, err, sizeof err);
-    if (!cache) {
+    di_cache *cache = NULL;
+    if (dc_read_info(dir, &info, err, sizeof err) < 0 ||
+        !(cache = di_cache_new(m, err, sizeof err))) {
         jerr_error("%s", err);
         dm_free(m);
+        dc_check_free(&chk);
         return 1;
+    }
+    if (dc_check_cut(&chk)) {
+        char rec[512];
+        printf("# recording %s\n", dc_check_recording(&chk, rec, sizeof rec));
     }
     uint32_t *tids = NULL;
     size_t ncpu = 0;
@@ -361,8 +371,6 @@ int cmd_events(int argc, char **argv)
                PRIu64 " inconsistent; %" PRIu64 " bytes with no thread\n", pc->cpus,
                pc->stretches, pc->threads, pc->switches, pc->attached, pc->unattached,
                pc->inconsistent, pc->orphan_bytes);
-    if (pc && (pc->unattached || pc->inconsistent || pc->orphan_bytes))
-        status = 1;
     dc_decode_streams(m, cache, &info, ss, k, &dopt);
     for (size_t i = 0; i < k; i++) {
         g_free(ps[i].pt);
@@ -380,5 +388,6 @@ int cmd_events(int argc, char **argv)
     g_free(tids);
     di_cache_free(cache);
     dm_free(m);
+    dc_check_free(&chk);
     return status;
 }

@@ -301,11 +301,20 @@ int cmd_flow(int argc, char **argv)
     }
     const char *dir = argv[optind];
     char err[1024];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
+    bool cut = dc_check_cut(&chk);
+    char rec[512];
+    dc_check_recording(&chk, rec, sizeof rec);
+    dc_check_free(&chk);
     rt_trace *t = rt_open(dir, err, sizeof err);
     if (!t) {
         jerr_error("%s", err);
         return 1;
     }
+    if (cut)
+        fprintf(json ? stderr : stdout, "# recording %s\n", rec);
     /* The ids are those of the profile of the whole flow (every thread,
      * the recovered events included), built in a pass of its own. */
     pf_cct *ctx_tree = NULL;
@@ -317,7 +326,7 @@ int cmd_flow(int argc, char **argv)
     const char *const *warn;
     size_t nw = rt_warnings(t, &warn);
     for (size_t i = 0; i < nw; i++)
-        jerr_warn("%s", warn[i]);
+        jerr_warn_grouped(warn[i]);
     const uint32_t *tids;
     size_t ncpu;
     size_t n = rt_threads(t, &tids, &ncpu);

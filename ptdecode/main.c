@@ -1,8 +1,11 @@
 /* ptdecode: the decoding side of jpt. Each subcommand is one view of a
  * trace directory. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <glib.h>
 
 #include "common/jerr.h"
 #include "ptdecode/commands.h"
@@ -41,7 +44,11 @@ static void usage(FILE *f)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
-            "Run 'ptdecode COMMAND --help' for a command's options.\n"
+            "Run 'ptdecode COMMAND --help' for a command's options. With --verbose, every\n"
+            "warning is printed; else the first of each kind and, at the end, how many more.\n"
+            "Exit status: 0, also when data was lost (warned about and counted in the\n"
+            "output); 1 when the trace cannot be read (one line: file, offset, reason);\n"
+            "2 on a usage error.\n"
             "\n"
             "examples:\n"
             "  ptrec --emulate -o hello.trace -- java -cp samples/classes Hello\n"
@@ -52,9 +59,33 @@ static void usage(FILE *f)
             "  ptdecode events hello.trace --summary\n");
 }
 
+int ptd_check(const char *dir, dc_check *c)
+{
+    char err[1024];
+    if (dc_check_trace(dir, c, err, sizeof err) < 0) {
+        jerr_error("%s", err);
+        return -1;
+    }
+    for (guint i = 0; i < c->warnings->len; i++)
+        jerr_warn_kind(g_ptr_array_index(c->kinds, i), "%s",
+                       (const char *)g_ptr_array_index(c->warnings, i));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     jerr_set_prog("ptdecode");
+    /* --verbose is the same for every command: every warning of a kind
+     * that comes in bulk, not the first and a count. */
+    int kept = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--verbose"))
+            jerr_set_verbose(true);
+        else
+            argv[kept++] = argv[i];
+    }
+    argc = kept;
+    argv[argc] = NULL;
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -67,13 +98,23 @@ int main(int argc, char **argv)
         printf("ptdecode %s\n", JPT_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    int rc = -1;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0] && rc < 0; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            rc = commands[i].run(argc - 1, argv + 1);
     /* A trace directory alone: its summary. */
     struct stat st;
-    if (stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode))
-        return cmd_summary(argc, argv);
-    jerr_error("unknown command '%s' (try 'ptdecode --help')", argv[1]);
-    return 2;
+    if (rc < 0 && stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode))
+        rc = cmd_summary(argc, argv);
+    if (rc < 0) {
+        jerr_error("unknown command '%s' (try 'ptdecode --help')", argv[1]);
+        return 2;
+    }
+    /* What went to standard output must have got there. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        jerr_error("standard output: cannot write: %s", strerror(errno ? errno : EIO));
+        return rc ? rc : 1;
+    }
+    return rc;
 }

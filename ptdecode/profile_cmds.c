@@ -23,6 +23,7 @@
 #include "profile/ringchart.h"
 #include "profile/source.h"
 #include "ptdecode/commands.h"
+#include "ptdecode/outfile.h"
 
 #define PROGRESS_EVERY (1u << 20)
 
@@ -167,7 +168,9 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         case OPT_TSC_HZ: {
             double v;
             if (!parse_double(optarg, &v) || !(v > 0)) {
-                jerr_error("%s: expected a positive number, got '%s'", argv[optind - 1], optarg);
+                jerr_error("%s: expected a positive number, got '%s'",
+                           c == OPT_PHI ? "--phi" : c == OPT_EPSILON ? "--epsilon" : "--tsc-hz",
+                           optarg);
                 return 2;
             }
             *(c == OPT_PHI ? &o->phi : c == OPT_EPSILON ? &o->epsilon : &o->tsc_hz) = v;
@@ -351,6 +354,10 @@ int cmd_hot(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
+    dc_check_free(&chk);
     pf_names *names = load_names(dir);
     if (!names)
         return 1;
@@ -420,7 +427,8 @@ static void export_usage(FILE *f)
             "  lcov          line and branch coverage of the executed bytecodes, an lcov\n"
             "                tracefile (genhtml makes HTML of it); sources as package/File.java\n"
             "\n"
-            "  -o, --output FILE  where to write ('-': standard output)\n"
+            "  -o, --output FILE  where to write ('-': standard output); a file is replaced\n"
+            "                     only by a whole profile (a failed export leaves it as it was)\n"
             "  --by METRIC        folded: bytecodes (default), time or calls\n"
             "  --per-thread       folded: start each stack with its thread\n"
             "  --title TEXT       cct-json, ringchart: the title (default: the trace directory);\n"
@@ -468,13 +476,8 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
     pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
     int rc = read_flow(dir, pf_chrome_sink, c);
     long long spans = pf_chrome_finish(c);
-    if (rc < 0)
-        return -1;
-    if (spans < 0) {
-        jerr_error("write error");
-        return -1;
-    }
-    return 0;
+    /* A write error is reported with the file's name when it is closed. */
+    return rc < 0 || spans < 0 ? -1 : 0;
 }
 
 static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
@@ -498,9 +501,7 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
         pf_cov_totals t;
         result = pf_cov_write_lcov(out, c, o->title ? o->title : base, o->classes, &t);
         g_free(base);
-        if (result < 0)
-            jerr_error("write error");
-        else if (t.files == 0)
+        if (result == 0 && t.files == 0)
             jerr_warn("lcov: no class %s", o->classes ? "matches --classes" : "ran");
         if (t.unknown_events)
             jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
@@ -566,16 +567,19 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
+    dc_check_free(&chk);
     pf_names *names = load_names(dir);
     if (!names)
         return 1;
-    bool to_stdout = !strcmp(o.output, "-");
-    FILE *out = to_stdout ? stdout : fopen(o.output, "w");
-    if (!out) {
-        jerr_error("%s: %s", o.output, strerror(errno));
+    ptd_out of;
+    if (ptd_out_open(&of, o.output) < 0) {
         pf_names_free(names);
         return 1;
     }
+    FILE *out = of.f;
     const char *title = o.title ? o.title : dir;
     int result = 0;
     if (format == 2) {
@@ -602,7 +606,8 @@ int cmd_export(int argc, char **argv)
                 fclose(mem);
             char err[1024] = "";
             if (result == 0 && pf_ringchart_write(out, json, len, title, err, sizeof err) != 0) {
-                jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
+                if (!ferror(out))    /* else closing the file says why */
+                    jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
                 result = -1;
             }
             free(json);
@@ -611,16 +616,10 @@ int cmd_export(int argc, char **argv)
         if (partial && result == 0)
             result = -3;    /* written, but from part of the flow */
     }
-    if (!to_stdout && fclose(out) != 0 && result == 0) {
-        jerr_error("%s: %s", o.output, strerror(errno));
-        result = -1;
-    } else if (to_stdout && fflush(stdout) != 0 && result == 0) {
-        result = -1;
-    }
     /* Nothing half-written is left behind, except a profile of the part of
      * a damaged flow that could be read (-3). */
-    if (!to_stdout && (result == -1 || result == -2))
-        unlink(o.output);
+    if (ptd_out_close(&of, result == 0 || result == -3) < 0 && result != -2)
+        result = -1;
     pf_names_free(names);
     return result == -2 ? 2 : result < 0 ? 1 : 0;
 }
@@ -671,6 +670,12 @@ int cmd_context(int argc, char **argv)
         ids[i] = v;
     }
     const char *dir = argv[optind];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0) {
+        g_free(ids);
+        return 1;
+    }
+    dc_check_free(&chk);
     pf_names *names = load_names(dir);
     if (!names) {
         g_free(ids);
@@ -740,11 +745,12 @@ static void summary_usage(FILE *f)
             "usage: ptdecode TRACE.DIR [-n N] [--by bytecodes|time|calls] [OPTIONS]\n"
             "       ptdecode summary TRACE.DIR [...]\n"
             "\n"
-            "A trace at a glance: its threads; the bytecodes of the flow and the shares\n"
-            "decoded from the trace, recovered from matching earlier flow and guessed along\n"
-            "the control-flow graph; what was lost (bytes the collector dropped, gaps in the\n"
-            "trace, with PMD and PD as 'ptdecode stats' defines them); and the hottest\n"
-            "methods. A reference-mode trace (the agent's own records) has no losses.\n"
+            "A trace at a glance: whether the recording finished; its threads; the\n"
+            "bytecodes of the flow and the shares decoded from the trace, recovered from\n"
+            "matching earlier flow and guessed along the control-flow graph; what was lost\n"
+            "(bytes the collector dropped or the files lack, gaps in the trace, with PMD and\n"
+            "PD as 'ptdecode stats' defines them); and the hottest methods. A reference-mode\n"
+            "trace (the agent's own records) has no losses.\n"
             "\n"
             "  -n N               how many hot methods (default 10)\n"
             "  --by METRIC        rank them by bytecodes (default; calls when the flow has\n"
@@ -807,9 +813,14 @@ int cmd_summary(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
-    pf_names *names = load_names(dir);
-    if (!names)
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
         return 1;
+    pf_names *names = load_names(dir);
+    if (!names) {
+        dc_check_free(&chk);
+        return 1;
+    }
     summary_counts c = { .tids = g_hash_table_new(g_direct_hash, g_direct_equal) };
     pf_flow_stats fs;
     bool partial;
@@ -817,6 +828,7 @@ int cmd_summary(int argc, char **argv)
     if (!t) {
         g_hash_table_destroy(c.tids);
         pf_names_free(names);
+        dc_check_free(&chk);
         return 1;
     }
     uint64_t total = c.bytecodes[FL_DECODED] + c.bytecodes[FL_RECOVERED] + c.bytecodes[FL_GUESSED];
@@ -824,6 +836,8 @@ int cmd_summary(int argc, char **argv)
         o.by = PF_BY_CALLS;
 
     printf("trace      %s (%s)\n", dir, fs.traced ? "traced run" : "reference mode");
+    char rec[512];
+    printf("recording  %s\n", dc_check_recording(&chk, rec, sizeof rec));
     guint ntids = 0;
     uint32_t *tids = (uint32_t *)g_hash_table_get_keys_as_array(c.tids, &ntids);
     /* keys are stored as pointers: copy them out as integers */
@@ -835,8 +849,7 @@ int cmd_summary(int argc, char **argv)
     printf("threads    %u with events", ntids);
     if (fs.traced)
         /* After a per-CPU trace is split, these are the split's streams. */
-        printf(" (%u per-thread PT streams%s)", fs.streams,
-               fs.unreadable ? ", some unreadable" : "");
+        printf(" (%u per-thread PT streams)", fs.streams);
     printf(":");
     for (guint i = 0; i < ntids && i < 8; i++) {
         const char *name = pf_names_thread(names, sorted[i]);
@@ -858,10 +871,15 @@ int cmd_summary(int argc, char **argv)
                100.0 * (double)c.compiled_estimated / (double)c.compiled, c.calls_inferred,
                c.calls_estimated);
     if (fs.traced) {
+        char more[512];
+        /* Lost bytes the decoder did not see (absent streams, ...) count too. */
+        dc_stats dc = fs.dc;
+        dc.lost_bytes += chk.lost_outside;
         printf("losses     %" PRIu64 " bytes lost of %" PRIu64 " (PMD %.2f%%), %" PRIu64
-               " gaps, %" PRIu64 " bytes not decodable; PD %.2f%%\n", fs.dc.lost_bytes,
-               fs.dc.pt_bytes + fs.dc.lost_bytes, pf_share_missing(&fs.dc), pf_dc_gaps(&fs.dc),
-               fs.dc.skipped_bytes, pf_share_decoded(&fs.dc, &fs.rp));
+               " gaps, %" PRIu64 " bytes not decodable%s; PD %.2f%%\n", dc.lost_bytes,
+               dc.pt_bytes + dc.lost_bytes, pf_share_missing(&dc), pf_dc_gaps(&dc),
+               dc.skipped_bytes, dc_check_losses(&chk, more, sizeof more),
+               pf_share_decoded(&dc, &fs.rp));
         printf("recovery   %" PRIu64 " of %" PRIu64 " holes filled (%" PRIu64 " up to the next "
                "segment), %" PRIu64 " bytecodes recovered, %" PRIu64 " guessed; %" PRIu64
                " of %" PRIu64 " segments unresolved\n", fs.rv.filled, fs.rv.boundaries,
@@ -890,5 +908,6 @@ int cmd_summary(int argc, char **argv)
     pf_cct_free(t);
     g_hash_table_destroy(c.tids);
     pf_names_free(names);
+    dc_check_free(&chk);
     return partial ? 1 : 0;
 }

@@ -547,6 +547,8 @@ static void sum(tstats *a, const tstats *b)
 {
     a->dc.pt_bytes += b->dc.pt_bytes;
     a->dc.lost_bytes += b->dc.lost_bytes;
+    a->dc.missing_bytes += b->dc.missing_bytes;
+    a->dc.unindexed_bytes += b->dc.unindexed_bytes;
     a->dc.skipped_bytes += b->dc.skipped_bytes;
     a->dc.insns += b->dc.insns;
     for (int i = 0; i < 5; i++)
@@ -685,6 +687,9 @@ static void print_text(FILE *f, const tstats *t, const char *label)
     fprintf(f, "%14s %" PRIu64 " bytes recorded, %" PRIu64 " lost, %" PRIu64 " gaps; %" PRIu64
             " bytecodes, %" PRIu64 " placed, %" PRIu64 " segments", "", t->dc.pt_bytes,
             t->dc.lost_bytes, gaps(&t->dc), t->rp.bytecodes, t->rp.placed, t->rp.segments);
+    if (t->dc.missing_bytes || t->dc.unindexed_bytes)
+        fprintf(f, "; of the files, %" PRIu64 " bytes missing (cut, counted lost), %" PRIu64
+                " past their index not decoded", t->dc.missing_bytes, t->dc.unindexed_bytes);
     if (t->eval)
         fprintf(f, "; reference %" PRIu64 " bytecodes, %" PRIu64 " of them in %" PRIu64
                 " holes (largest %" PRIu64 "; %" PRIu64 " of %u or more hold %" PRIu64
@@ -886,15 +891,19 @@ int cmd_stats(int argc, char **argv)
     }
     const char *dir = argv[optind];
     char err[1024];
+    dc_check chk;
+    if (ptd_check(dir, &chk) < 0)
+        return 1;
     rt_trace *t = rt_open(dir, err, sizeof err);
     if (!t) {
         jerr_error("%s", err);
+        dc_check_free(&chk);
         return 1;
     }
     const char *const *warn;
     size_t nw = rt_warnings(t, &warn);
     for (size_t i = 0; i < nw; i++)
-        jerr_warn("%s", warn[i]);
+        jerr_warn_grouped(warn[i]);
     int status = 0;
     const uint32_t *tids;
     size_t ncpu;
@@ -903,6 +912,7 @@ int cmd_stats(int argc, char **argv)
         jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
                    ncpu ? "; the per-CPU streams hold no thread's trace" : "");
         rt_close(t);
+        dc_check_free(&chk);
         return 1;
     }
     tstats total = { .eval = eval, .recover = recover };
@@ -939,15 +949,33 @@ int cmd_stats(int argc, char **argv)
             jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
         status = 1;
     }
+    /* Bytes lost where no thread's stream shows them (absent streams, ...)
+     * count in the total only. */
+    if (want_tid < 0)
+        total.dc.lost_bytes += chk.lost_outside;
+    char rec[512], more[512];
+    dc_check_recording(&chk, rec, sizeof rec);
+    dc_check_losses(&chk, more, sizeof more);
     if (json) {
         printf("],\"total\":");
         print_json(stdout, &total, true);
-        printf("}\n");
+        printf(",\"recording\":");
+        json_put_str(stdout, rec);
+        printf(",\"trace_losses\":{\"streams_absent\":%" PRIu64 ",\"missing_bytes\":%" PRIu64
+               ",\"unindexed_bytes\":%" PRIu64 ",\"lost_outside_streams\":%" PRIu64
+               ",\"main_untraced\":%s,\"metadata_records_ignored\":%" PRIu64
+               ",\"code_records_cut\":%" PRIu64 "}}\n", chk.streams_absent, chk.missing_bytes,
+               chk.unindexed_bytes, chk.lost_outside, chk.main_untraced ? "true" : "false",
+               chk.meta_ignored, chk.code_cut);
         if (!found)
             jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
     } else {
         print_text(stdout, &total, "all threads");
+        printf("recording      %s\n", rec);
+        if (more[0])
+            printf("trace losses   %s\n", more + 2);
     }
     rt_close(t);
+    dc_check_free(&chk);
     return status;
 }

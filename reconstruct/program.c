@@ -397,7 +397,7 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         }
     }
     if (rc < 0)
-        warn(p, "%s: %s (records after it are not read)", jm_reader_path(r), jm_reader_error(r));
+        warn(p, "%s", jm_reader_error(r));
     for (guint i = 0; i < pool_recs->len; i++) {
         jm_rec *m = &g_array_index(pool_recs, jm_rec, i);
         g_hash_table_insert(pools, GSIZE_TO_POINTER(m->u.constant_pool.class_id), m);

@@ -31,17 +31,7 @@ typedef struct ref_threads {
 
 char *ref_meta_dir(const char *dir)
 {
-    size_t n = strlen(dir);
-    char *jvm = malloc(n + 5);
-    if (!jvm)
-        return NULL;
-    memcpy(jvm, dir, n);
-    memcpy(jvm + n, "/jvm", 5);
-    struct stat st;
-    if (stat(jvm, &st) == 0 && S_ISDIR(st.st_mode))
-        return jvm;
-    memcpy(jvm, dir, n + 1);
-    return jvm;
+    return jm_meta_dir(dir);
 }
 
 static jm_reader *open_reader(const char *dir, char *err, size_t errlen)
@@ -72,8 +62,12 @@ int ref_trace_mode(const char *dir, char *err, size_t errlen)
     while ((rc = jm_reader_next(r, &rec)) == 1) {
         if (rec.type != JM_JVM_INFO)
             continue;
-        if (jm_parse(&rec, &parsed, err, errlen) < 0)
+        if (jm_parse(&rec, &parsed, err, errlen) < 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, errlen, "%s: %s", jm_reader_path(r), why);
             break;
+        }
         mode = (int)parsed.u.jvm_info.mode;
         break;
     }

@@ -43,8 +43,8 @@ int ref_trace_mode(const char *dir, char *err, size_t errlen);
 int ref_flow_read(const char *dir, fl_sink sink, void *ctx, ref_stats *stats,
                   char *err, size_t errlen);
 
-/* The directory holding meta.jpt for a trace directory (dir/jvm when it
- * exists, else dir). Returns a malloc'd string. */
+/* The directory holding meta.jpt for a trace directory: jm_meta_dir.
+ * Returns a malloc'd string. */
 char *ref_meta_dir(const char *dir);
 
 #endif

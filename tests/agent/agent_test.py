@@ -421,6 +421,11 @@ def case_help(ctx):
         check(p.returncode == 0 and "Hello from jpt" in p.stdout
               and f"agent option '{bad}' wants a whole number" in p.stderr,
               f"{bad} is refused with a message naming it")
+    for bad, why in (("out=", "agent option 'out' wants a directory"),
+                     ("mode=fast", "agent option 'mode' wants trace or reference, not 'fast'")):
+        p = ctx.java_run(bad, "Hello", cwd=cwd)
+        check(p.returncode == 0 and "Hello from jpt" in p.stdout and why in p.stderr,
+              f"{bad} is refused with a message naming the option")
     check(os.listdir(cwd) == [], "nothing is written for refused options")
 
 

@@ -1,8 +1,10 @@
 /* Units for the AUX record index writer and reader. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/auxidx.h"
@@ -101,16 +103,74 @@ Test(auxidx, later_version_records_and_coverage)
     auxidx_free(&idx);
 }
 
-Test(auxidx, overflowing_range_stops)
+Test(auxidx, bad_records_refuse_the_index)
+{
+    uint8_t buf[256];
+    char err[256] = "";
+    auxidx idx;
+    struct { size_t field; uint64_t value; const char *why; } cases[] = {
+        { 0, UINT64_MAX - 10, "offset 56: bad record 1 (offset 18446744073709551605, size 100, "
+                              "flags 0x1, lost 250): range past 2^48" },
+        { 0, 50, "offset 56: bad record 1 (offset 50, size 100, flags 0x1, lost 250): range "
+                 "starts before the end of the record before it" },
+        { 16, 0x10000, "offset 56: bad record 1 (offset 100, size 100, flags 0x10000, lost "
+                       "250): flags are not the kernel's AUX flags" },
+        { 16, 0, "offset 56: bad record 1 (offset 100, size 100, flags 0x0, lost 250): lost "
+                 "bytes without TRUNCATED" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = make_idx(buf, 40, 3);
+        memcpy(buf + 16 + 40 + cases[i].field, &cases[i].value, 8);
+        cr_assert_eq(auxidx_parse(buf, n, "x.idx", &idx, err, sizeof err), -1);
+        cr_assert(strstr(err, cases[i].why), "case %zu: %s", i, err);
+        cr_assert_eq(idx.n, 0);
+        cr_assert_null(idx.recs);
+    }
+}
+
+/* The index written with 40-byte records read as 48-byte ones: records read
+ * fields of two, which soon make a range no writer makes. */
+Test(auxidx, wrong_record_size_is_caught)
+{
+    uint8_t buf[512];
+    char err[256] = "";
+    auxidx idx;
+    size_t n = make_idx(buf, 40, 8);
+    buf[12] = 48;
+    cr_assert_eq(auxidx_parse(buf, n, "x.idx", &idx, err, sizeof err), -1);
+    cr_assert(strstr(err, "x.idx: offset 112: bad record 2"), "%s", err);
+}
+
+Test(auxidx, extent_against_the_file)
 {
     uint8_t buf[256];
     char err[256] = "";
     auxidx idx;
     size_t n = make_idx(buf, 40, 3);
-    uint64_t big = UINT64_MAX - 10;
-    memcpy(buf + 16 + 40, &big, 8);
-    cr_assert_eq(auxidx_parse(buf, n, "x.idx", &idx, err, sizeof err), 1);
-    cr_assert_str_eq(err, "x.idx: offset 56: AUX range overflows; 1 records kept");
-    cr_assert_eq(idx.n, 1);
+    cr_assert_eq(auxidx_parse(buf, n, "x.idx", &idx, err, sizeof err), 0, "%s", err);
+    auxidx_extent e = auxidx_extent_of(&idx, 300);
+    cr_assert(e.decode == 300 && e.missing == 0 && e.unindexed == 0);
+    e = auxidx_extent_of(&idx, 120);     /* the file was cut */
+    cr_assert(e.decode == 120 && e.missing == 180 && e.unindexed == 0);
+    e = auxidx_extent_of(&idx, 5000);    /* bytes no record delivered */
+    cr_assert(e.decode == 300 && e.missing == 0 && e.unindexed == 4700);
     auxidx_free(&idx);
+    auxidx none = { 0 };
+    e = auxidx_extent_of(&none, 77);     /* a header and no record */
+    cr_assert(e.decode == 0 && e.unindexed == 77);
+}
+
+Test(auxidx, not_a_regular_file)
+{
+    char dir[] = "/tmp/jpt-auxidx-fifo-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/x.idx", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    auxidx idx;
+    char err[256] = "";
+    cr_assert_eq(auxidx_load(fifo, &idx, err, sizeof err), -1);
+    cr_assert(strstr(err, "x.idx: cannot read: not a regular file"), "%s", err);
+    unlink(fifo);
+    rmdir(dir);
 }

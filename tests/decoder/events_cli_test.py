@@ -6,6 +6,7 @@ usage: events_cli_test.py PTDECODE MKMETA WORKDIR
 """
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -49,17 +50,33 @@ def main():
     p = run([ptdecode, 'events', trace])
     expect(p.returncode == 1 and 'no PT streams' in p.stderr, 'metadata without streams', p)
 
+    # docs/FORMAT.md, "Damage and loss": damage is fatal, one line naming
+    # the file and the offset, before any output.
     os.makedirs(os.path.join(trace, 'pt'))
-    with open(os.path.join(trace, 'pt', 'tid-7.pt'), 'wb') as f:
+    pt = os.path.join(trace, 'pt', 'tid-7.pt')
+    idx = os.path.join(trace, 'pt', 'tid-7.idx')
+    info = os.path.join(trace, 'info.json')
+    with open(pt, 'wb') as f:
         f.write(bytes((i * 37 + 11) & 0xff for i in range(5000)))
-    with open(os.path.join(trace, 'pt', 'tid-7.idx'), 'wb') as f:
+    with open(idx, 'wb') as f:
         f.write(b'JPTAUX\0\0garbage')
-    with open(os.path.join(trace, 'info.json'), 'w') as f:
+    with open(info, 'w') as f:
         f.write('{"cpu": {"family": ')
     p = run([ptdecode, 'events', trace])
-    expect(p.returncode == 1, 'garbage stream, bad index and info.json: status 1', p)
-    expect('info.json: offset' in p.stderr, 'bad info.json named with an offset', p)
-    expect('tid-7.idx' in p.stderr, 'bad index named', p)
+    expect(p.returncode == 1 and len(p.stderr.splitlines()) == 1 and
+           'info.json: offset 19: unexpected end of file' in p.stderr and not p.stdout,
+           'bad info.json: fatal, one line with the offset', p)
+    os.unlink(info)
+    p = run([ptdecode, 'events', trace])
+    expect(p.returncode == 1 and len(p.stderr.splitlines()) == 1 and
+           'tid-7.idx: offset 0: not a jpt AUX index' in p.stderr and not p.stdout,
+           'bad index: fatal, one line with the offset', p)
+
+    # A whole index over a garbage stream: decoded (gaps), exit 0.
+    with open(idx, 'wb') as f:
+        f.write(b'JPTAUX\0\0' + struct.pack('<II', 1, 40) + struct.pack('<5Q', 0, 5000, 0, 1, 0))
+    p = run([ptdecode, 'events', trace])
+    expect(p.returncode == 0, 'garbage stream under a good index: status 0', p)
     expect('# thread 7' in p.stdout and '# gaps:' in p.stdout, 'stream still summarized', p)
 
     p = run([ptdecode, 'events', trace, '--thread', '8'])

@@ -287,9 +287,9 @@ static size_t make_index(uint8_t *out, size_t cap, size_t stream_len)
 {
     size_t n = 0;
     memcpy(out, AUXIDX_MAGIC, 8);
-    uint32_t v = AUXIDX_VERSION, hs = AUXIDX_HEADER_SIZE;
+    uint32_t v = AUXIDX_VERSION, rs = AUXIDX_RECORD_SIZE;
     memcpy(out + 8, &v, 4);
-    memcpy(out + 12, &hs, 4);
+    memcpy(out + 12, &rs, 4);
     n = AUXIDX_HEADER_SIZE;
     uint64_t off = 0;
     for (int i = 0; i < 6 && n + AUXIDX_RECORD_SIZE <= cap; i++) {

@@ -1018,6 +1018,101 @@ Test(decode, gaps_for_unknown_code_and_collector_loss)
     g_free(dir);
 }
 
+static void write_index(const char *dir, const auxidx_rec *recs, size_t n)
+{
+    char *idxp = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
+    FILE *f = fopen(idxp, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(auxidx_write_header(fileno(f)), 0);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(auxidx_append(fileno(f), &recs[i]), 0);
+    fclose(f);
+    g_free(idxp);
+}
+
+/* The index says which bytes the recorder delivered (docs/FORMAT.md,
+ * "Damage and loss"): a file cut short loses the rest at its end, a gap
+ * with that many bytes; bytes past the index are not decoded. */
+Test(decode, the_index_bounds_the_stream)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x20);    /* aload_0 getfield */
+    uint64_t cut = 0;
+    pt_enc_get_offset(e.enc, &cut);
+    psb(&e, 2000, INTERP + 0x20);
+    tip(&e, ppt_tip, INTERP);           /* iload_0 */
+    size_t n = penc_end(&e);
+    auxidx_rec whole = { 0, n, 0, 1500, 0 };
+    write_index(dir, &whole, 1);
+
+    write_stream(dir, e.buf, cut);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want_cut[] = { "aload_0", "getfield", "gap" };
+    expect_kinds(&log, want_cut, sizeof want_cut / sizeof want_cut[0]);
+    if (log.n == 3) {
+        cr_expect_eq(log.ev[2].reason, DC_GAP_LOST);
+        cr_expect_eq(log.ev[2].offset, cut);
+        cr_expect_eq(log.ev[2].lost_bytes, n - cut);
+    }
+    cr_expect_eq(st.pt_bytes, cut);
+    cr_expect_eq(st.missing_bytes, n - cut);
+    cr_expect_eq(st.lost_bytes, n - cut);
+    cr_expect_eq(st.unindexed_bytes, 0);
+
+    /* The whole stream, then padded with a PSB+ and a branch to code the
+     * decoder would report: the same events as unpadded. */
+    write_stream(dir, e.buf, n);
+    evlog plain = { .n = 0 };
+    decode(dir, &plain, &st);
+    cr_expect_eq(st.missing_bytes, 0);
+    cr_expect_eq(st.unindexed_bytes, 0);
+    uint8_t *padded = g_malloc(2 * n);
+    memcpy(padded, e.buf, n);
+    memcpy(padded + n, e.buf, n);
+    write_stream(dir, padded, 2 * n);
+    log.n = 0;
+    decode(dir, &log, &st);
+    cr_expect_eq(log.n, plain.n);
+    cr_expect_eq(st.pt_bytes, n);
+    cr_expect_eq(st.unindexed_bytes, n);
+    cr_expect_eq(st.lost_bytes, 0);
+    g_free(padded);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* A stream whose only PSB is damaged decodes to nothing: that is a gap over
+ * all of it, not an empty thread. */
+Test(decode, a_stream_without_a_psb_is_one_gap)
+{
+    char *dir = make_trace();
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, INTERP);
+    tip(&e, ppt_tip, INTERP + 0x20);
+    size_t n = penc_end(&e);
+    e.buf[3] ^= 0xff;
+    write_stream(dir, e.buf, n);
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode(dir, &log, &st);
+    static const char *const want[] = { "gap" };
+    expect_kinds(&log, want, 1);
+    if (log.n == 1) {
+        cr_expect_eq(log.ev[0].reason, DC_GAP_DECODE);
+        cr_expect_eq(log.ev[0].offset, 0);
+    }
+    cr_expect_eq(st.skipped_bytes, n);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE], 1);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* After a failure, decoding resumes at the next TIP even where its address is
  * compressed against the IP packets before it; a TIP that pairs with a FUP
  * (an asynchronous event) is no place to resume. As after a PSB, the first

@@ -22,7 +22,7 @@ def main():
         (['--limit', '-1', work], 2, "--limit wants a count, not '-1'"),
         (['--bogus', work], 2, 'usage: ptdecode flow'),
         ([], 2, 'usage: ptdecode flow'),
-        ([os.path.join(work, 'missing')], 1, 'cannot read'),
+        ([os.path.join(work, 'missing')], 1, 'missing: not a trace directory'),
         ([os.path.join(work, 'short')], 1, 'offset 0: not a jpt metadata file'),
         ([os.path.join(work, 'junk')], 1, 'offset 0: not a jpt metadata file'),
     ]
@@ -44,7 +44,7 @@ def main():
         (['--worst', 'x', missing, missing], 2, "--worst: expected a count from 0 to 100000, got 'x'"),
         (['--class', '', missing, missing], 2, '--class: expected a class name'),
         (['--bogus', missing, missing], 2, "unknown or incomplete option '--bogus'"),
-        ([missing, missing], 1, 'cannot read'),
+        ([missing, missing], 1, 'missing: not a trace directory'),
         ([os.path.join(work, 'junk'), os.path.join(work, 'short')], 1,
          'offset 0: not a jpt metadata file'),
     ]

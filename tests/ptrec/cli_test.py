@@ -112,6 +112,11 @@ def case_exists():
     expect_error(["--emulate", "--force", "-o", ".", "--", "true"], 2,
                  "does not look like a trace directory")
     check(os.path.exists(os.path.join(d, "keep.txt")), "the current directory was touched")
+    # a parent that does not exist is not made: a mistyped -o leaves nothing
+    expect_error(["--emulate", "-o", "no/such/dir/t", "--", "true"], 2,
+                 "ptrec: cannot create no/such/dir/t: %s/no/such/dir is not a directory "
+                 "(create it first)" % os.path.realpath(TMP))
+    check(not os.path.exists(os.path.join(TMP, "no")), "parents were created")
     # a plain file in the way
     open(os.path.join(TMP, "afile"), "w").close()
     expect_error(["--emulate", "-o", "afile", "--", "true"], 2, "exists and is not a directory")
@@ -426,11 +431,46 @@ def case_signals():
         check(SUMMARY.search(err) is not None, "no summary after a signal")
 
 
+def case_killed():
+    """ptrec killed by SIGKILL takes its child (qemu, where java runs) with
+    it, and its trace says the recording did not finish."""
+    e = dict(os.environ)
+    e.pop("JAVA_TOOL_OPTIONS", None)
+    args = [PTREC] + fakes() + ["--filter", "all", "-o", "k1", "--"] + agent_cmd("--sleep")
+    p = subprocess.Popen(args, cwd=TMP, env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    child = agent = None
+    line = p.stdout.readline()
+    while line and line.strip() != "sleeping":
+        m = re.match(r"pid (\d+) ppid (\d+)", line)
+        if m:
+            agent, child = int(m.group(1)), int(m.group(2))
+        line = p.stdout.readline()
+    check(child is not None, "the fake agent reported its parent (the fake qemu)")
+    p.kill()
+    p.wait(timeout=20)
+    gone = False
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            gone = True
+            break
+        time.sleep(0.1)
+    check(gone, "the command under ptrec was still running 10 s after ptrec was killed")
+    if agent:
+        try:
+            os.kill(agent, signal.SIGKILL)   # the stand-in's own child: not ptrec's
+        except ProcessLookupError:
+            pass
+    check(info("k1")["complete"] is False, "info.json says the recording did not finish")
+
+
 def case_idx_damaged():
     p = run(fakes() + ["--filter", "all", "-o", "i1", "--", "true"], env={"FAKE_IDX": "partial"})
     check(p.returncode == 0, "exit")
     check(re.search(r"warning: .*/i1/pt/tid-\d+\.idx: offset 96: partial record \(12 of 40 "
-                    r"bytes\) ignored", p.stderr) is not None, "partial record warning")
+                    r"bytes\): the index was cut", p.stderr) is not None, "partial record warning")
     check(info("i1")["totals"]["lost_bytes"] == 500, "records before the damage kept")
     p = run(fakes() + ["--filter", "all", "-o", "i2", "--", "true"], env={"FAKE_IDX": "bad"})
     check(re.search(r"tid-\d+\.idx: offset 0: not a jpt AUX index \(bad magic\)", p.stderr) is not None, "bad magic")

@@ -38,6 +38,7 @@ def main():
                       + (b"" if raw else b"\n"))
             print("reply: " + f.readline().decode(errors="replace").rstrip("\n"), flush=True)
     if sleep:
+        print(f"pid {os.getpid()} ppid {os.getppid()}", flush=True)
         print("sleeping", flush=True)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         while True:
