@@ -60,6 +60,12 @@ static void field_self_time(json_w *j, const pf_node *n, const int32_t *mi)
 
 int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const char *title)
 {
+    return pf_export_cct_json_hz(out, t, names, title, 0);
+}
+
+int pf_export_cct_json_hz(FILE *out, const pf_cct *t, const pf_names *names, const char *title,
+                          double tsc_hz)
+{
     /* Methods numbered in order of first appearance in preorder. */
     GHashTable *index = g_hash_table_new(g_int64_hash, g_int64_equal);
     int32_t *method_index = g_new(int32_t, t->count);
@@ -84,6 +90,8 @@ int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const 
     json_kstr(&j, "format", "jpt-cct");
     json_ku64(&j, "version", 1);
     json_kstr(&j, "title", title ? title : "");
+    if (tsc_hz > 0)
+        json_ku64(&j, "tsc_hz", (uint64_t)(tsc_hz + 0.5));
     json_key(&j, "metrics");
     json_arr(&j);
     json_str(&j, "calls");

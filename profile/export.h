@@ -13,8 +13,11 @@
 /* The label of thread root node n: "main (tid 1234)"; g_free it. */
 char *pf_thread_label(const pf_names *names, const pf_node *n);
 
-/* The finalized tree t as one "jpt-cct" version 1 JSON object. Returns 0,
- * -1 on a write error. */
+/* The finalized tree t as one "jpt-cct" version 1 JSON object; tsc_hz > 0
+ * is written as the frequency of its times (pf_export_cct_json: none).
+ * Returns 0, -1 on a write error. */
+int pf_export_cct_json_hz(FILE *out, const pf_cct *t, const pf_names *names, const char *title,
+                          double tsc_hz);
 int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const char *title);
 
 /* Folded stacks ("a;b;c value" per line, nodes with a nonzero self value

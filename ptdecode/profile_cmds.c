@@ -22,6 +22,7 @@
 #include "profile/names.h"
 #include "profile/ringchart.h"
 #include "profile/source.h"
+#include "profile/timebase.h"
 #include "ptdecode/commands.h"
 
 #define PROGRESS_EVERY (1u << 20)
@@ -310,13 +311,26 @@ static pf_names *load_names(const char *dir)
     return n;
 }
 
+/* The trace's TSC frequency (or --tsc-hz's). A damaged info.json costs the
+ * real units only: times stay in ticks, with a warning. */
+static pf_timebase load_timebase(const char *dir, const prof_opts *o)
+{
+    pf_timebase tb;
+    char err[1024];
+    if (pf_timebase_read(dir, o->tsc_hz, &tb, err, sizeof err) < 0)
+        jerr_warn("%s; %s", err, tb.hz > 0 ? "using --tsc-hz" : "times stay in TSC ticks");
+    return tb;
+}
+
 static const char *shared_options =
     "  --include ORIGINS  count events of these origins (comma-separated: decoded,\n"
     "                     recovered, guessed; all are counted by default)\n"
     "  --exclude ORIGINS  do not count events of these origins (the stack still follows them)\n"
     "  --call-sites       distinguish calling contexts by the caller's bci too\n"
     "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
-    "                     sequential; the result is the same)\n";
+    "                     sequential; the result is the same)\n"
+    "  --tsc-hz HZ        TSC ticks per second for times (default: info.json's\n"
+    "                     time.tsc_hz; without it, times are in TSC ticks)\n";
 
 /* ---- hot ----------------------------------------------------------------- */
 
@@ -326,8 +340,9 @@ static void hot_usage(FILE *f)
             "usage: ptdecode hot TRACE.DIR [-n N] [--by bytecodes|time|calls] [--json]\n"
             "\n"
             "The hottest methods over all calling contexts and threads: exclusive\n"
-            "bytecodes executed, exclusive time (TSC ticks), calls, and the inclusive values\n"
-            "(each recursive activation counted once).\n"
+            "bytecodes executed, exclusive time, calls, and the inclusive values (each\n"
+            "recursive activation counted once). Times are in s/ms/us with the TSC frequency\n"
+            "the trace recorded (or --tsc-hz), in TSC ticks without one.\n"
             "\n"
             "  -n N               how many methods (default 20)\n"
             "  --by METRIC        rank by bytecodes (default), time or calls\n"
@@ -360,13 +375,14 @@ int cmd_hot(int argc, char **argv)
         pf_names_free(names);
         return 1;
     }
+    pf_timebase tb = load_timebase(dir, &o);
     pf_hot_method *hot;
     size_t count = pf_hot_methods(t, o.by, &hot);
     size_t shown = count < (size_t)o.top ? count : (size_t)o.top;
     uint64_t total = 0;
     for (size_t i = 0; i < count; i++)
         total += pf_hot_value(&hot[i], o.by);
-    char buf[32];
+    char buf[32], tself[32], tincl[32], about[256];
     if (o.json) {
         json_w j;
         json_init(&j, stdout, true);
@@ -379,22 +395,27 @@ int cmd_hot(int argc, char **argv)
             json_ku64(&j, "bytecodes", hot[i].bytecodes);
             json_ku64(&j, "self_time", hot[i].self_time);
             json_ku64(&j, "time", hot[i].time);
+            if (tb.hz > 0) {
+                json_ku64(&j, "self_time_ns", (uint64_t)(pf_time_ns(&tb, hot[i].self_time) + 0.5));
+                json_ku64(&j, "time_ns", (uint64_t)(pf_time_ns(&tb, hot[i].time) + 0.5));
+            }
             json_end(&j);
         }
         json_end(&j);
         json_finish(&j);
     } else {
-        printf("%4s %6s %12s %14s %14s %16s %16s  %s\n", "rank", "%", "calls", "self bytecodes",
+        printf("%4s %6s %12s %14s %14s %18s %18s  %s\n", "rank", "%", "calls", "self bytecodes",
                "bytecodes", "self time", "time", "method");
         for (size_t i = 0; i < shown; i++) {
             double share = total ? 100.0 * (double)pf_hot_value(&hot[i], o.by) / (double)total : 0;
-            printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 " %14" PRIu64 " %16" PRIu64 " %16" PRIu64
-                   "  %s\n", i + 1, share, hot[i].calls, hot[i].self_bytecodes, hot[i].bytecodes,
-                   hot[i].self_time, hot[i].time,
+            printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 " %14" PRIu64 " %18s %18s  %s\n", i + 1,
+                   share, hot[i].calls, hot[i].self_bytecodes, hot[i].bytecodes,
+                   pf_time_str(&tb, hot[i].self_time, tself, sizeof tself),
+                   pf_time_str(&tb, hot[i].time, tincl, sizeof tincl),
                    pf_names_readable(names, hot[i].method, buf, sizeof buf));
         }
-        printf("(%zu methods, ranked by %s%s)\n", count, o.by == PF_BY_CALLS ? "" : "exclusive ",
-               pf_metric_name(o.by));
+        printf("(%zu methods, ranked by %s%s; %s)\n", count, o.by == PF_BY_CALLS ? "" : "exclusive ",
+               pf_metric_name(o.by), pf_timebase_describe(&tb, about, sizeof about));
     }
     g_free(hot);
     pf_cct_free(t);
@@ -429,8 +450,7 @@ static void export_usage(FILE *f)
             "                     'com/example/?*'; default: every class that ran)\n"
             "  --phi X            hcct-json: hot threshold, a share of all calls (default 1e-3)\n"
             "  --epsilon X        hcct-json: counter error bound, < phi (default 1e-4)\n"
-            "  --tsc-hz HZ        chrome-trace: TSC ticks per second (default: measured on this\n"
-            "                     machine, right for traces recorded on it)\n"
+
             "%s"
             "\n"
             "examples:\n"
@@ -464,7 +484,13 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
     min_tsc m = { 0 };
     if (read_flow(dir, min_tsc_sink, &m) < 0)
         return -1;
-    double hz = o->tsc_hz > 0 ? o->tsc_hz : pf_tsc_hz_measure();
+    pf_timebase tb = load_timebase(dir, o);
+    double hz = tb.hz;
+    if (!(hz > 0)) {
+        hz = pf_tsc_hz_measure();
+        jerr_warn("%s records no TSC frequency: times use this machine's, measured (%.3f GHz; "
+                  "--tsc-hz HZ gives another)", dir, hz / 1e9);
+    }
     pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
     int rc = read_flow(dir, pf_chrome_sink, c);
     long long spans = pf_chrome_finish(c);
@@ -550,6 +576,7 @@ int cmd_export(int argc, char **argv)
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
         return 2;
     }
+    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV };
     static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
                                      "ringchart", "lcov" };
     int format = -1;
@@ -578,31 +605,33 @@ int cmd_export(int argc, char **argv)
     }
     const char *title = o.title ? o.title : dir;
     int result = 0;
-    if (format == 2) {
+    if (format == F_CHROME) {
         result = export_chrome(dir, &o, names, out);
-    } else if (format == 3) {
+    } else if (format == F_HCCT) {
         result = export_hcct(dir, &o, names, out);
-    } else if (format == 5) {
+    } else if (format == F_LCOV) {
         result = export_lcov(dir, &o, out);
     } else {
+        pf_timebase tb = load_timebase(dir, &o);
         bool partial;
         pf_cct *t = build_cct(dir, &o, &partial);
         if (!t) {
             result = -1;
-        } else if (format == 0) {
-            result = pf_export_cct_json(out, t, names, title);
-        } else if (format == 1) {
+        } else if (format == F_CCT_JSON) {
+            result = pf_export_cct_json_hz(out, t, names, title, tb.hz);
+        } else if (format == F_FOLDED) {
             result = pf_export_folded(out, t, names, o.by, o.per_thread);
         } else {
+            /* the page embeds the cct-json document */
             char *json = NULL;
             size_t len = 0;
             FILE *mem = open_memstream(&json, &len);
-            result = mem ? pf_export_cct_json(mem, t, names, title) : -1;
+            result = mem ? pf_export_cct_json_hz(mem, t, names, title, tb.hz) : -1;
             if (mem)
                 fclose(mem);
             char err[1024] = "";
             if (result == 0 && pf_ringchart_write(out, json, len, title, err, sizeof err) != 0) {
-                jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
+                jerr_error("%s", err[0] ? err : "cannot write the page");
                 result = -1;
             }
             free(json);

@@ -13,7 +13,9 @@ here from `ptdecode dump` (independently of profile/):
     flamegraph.pl when it is installed);
   - the Chrome trace parses, has one span per call, and spans nest per thread;
   - `ptdecode hot` prints a top 10; hcct-json has no false negatives;
-    `ptdecode context` decodes the ids it lists.
+    `ptdecode context` decodes the ids it lists;
+  - times are in s/ms/us with the TSC frequency of info.json (or --tsc-hz),
+    in ticks (said so) without one, and a damaged info.json only warns.
 """
 import collections
 import json
@@ -170,6 +172,50 @@ def check_chrome(path, total_calls):
     check(True, f"spans nest within each of {len(by_tid)} threads")
 
 
+def check_time(ptdecode, trace, tmp):
+    """Times in real units with the frequency info.json records, in ticks (said
+    so) without one, and a damaged info.json costs only the units."""
+    hot = ptd(ptdecode, "hot", trace, "-n", "3")
+    check("time in TSC ticks: the trace records no TSC frequency" in hot and " ticks " in hot,
+          "without a TSC frequency, hot's times are ticks and it says so")
+    doc = json.loads(ptd(ptdecode, "export", trace, "--format", "cct-json", "-o", "-"))
+    check("tsc_hz" not in doc, "cct-json has no tsc_hz without one")
+    info = os.path.join(trace, "info.json")
+    try:
+        with open(info, "w") as f:
+            json.dump({"backend": "perf", "time": {"time_mult": 1, "tsc_hz": 2000000000,
+                                                   "tsc_hz_source": "perf_mmap_page"}}, f)
+        hot = ptd(ptdecode, "hot", trace, "-n", "3")
+        check("2.000 GHz, info.json (perf_mmap_page)" in hot and re.search(r" \d+\.\d{3} [mu]?s ", hot),
+              "hot shows s/ms/us with the frequency of info.json")
+        rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "5", "--json"))
+        check(all(abs(r["time_ns"] - r["time"] / 2) < 1e-6 * r["time"] + 1 and
+                  abs(r["self_time_ns"] - r["self_time"] / 2) < 1e-6 * r["self_time"] + 1
+                  for r in rows), "hot --json: time_ns is ticks / 2 GHz")
+        rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "5", "--json", "--tsc-hz", "1e9"))
+        check(all(abs(r["time_ns"] - r["time"]) < 1e-6 * r["time"] + 1 for r in rows),
+              "--tsc-hz overrides info.json")
+        doc = json.loads(ptd(ptdecode, "export", trace, "--format", "cct-json", "-o", "-"))
+        check(doc.get("tsc_hz") == 2000000000, "cct-json carries tsc_hz")
+        ring = os.path.join(tmp, "ring.html")
+        ptd(ptdecode, "export", trace, "--format", "ringchart", "-o", ring)
+        with open(ring) as f:
+            check('"tsc_hz":2000000000' in f.read(), "the ring chart's data carries tsc_hz")
+        with open(info, "w") as f:
+            f.write('{"time": {"tsc_hz": 12}}')
+        p = run([ptdecode, "hot", trace, "-n", "3"])
+        warn = [l for l in p.stderr.splitlines() if "info.json: offset 20:" in l]
+        check(p.returncode == 0 and len(warn) == 1 and "times stay in TSC ticks" in warn[0] and
+              " ticks " in p.stdout, "an implausible tsc_hz: one warning naming file and offset, ticks")
+        with open(info, "w") as f:
+            f.write('{"time": {"tsc_hz": 2e9')
+        p = run([ptdecode, "hot", trace, "-n", "3"])
+        check(p.returncode == 0 and "info.json: offset 23:" in p.stderr,
+              "malformed info.json: a warning naming file and offset")
+    finally:
+        os.unlink(info)
+
+
 def main():
     case, libjpt, ptdecode, java, samples = sys.argv[1:6]
     main_class, args, jvm = CASES[case]
@@ -207,6 +253,8 @@ def main():
         chrome = os.path.join(tmp, "trace.json")
         ptd(ptdecode, "export", trace, "--format", "chrome-trace", "-o", chrome)
         check_chrome(chrome, total)
+
+        check_time(ptdecode, trace, tmp)
 
         hot = ptd(ptdecode, "hot", trace, "-n", "10", "--by", "calls")
         print(hot, end="")
