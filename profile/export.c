@@ -58,6 +58,17 @@ static void field_self_time(json_w *j, const pf_node *n, const int32_t *mi)
     json_u64(j, n->self_time);
 }
 
+/* A node's PF_KIND_* with what the method's modifiers add: a native
+ * method's frame runs no bytecodes, whatever its call looked like. */
+static uint32_t node_kinds(const pf_node *n, const pf_names *names)
+{
+    const pf_method_name *mn = names && n->method != PF_NO_METHOD
+                               ? pf_names_method(names, n->method) : NULL;
+    if (mn && (mn->modifiers & PF_ACC_NATIVE))
+        return (n->kinds & ~(uint32_t)(PF_KIND_INTERPRETED | PF_KIND_COMPILED)) | PF_KIND_NATIVE;
+    return n->kinds;
+}
+
 int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const char *title)
 {
     return pf_export_cct_json_hz(out, t, names, title, 0);
@@ -92,6 +103,13 @@ int pf_export_cct_json_hz(FILE *out, const pf_cct *t, const pf_names *names, con
     json_kstr(&j, "title", title ? title : "");
     if (tsc_hz > 0)
         json_ku64(&j, "tsc_hz", (uint64_t)(tsc_hz + 0.5));
+    json_key(&j, "kinds");
+    json_arr(&j);
+    static const char *const kind_names[] = { "interpreted", "compiled", "inlined", "native",
+                                              "truncated" };
+    for (size_t k = 0; k < sizeof kind_names / sizeof kind_names[0]; k++)
+        json_str(&j, kind_names[k]);
+    json_end(&j);
     json_key(&j, "metrics");
     json_arr(&j);
     json_str(&j, "calls");
@@ -130,6 +148,11 @@ int pf_export_cct_json_hz(FILE *out, const pf_cct *t, const pf_names *names, con
         }
         json_end(&j);
     }
+    json_key(&j, "kind");
+    json_arr(&j);
+    for (uint32_t i = 0; i < t->count; i++)
+        json_u64(&j, node_kinds(&t->nodes[i], names));
+    json_end(&j);
     json_end(&j);
     json_key(&j, "labels");
     json_obj(&j);

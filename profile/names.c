@@ -103,7 +103,7 @@ char *pf_readable_params(const char *sig)
 }
 
 void pf_names_add_method(pf_names *n, uint64_t method_id, const char *class_sig,
-                         const char *name, const char *sig)
+                         const char *name, const char *sig, uint32_t modifiers)
 {
     pf_method_name *m = g_new0(pf_method_name, 1);
     size_t len = strlen(class_sig);
@@ -119,6 +119,7 @@ void pf_names_add_method(pf_names *n, uint64_t method_id, const char *class_sig,
             *c = '.';
     char *params = pf_readable_params(sig);
     m->readable = g_strdup_printf("%s.%s%s", dotted, name, params);
+    m->modifiers = modifiers;
     g_free(params);
     g_free(dotted);
     gint64 *key = g_new(gint64, 1);
@@ -174,7 +175,7 @@ pf_names *pf_names_load(const char *dir, char *err, size_t errlen)
             char *cls = g_strndup((const char *)p.u.method.class_sig.p, p.u.method.class_sig.len);
             char *name = g_strndup((const char *)p.u.method.name.p, p.u.method.name.len);
             char *sig = g_strndup((const char *)p.u.method.sig.p, p.u.method.sig.len);
-            pf_names_add_method(n, p.u.method.method_id, cls, name, sig);
+            pf_names_add_method(n, p.u.method.method_id, cls, name, sig, p.u.method.modifiers);
             g_free(cls);
             g_free(name);
             g_free(sig);

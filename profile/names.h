@@ -11,7 +11,10 @@ typedef struct pf_method_name {
     char *name;         /* "hashCode" */
     char *sig;          /* "()I" */
     char *readable;     /* "java.lang.String.hashCode()" */
+    uint32_t modifiers; /* ACC_* of the METHOD record */
 } pf_method_name;
+
+#define PF_ACC_NATIVE 0x0100
 
 typedef struct pf_names pf_names;
 
@@ -24,7 +27,7 @@ void pf_names_free(pf_names *n);
 /* Adds (or replaces) a method. class_sig may be "Ljava/lang/String;" or
  * "java/lang/String". */
 void pf_names_add_method(pf_names *n, uint64_t method_id, const char *class_sig,
-                         const char *name, const char *sig);
+                         const char *name, const char *sig, uint32_t modifiers);
 /* The first name a native thread had ("main"). */
 void pf_names_add_thread(pf_names *n, uint32_t tid, const char *name);
 

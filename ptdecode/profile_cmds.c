@@ -14,6 +14,7 @@
 #include "common/jerr.h"
 #include "common/json.h"
 #include "profile/ccenc.h"
+#include "profile/flamegraph.h"
 #include "profile/coverage.h"
 #include "profile/cct.h"
 #include "profile/export.h"
@@ -431,6 +432,8 @@ static void export_usage(FILE *f)
             "usage: ptdecode export TRACE.DIR --format FMT -o FILE [OPTIONS]\n"
             "\n"
             "Writes a profile of the trace (docs/PROFILES.md describes each format):\n"
+            "  flamegraph    a flame graph, one self-contained HTML page: search, zoom,\n"
+            "                callers (reversed), threads, frame kinds, metric picker\n"
             "  cct-json      the calling context tree, for the ring chart and other tools\n"
             "  folded        flame-graph stacks, 'a;b;c value' per line (--by picks the value)\n"
             "  chrome-trace  per-thread method spans as Chrome trace events (chrome://tracing,\n"
@@ -444,7 +447,8 @@ static void export_usage(FILE *f)
             "  -o, --output FILE  where to write ('-': standard output)\n"
             "  --by METRIC        folded: bytecodes (default), time or calls\n"
             "  --per-thread       folded: start each stack with its thread\n"
-            "  --title TEXT       cct-json, ringchart: the title (default: the trace directory);\n"
+            "  --title TEXT       cct-json, ringchart, flamegraph: the title (default: the trace\n"
+            "                     directory);\n"
             "                     lcov: the test name (TN:)\n"
             "  --classes GLOB     lcov: the classes to report, by internal name ('Branchy*',\n"
             "                     'com/example/?*'; default: every class that ran)\n"
@@ -454,8 +458,8 @@ static void export_usage(FILE *f)
             "%s"
             "\n"
             "examples:\n"
+            "  ptdecode export hello.trace --format flamegraph -o hello.html\n"
             "  ptdecode export hello.trace --format folded --by calls -o hello.folded\n"
-            "  flamegraph.pl hello.folded > hello.svg\n"
             "  ptdecode export hello.trace --format chrome-trace -o hello.json\n"
             "  ptdecode export hello.trace --format ringchart -o hello.html\n"
             "  ptdecode export hello.trace --format lcov --classes 'Hello*' -o hello.info\n"
@@ -576,16 +580,17 @@ int cmd_export(int argc, char **argv)
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
         return 2;
     }
-    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV };
+    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH };
     static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
-                                     "ringchart", "lcov" };
+                                     "ringchart", "lcov", "flamegraph" };
     int format = -1;
     for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
         if (!strcmp(o.format, formats[i]))
             format = i;
     if (format < 0) {
-        jerr_error("export: --format must be cct-json, folded, chrome-trace, hcct-json, "
-                   "ringchart or lcov%s%s", o.format ? ", not " : "", o.format ? o.format : "");
+        jerr_error("export: --format must be flamegraph, cct-json, folded, chrome-trace, "
+                   "hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
+                   o.format ? o.format : "");
         return 2;
     }
     if (!o.output) {
@@ -622,7 +627,7 @@ int cmd_export(int argc, char **argv)
         } else if (format == F_FOLDED) {
             result = pf_export_folded(out, t, names, o.by, o.per_thread);
         } else {
-            /* the page embeds the cct-json document */
+            /* the pages embed the cct-json document */
             char *json = NULL;
             size_t len = 0;
             FILE *mem = open_memstream(&json, &len);
@@ -630,7 +635,9 @@ int cmd_export(int argc, char **argv)
             if (mem)
                 fclose(mem);
             char err[1024] = "";
-            if (result == 0 && pf_ringchart_write(out, json, len, title, err, sizeof err) != 0) {
+            int (*write_page)(FILE *, const char *, size_t, const char *, char *, size_t) =
+                format == F_RINGCHART ? pf_ringchart_write : pf_flamegraph_write;
+            if (result == 0 && write_page(out, json, len, title, err, sizeof err) != 0) {
                 jerr_error("%s", err[0] ? err : "cannot write the page");
                 result = -1;
             }
