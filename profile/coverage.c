@@ -1,5 +1,6 @@
 /* Line and branch coverage (see coverage.h). */
 #include "profile/coverage.h"
+#include "profile/names.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -379,15 +380,14 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
                       pf_cov_totals *totals)
 {
     pf_cov_totals t = { .unknown_events = c->unknown };
-    GPatternSpec *glob = class_glob ? g_pattern_spec_new(class_glob) : NULL;
     /* the classes that ran (or that the glob selects) */
     GHashTable *classes = g_hash_table_new(g_str_hash, g_str_equal);
     for (size_t i = 0; i < c->nmethods; i++) {
         const rc_method *m = rc_method_at(c->prog, (uint32_t)i);
         if (!m || !m->klass)
             continue;
-        bool take = glob ? g_pattern_spec_match_string(glob, m->klass)
-                         : c->by_index[i] && c->by_index[i]->ran;
+        bool take = class_glob ? pf_class_pattern_match(class_glob, m->klass)
+                               : c->by_index[i] && c->by_index[i]->ran;
         if (take)
             g_hash_table_add(classes, (gpointer)m->klass);
     }
@@ -427,8 +427,6 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
     g_ptr_array_free(list, TRUE);
     g_hash_table_destroy(files);
     g_hash_table_destroy(classes);
-    if (glob)
-        g_pattern_spec_free(glob);
     if (totals)
         *totals = t;
     return ferror(out) ? -1 : 0;

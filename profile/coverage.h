@@ -45,8 +45,9 @@ typedef struct pf_cov_totals {
 } pf_cov_totals;
 
 /* Writes the tracefile: test_name on TN: (letters, digits, '_' kept; others
- * become '_'), classes selected by class_glob on the internal class name
- * ("Branchy*", "com/example/?*"; NULL: every class that ran). Returns 0, -1 on a write
+ * become '_'), classes selected by class_glob on the class name in internal
+ * or Java form ("Branchy*", "com/example/?*", "com.example.?*"; NULL: every
+ * class that ran). Returns 0, -1 on a write
  * error; totals (may be NULL) tell what was written. */
 int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *class_glob,
                       pf_cov_totals *totals);

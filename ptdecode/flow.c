@@ -14,6 +14,7 @@
 #include "decoder/bytecodes.h"
 #include "decoder/percpu.h"
 #include "profile/cct.h"
+#include "profile/names.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
 #include "recover/recover.h"
@@ -23,7 +24,8 @@ typedef struct flow_printer {
     FILE *out;
     bool json;
     bool summary;               /* print nothing but the per-thread counts */
-    GPatternSpec *method_glob;  /* NULL: all */
+    pf_method_pattern *method_glob;  /* NULL: all */
+    GHashTable *glob_hits;      /* method id -> 1 matches, 2 does not (the pattern's answer) */
     uint64_t base_tsc;
     uint64_t limit, printed;
     int depth;                  /* indentation: calls minus returns in this segment */
@@ -54,7 +56,8 @@ static void usage(FILE *f)
             "\n"
             "  --thread TID    only this thread\n"
             "  --method GLOB   print only bytecodes of methods matching GLOB, e.g. 'Hello.*'\n"
-            "                  (names are pkg/Cls.name(sig), * and ? match anything)\n"
+            "                  (* and ? match anything; a method matches as\n"
+            "                  pkg.Cls.name(Type, ...), pkg.Cls.name or pkg/Cls.name(descriptor))\n"
             "  --json          one JSON object per line instead of text\n"
             "  --limit N       stop each thread after printing N lines\n"
             "  --recover       fill the holes left by gaps from matching earlier flow of the\n"
@@ -85,6 +88,19 @@ static const char *kind_name(fl_kind k)
     case FL_BYTECODE: return "bytecode";
     default: return "?";
     }
+}
+
+/* Whether --method matches the method (named in JVM style), once per method. */
+static bool glob_matches(flow_printer *p, uint64_t method_id, const char *name)
+{
+    gpointer known = g_hash_table_lookup(p->glob_hits, &method_id);
+    if (known)
+        return GPOINTER_TO_INT(known) == 1;
+    bool hit = pf_method_pattern_match_jvm(p->method_glob, name);
+    uint64_t *key = g_new(uint64_t, 1);
+    *key = method_id;
+    g_hash_table_insert(p->glob_hits, key, GINT_TO_POINTER(hit ? 1 : 2));
+    return hit;
 }
 
 static int on_flow(const fl_event *ev, void *vp)
@@ -118,8 +134,7 @@ static int on_flow(const fl_event *ev, void *vp)
         p->depth++;
     else if (ev->kind == FL_RETURN && p->depth > 0)
         p->depth--;
-    if (p->method_glob && (ev->kind != FL_BYTECODE ||
-                           !g_pattern_spec_match_string(p->method_glob, name)))
+    if (p->method_glob && (ev->kind != FL_BYTECODE || !glob_matches(p, ev->method_id, name)))
         return 0;
     if (p->limit && p->printed >= p->limit)
         return 1;
@@ -335,7 +350,9 @@ int cmd_flow(int argc, char **argv)
     }
     flow_printer p = { .t = t, .out = stdout, .json = json, .summary = summary, .limit = limit,
                        .base_tsc = rt_model(t)->start_tsc,
-                       .method_glob = glob ? g_pattern_spec_new(glob) : NULL,
+                       .method_glob = glob ? pf_method_pattern_new(glob) : NULL,
+                       .glob_hits = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                                          NULL),
                        .ctx_tree = ctx_tree };
     bool found = want_tid < 0;
     rp_stats total = { 0 };
@@ -386,8 +403,10 @@ int cmd_flow(int argc, char **argv)
                 total.bytecodes ? 100.0 * (double)total.placed / (double)total.bytecodes : 100.0,
                 total.segments, total.segments_unique, total.segments_chosen,
                 total.segments_unresolved);
-    if (p.method_glob)
-        g_pattern_spec_free(p.method_glob);
+    if (p.method_glob && !pf_method_pattern_matched(p.method_glob) && status == 0)
+        jerr_warn("flow: no method that ran matches --method '%s' (%s)", glob, PF_PATTERN_STYLES);
+    pf_method_pattern_free(p.method_glob);
+    g_hash_table_destroy(p.glob_hits);
     pf_cct_free(ctx_tree);
     rt_close(t);
     return status;

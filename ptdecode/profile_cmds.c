@@ -33,7 +33,7 @@
 enum {
     OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
     OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_CLASSES, OPT_HELP,
+    OPT_CLASSES, OPT_SIMPLE, OPT_HELP,
 };
 
 typedef struct prof_opts {
@@ -41,6 +41,7 @@ typedef struct prof_opts {
     unsigned threads;        /* builder workers; 1: sequential */
     pf_metric by;
     bool json, per_thread, list;
+    bool simple;             /* method names without parameters */
     const char *format, *output, *title, *classes;
     double phi, epsilon, tsc_hz;
     long top;
@@ -97,6 +98,7 @@ static const struct option long_opts[] = {
     { "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
     { "list", no_argument, NULL, OPT_LIST },
     { "classes", required_argument, NULL, OPT_CLASSES },
+    { "simple", no_argument, NULL, OPT_SIMPLE },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
 };
@@ -164,6 +166,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         case OPT_PER_THREAD: o->per_thread = true; break;
         case OPT_LIST: o->list = true; break;
         case OPT_CLASSES: o->classes = optarg; break;
+        case OPT_SIMPLE: o->simple = true; break;
         case OPT_PHI:
         case OPT_EPSILON:
         case OPT_TSC_HZ: {
@@ -303,12 +306,14 @@ pf_cct *ptd_context_tree(const char *dir)
     return e;
 }
 
-static pf_names *load_names(const char *dir)
+static pf_names *load_names(const char *dir, const prof_opts *o)
 {
     char err[1024];
     pf_names *n = pf_names_load(dir, err, sizeof err);
     if (!n)
         jerr_error("%s", err);
+    else
+        pf_names_set_simple(n, o->simple);
     return n;
 }
 
@@ -330,6 +335,7 @@ static const char *shared_options =
     "  --call-sites       distinguish calling contexts by the caller's bci too\n"
     "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
     "                     sequential; the result is the same)\n"
+    "  --simple           method names without their parameter types\n"
     "  --tsc-hz HZ        TSC ticks per second for times (default: info.json's\n"
     "                     time.tsc_hz; without it, times are in TSC ticks)\n";
 
@@ -367,7 +373,7 @@ int cmd_hot(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names)
         return 1;
     bool partial;
@@ -450,7 +456,7 @@ static void export_usage(FILE *f)
             "  --title TEXT       cct-json, ringchart, flamegraph: the title (default: the trace\n"
             "                     directory);\n"
             "                     lcov: the test name (TN:)\n"
-            "  --classes GLOB     lcov: the classes to report, by internal name ('Branchy*',\n"
+            "  --classes GLOB     lcov: the classes to report ('Branchy*', 'com.example.?*' or\n"
             "                     'com/example/?*'; default: every class that ran)\n"
             "  --phi X            hcct-json: hot threshold, a share of all calls (default 1e-3)\n"
             "  --epsilon X        hcct-json: counter error bound, < phi (default 1e-4)\n"
@@ -531,7 +537,9 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
         if (result < 0)
             jerr_error("write error");
         else if (t.files == 0)
-            jerr_warn("lcov: no class %s", o->classes ? "matches --classes" : "ran");
+            jerr_warn("lcov: no class %s%s%s", o->classes ? "matches --classes '" : "ran",
+                      o->classes ? o->classes : "",
+                      o->classes ? "' (class names match as pkg.Class or pkg/Class)" : "");
         if (t.unknown_events)
             jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
                       "have were left out", t.unknown_events);
@@ -598,7 +606,7 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names)
         return 1;
     bool to_stdout = !strcmp(o.output, "-");
@@ -707,7 +715,7 @@ int cmd_context(int argc, char **argv)
         ids[i] = v;
     }
     const char *dir = argv[optind];
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names) {
         g_free(ids);
         return 1;
@@ -843,7 +851,7 @@ int cmd_summary(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names)
         return 1;
     summary_counts c = { .tids = g_hash_table_new(g_direct_hash, g_direct_equal) };

@@ -62,6 +62,32 @@
     return (s * 1e9).toFixed(0) + ' ns';
   }
 
+  const PRIM = { B: 'byte', C: 'char', D: 'double', F: 'float', I: 'int', J: 'long', S: 'short',
+                 Z: 'boolean', V: 'void' };
+
+  // "(Ljava/lang/String;I)V" -> "(java.lang.String, int)", as ptdecode names methods.
+  function params(sig) {
+    const out = [];
+    let i = sig[0] === '(' ? 1 : 0;
+    while (i < sig.length && sig[i] !== ')') {
+      let dims = 0;
+      while (sig[i] === '[') { dims++; i++; }
+      const c = sig[i];
+      if (c === undefined) break;
+      i++;
+      let t;
+      if (c === 'L') {
+        const e = sig.indexOf(';', i), end = e < 0 ? sig.length : e;
+        t = sig.slice(i, end).replace(/\//g, '.');
+        i = e < 0 ? end : end + 1;
+      } else {
+        t = PRIM[c] || c;
+      }
+      out.push(t + '[]'.repeat(dims));
+    }
+    return '(' + out.join(', ') + ')';
+  }
+
   function pct(v, total) {
     return total > 0 ? (100 * v / total).toFixed(v / total < 0.001 ? 3 : 1) + '%' : '-';
   }
@@ -153,7 +179,7 @@
       const nm = String(me.name || '?');
       mname.push(cls + '.' + nm);
       mshort.push(cls.slice(cls.lastIndexOf('.') + 1) + '.' + nm);
-      msig.push(String(me.sig || ''));
+      msig.push(me.sig ? params(String(me.sig)) : '');
       mcolor[m] = (hash(cls) % N_HUES) * 2 + (hash(nm) & 1);
     }
     const hz = Number(doc.tsc_hz);
