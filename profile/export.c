@@ -235,15 +235,20 @@ int pf_export_folded(FILE *out, const pf_cct *t, const pf_names *names, pf_metri
 
 /* ---- Chrome trace events ------------------------------------------------- */
 
-typedef struct chrome_frame {
-    uint64_t method, start;
-} chrome_frame;
+/* Duration events, "B" at a call and "E" at its return, written as the flow
+ * goes: per thread in begin order and nested by construction. Every event of
+ * a thread gets its own nanosecond, one after the thread's previous event
+ * when the flow gives the same time (compiled code's frames often share a
+ * TSC): viewers that order events by time alone (speedscope pairs a frame's
+ * end with the stack's top by time) then nest them as the flow did, and no
+ * span is empty. */
 
 typedef struct chrome_thread {
     uint32_t tid;
-    chrome_frame *frames;
+    uint64_t *frames;        /* methods of the open frames, outermost first */
     uint32_t depth, cap;
     uint64_t last_tsc;
+    int64_t last_ns;         /* time of the thread's last event written; -1: none */
 } chrome_thread;
 
 struct pf_chrome {
@@ -284,7 +289,7 @@ pf_chrome *pf_chrome_new(FILE *out, const pf_names *names, uint64_t t0_tsc, doub
     return c;
 }
 
-/* Whole nanoseconds since t0, so that spans computed from them nest exactly. */
+/* Whole nanoseconds since t0. */
 static int64_t chrome_ns(const pf_chrome *c, uint64_t tsc)
 {
     return (int64_t)((double)((int64_t)(tsc - c->t0)) * c->ns_per_tick + 0.5);
@@ -307,32 +312,38 @@ static void put_us(FILE *out, int64_t ns)
     fprintf(out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
 }
 
-static void chrome_close_top(pf_chrome *c, chrome_thread *th, uint64_t end)
+/* One "B" or "E" event of the thread at tsc, at least 1 ns after its last. */
+static void chrome_event(pf_chrome *c, chrome_thread *th, char ph, uint64_t method, uint64_t tsc)
 {
-    chrome_frame *f = &th->frames[--th->depth];
-    int64_t s = chrome_ns(c, f->start), e = chrome_ns(c, end);
-    if (e < s)
-        e = s;
+    int64_t ns = chrome_ns(c, tsc);
+    if (th->last_ns >= 0 && ns <= th->last_ns)
+        ns = th->last_ns + 1;
+    th->last_ns = ns;
     char buf[32];
     chrome_sep(c);
+    /* The end carries the name too: a viewer checks it against the frame it closes. */
     fputs("{\"name\":", c->out);
-    put_json_string(c->out, pf_names_readable(c->names, f->method, buf, sizeof buf));
-    fprintf(c->out, ",\"cat\":\"java\",\"ph\":\"X\",\"pid\":1,\"tid\":%" PRIu32 ",\"ts\":",
+    put_json_string(c->out, pf_names_readable(c->names, method, buf, sizeof buf));
+    fprintf(c->out, ",\"cat\":\"java\",\"ph\":\"%c\",\"pid\":1,\"tid\":%" PRIu32 ",\"ts\":", ph,
             th->tid);
-    put_us(c->out, s);
-    fputs(",\"dur\":", c->out);
-    put_us(c->out, e - s);
+    put_us(c->out, ns);
     fputc('}', c->out);
-    c->spans++;
 }
 
-static void chrome_push(chrome_thread *th, uint64_t method, uint64_t start)
+static void chrome_push(pf_chrome *c, chrome_thread *th, uint64_t method, uint64_t tsc)
 {
     if (th->depth == th->cap) {
         th->cap = th->cap ? th->cap * 2 : 64;
-        th->frames = g_renew(chrome_frame, th->frames, th->cap);
+        th->frames = g_renew(uint64_t, th->frames, th->cap);
     }
-    th->frames[th->depth++] = (chrome_frame){ method, start };
+    th->frames[th->depth++] = method;
+    chrome_event(c, th, 'B', method, tsc);
+    c->spans++;
+}
+
+static void chrome_pop(pf_chrome *c, chrome_thread *th, uint64_t tsc)
+{
+    chrome_event(c, th, 'E', th->frames[--th->depth], tsc);
 }
 
 int pf_chrome_sink(const fl_event *ev, void *ctx)
@@ -343,6 +354,7 @@ int pf_chrome_sink(const fl_event *ev, void *ctx)
         th = g_new0(chrome_thread, 1);
         th->tid = ev->tid;
         th->last_tsc = ev->tsc;
+        th->last_ns = -1;
         g_hash_table_insert(c->threads, GUINT_TO_POINTER(ev->tid), th);
         const char *name = c->names ? pf_names_thread(c->names, ev->tid) : NULL;
         chrome_sep(c);
@@ -351,22 +363,22 @@ int pf_chrome_sink(const fl_event *ev, void *ctx)
         put_json_string(c->out, name ? name : "thread");
         fputs("}}", c->out);
     }
-    /* Times never go backwards within a thread's spans. */
+    /* Times never go backwards within a thread. */
     uint64_t tsc = ev->tsc > th->last_tsc ? ev->tsc : th->last_tsc;
     th->last_tsc = tsc;
     switch (ev->kind) {
     case FL_SEGMENT:
         while (th->depth)
-            chrome_close_top(c, th, tsc);
+            chrome_pop(c, th, tsc);
         for (uint32_t i = 0; i < ev->depth; i++)
-            chrome_push(th, ev->stack[i], tsc);
+            chrome_push(c, th, ev->stack[i], tsc);
         break;
     case FL_CALL:
-        chrome_push(th, ev->method_id, tsc);
+        chrome_push(c, th, ev->method_id, tsc);
         break;
     case FL_RETURN:
         if (th->depth)
-            chrome_close_top(c, th, tsc);
+            chrome_pop(c, th, tsc);
         break;
     default:
         break;
@@ -382,7 +394,7 @@ long long pf_chrome_finish(pf_chrome *c)
     while (g_hash_table_iter_next(&it, &key, &value)) {
         chrome_thread *th = value;
         while (th->depth)
-            chrome_close_top(c, th, th->last_tsc);
+            chrome_pop(c, th, th->last_tsc);
     }
     fputs("\n]}\n", c->out);
     long long spans = ferror(c->out) || fflush(c->out) ? -1 : c->spans;

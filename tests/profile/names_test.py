@@ -13,7 +13,9 @@ Records Hello under `ptrec --emulate` (JIT on), then:
   - info.json has the TSC frequency measured over the recording, and `hot`
     shows ms / us with it and says the run was emulated;
   - the flame graph's data marks frames by how they ran: interpreted ones, and
-    compiled ones when the summary reports compiled code.
+    compiled ones when the summary reports compiled code;
+  - its chrome-trace nests: B/E pairs closed in order, times strictly
+    increasing per thread.
 """
 import json
 import os
@@ -148,6 +150,28 @@ def main():
               (sum(1 for k in kinds if k & (compiled | inlined)), ran_compiled.group(1)))
     else:
         print('note: no compiled code in this run: compiled frames not checked')
+
+    # ---- the Chrome trace of a traced run nests (segments, frames sharing a TSC)
+    chrome = os.path.join(work, 'hello.json')
+    p = run([ptdecode, 'export', trace, '--format', 'chrome-trace', '-o', chrome])
+    with open(chrome) as f:
+        events = [e for e in json.load(f)['traceEvents'] if e['ph'] in ('B', 'E', 'X')]
+    stacks, last, bad, bumped = {}, {}, [], 0
+    for e in events:
+        tid = e['tid']
+        if tid in last:
+            if not e['ts'] > last[tid]:
+                bad.append('tid %d: %s at %s not after %s' % (tid, e['ph'], e['ts'], last[tid]))
+            bumped += abs(e['ts'] - last[tid] - 0.001) < 1e-9
+        last[tid] = e['ts']
+        st = stacks.setdefault(tid, [])
+        if e['ph'] == 'B':
+            st.append(e['name'])
+        elif e['ph'] != 'E' or not st or st.pop() != e['name']:
+            bad.append('tid %d: %s of %s at %s' % (tid, e['ph'], e['name'], e['ts']))
+    check(p.returncode == 0 and events and not bad and not any(stacks.values()),
+          'chrome-trace of a traced run: B/E nested, closed, strictly increasing per thread',
+          '%d events, %d one nanosecond after the previous; %s' % (len(events), bumped, bad[:3]))
 
     if failures:
         print('FAIL: %d check(s)' % len(failures))

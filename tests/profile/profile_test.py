@@ -11,7 +11,8 @@ here from `ptdecode dump` (independently of profile/):
     thread, and (with -Xint) one bytecode per SINGLE_STEP;
   - folded stacks are well formed and sum to the calls (and are accepted by
     flamegraph.pl when it is installed);
-  - the Chrome trace parses, has one span per call, and spans nest per thread;
+  - the Chrome trace parses, has one B/E pair per call, nested per thread in
+    file order with strictly increasing times;
   - `ptdecode hot` prints a top 10; hcct-json has no false negatives;
     `ptdecode context` decodes the ids it lists;
   - times are in s/ms/us with the TSC frequency of info.json (or --tsc-hz),
@@ -150,26 +151,29 @@ def check_folded(path, total_calls):
 
 
 def check_chrome(path, total_calls):
+    """B/E events per thread: in file order, each at a later time than the
+    thread's previous event, every E closing the frame the B before it opened
+    (same name), none left open: what Perfetto and speedscope need to nest
+    frames as the flow did."""
     with open(path) as f:
         doc = json.load(f)
-    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
-    check(len(spans) == total_calls, f"chrome trace: {len(spans)} spans == {total_calls} calls")
-    check(all(e["dur"] >= 0 and isinstance(e["name"], str) for e in spans),
-          "spans have names and non-negative durations")
-    by_tid = collections.defaultdict(list)
-    for e in spans:
-        by_tid[e["tid"]].append(e)
-    eps = 1e-6
-    for tid, es in by_tid.items():
-        es.sort(key=lambda e: (e["ts"], -e["dur"]))
-        stack = []
-        for e in es:
-            while stack and stack[-1] <= e["ts"] + eps:
-                stack.pop()     # spans that ended before this one starts
-            if stack and e["ts"] + e["dur"] > stack[-1] + eps:
-                raise Fail(f"tid {tid}: span {e} overlaps its parent ending at {stack[-1]}")
-            stack.append(e["ts"] + e["dur"])
-    check(True, f"spans nest within each of {len(by_tid)} threads")
+    events = [e for e in doc["traceEvents"] if e["ph"] in ("B", "E", "X")]
+    check(all(e["ph"] != "X" for e in events), "chrome trace: duration events only (B/E)")
+    begins = sum(1 for e in events if e["ph"] == "B")
+    check(begins == total_calls, f"chrome trace: {begins} frames begun == {total_calls} calls")
+    stacks, last = collections.defaultdict(list), {}
+    for e in events:
+        tid, ts = e["tid"], e["ts"]
+        if tid in last and not ts > last[tid]:
+            raise Fail(f"tid {tid}: event at {ts} us not after the thread's previous one ({last[tid]})")
+        last[tid] = ts
+        st = stacks[tid]
+        if e["ph"] == "B":
+            st.append(e["name"])
+        elif not st or st.pop() != e["name"]:
+            raise Fail(f"tid {tid}: end of {e['name']} at {ts} does not close the frame on top")
+    open_frames = sum(len(st) for st in stacks.values())
+    check(open_frames == 0, f"every frame closed, times strictly increasing in {len(stacks)} threads")
 
 
 def check_time(ptdecode, trace, tmp):
