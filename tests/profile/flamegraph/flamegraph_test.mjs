@@ -6,14 +6,15 @@
 // hot's; a search highlights exactly the matching frames and its share is the
 // method's inclusive value in hot; a click zooms; the reversed view puts each
 // method's exclusive value at the root and its callers above; the threads and
-// metric selectors and the flame orientation change what is drawn. Then a
+// metric selectors and the flame orientation change what is drawn; damaged
+// documents are refused with a message. Then a
 // synthetic 1,000,000-node CCT (FLAMEGRAPH_NODES) measures load and redraw
 // times, failing above 100 ms a redraw.
 // Needs chromium (CHROMIUM=path, default /usr/bin/chromium) and `npm ci` in
 // this folder (playwright-core). Exits 77 (skipped) without them.
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -219,6 +220,27 @@ try {
   await settle();
   await page.screenshot({ path: shot });
   console.log('screenshot: ' + shot);
+
+  // ---------------------------------------------------------- hostile documents
+  const bad = [
+    ['{"format":"jpt-cct","version":1,"metrics":["calls"],"methods":[],"nodes":{"parent":[-1,2,0],' +
+     '"method":[-1,-1,-1],"calls":[0,1,1]}}', 'not in preorder'],
+    ['{"format":"jpt-cct","version":1,"metrics":["calls"],"methods":[],"nodes":{"parent":[-1,0],' +
+     '"method":[-1,3],"calls":[0,1]}}', 'no method 3'],
+    ['{"format":"jpt-cct","version":2,"nodes":{}}', 'unsupported cct-json version'],
+    ['{"format":"jpt-cct","version":1,"methods":[],"nodes":{"parent":[-1],"method":[-1]}}',
+     'no metric'],
+  ];
+  for (const [i, [json, says]] of bad.entries()) {
+    const f = join(work, `bad${i}.json`), h = join(work, `bad${i}.html`);
+    writeFileSync(f, json);
+    execFileSync(mkring, ['--flamegraph', f, h]);
+    await open(pathToFileURL(h).href);
+    const err = await R(() => jptFlame.error);
+    check(err && err.includes(says) && errors.length === 0 &&
+          (await page.textContent('#msg')).includes(says),
+          `a damaged document is refused with a message: ${says}`, err || errors.join('; '));
+  }
 
   // ---------------------------------------------------------- a large tree
   const big = join(work, 'big.json'), bigHtml = join(work, 'big.html');
