@@ -14,10 +14,11 @@
 #include "common/jerr.h"
 #include "common/json.h"
 #include "profile/ccenc.h"
-#include "profile/flamegraph.h"
-#include "profile/coverage.h"
 #include "profile/cct.h"
+#include "profile/coverage.h"
+#include "profile/diff.h"
 #include "profile/export.h"
+#include "profile/flamegraph.h"
 #include "profile/hcct.h"
 #include "profile/hot.h"
 #include "profile/names.h"
@@ -667,6 +668,252 @@ int cmd_export(int argc, char **argv)
         unlink(o.output);
     pf_names_free(names);
     return result == -2 ? 2 : result < 0 ? 1 : 0;
+}
+
+/* ---- diff ---------------------------------------------------------------- */
+
+static void diff_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode diff A.DIR B.DIR [-n N] [--by bytecodes|time|calls] [--json]\n"
+            "                     [-o DIFF.html] [OPTIONS]\n"
+            "\n"
+            "How run B's profile differs from run A's: the methods and the calling contexts\n"
+            "whose exclusive value changed most (B - A), with both values and B / A.\n"
+            "Contexts are matched by the names of their methods, threads merged, so two\n"
+            "recordings of a program compare whatever ids their JVMs gave the methods. Times\n"
+            "are compared in ns when both traces record their TSC frequency, else in ticks.\n"
+            "\n"
+            "  -n N               rows of each table (default 20)\n"
+            "  --by METRIC        bytecodes (default; calls when neither run has any),\n"
+            "                     time or calls\n"
+            "  --json             one JSON object instead of the tables\n"
+            "  -o, --output FILE  also write a differential flame graph page: B's frames\n"
+            "                     coloured by their change from A (red grew, blue shrank)\n"
+            "%s"
+            "\n"
+            "example:\n"
+            "  ptdecode diff branchy60.trace branchy120.trace -n 10 --by calls -o diff.html\n",
+            shared_options);
+}
+
+/* A value of the diff's metric: time with its unit, counts as they are. */
+static const char *diff_value(const pf_diff *d, pf_metric by, uint64_t v, char *buf, size_t len)
+{
+    if (by != PF_BY_TIME) {
+        snprintf(buf, len, "%" PRIu64, v);
+        return buf;
+    }
+    if (!pf_diff_time_ns(d)) {
+        snprintf(buf, len, "%" PRIu64 " ticks", v);
+        return buf;
+    }
+    pf_timebase ns = { .hz = 1e9 };
+    return pf_time_str(&ns, v, buf, len);
+}
+
+static const char *diff_ratio(uint64_t a, uint64_t b, char *buf, size_t len)
+{
+    if (!a)
+        snprintf(buf, len, b ? "new" : "-");
+    else if (!b)
+        snprintf(buf, len, "gone");
+    else
+        snprintf(buf, len, "%.3f", (double)b / (double)a);
+    return buf;
+}
+
+static const char *diff_change(const pf_diff *d, pf_metric by, uint64_t a, uint64_t b,
+                               char *buf, size_t len)
+{
+    char v[48];
+    diff_value(d, by, b >= a ? b - a : a - b, v, sizeof v);
+    snprintf(buf, len, "%c%s", b >= a ? '+' : '-', v);
+    return buf;
+}
+
+#define DIFF_PATH_MAX 4096
+
+/* The differential flame graph page of d in o->output. */
+static int diff_page(const pf_diff *d, const prof_opts *o, const char *a, const char *b)
+{
+    bool to_stdout = !strcmp(o->output, "-");
+    FILE *out = to_stdout ? stdout : fopen(o->output, "w");
+    if (!out) {
+        jerr_error("%s: %s", o->output, strerror(errno));
+        return -1;
+    }
+    char *json = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&json, &len);
+    int rc = mem ? pf_diff_export_json(mem, d, a, b) : -1;
+    if (mem)
+        fclose(mem);
+    char err[1024] = "";
+    if (rc == 0 && pf_flamegraph_write(out, json, len, NULL, err, sizeof err) != 0)
+        rc = -1;
+    if (!to_stdout && fclose(out) != 0)
+        rc = -1;
+    if (rc < 0) {
+        jerr_error("%s: %s", o->output, err[0] ? err : "cannot write the page");
+        if (!to_stdout)
+            unlink(o->output);
+    }
+    free(json);
+    return rc;
+}
+
+static void diff_print(const pf_diff *d, const prof_opts *o, const char *const dirs[2])
+{
+    uint64_t ta, tb;
+    pf_diff_totals(d, o->by, &ta, &tb);
+    pf_diff_row *methods, *contexts;
+    size_t nm = pf_diff_methods(d, o->by, &methods);
+    size_t nc = pf_diff_contexts(d, o->by, &contexts);
+    size_t sm = nm < (size_t)o->top ? nm : (size_t)o->top;
+    size_t sc = nc < (size_t)o->top ? nc : (size_t)o->top;
+    /* The tables list changes only: rows come largest change first. */
+    size_t changed_m = 0, changed_c = 0;
+    while (changed_m < nm && methods[changed_m].a != methods[changed_m].b)
+        changed_m++;
+    while (changed_c < nc && contexts[changed_c].a != contexts[changed_c].b)
+        changed_c++;
+    uint32_t *path = g_new(uint32_t, DIFF_PATH_MAX);
+    char va[48], vb[48], ch[64], ra[16];
+    if (o->json) {
+        json_w j;
+        json_init(&j, stdout, true);
+        json_obj(&j);
+        json_kstr(&j, "a", dirs[0]);
+        json_kstr(&j, "b", dirs[1]);
+        json_kstr(&j, "by", pf_metric_name(o->by));
+        if (o->by == PF_BY_TIME)
+            json_kstr(&j, "time_unit", pf_diff_time_ns(d) ? "ns" : "ticks");
+        json_key(&j, "totals");
+        json_obj(&j);
+        json_ku64(&j, "a", ta);
+        json_ku64(&j, "b", tb);
+        json_end(&j);
+        json_key(&j, "methods");
+        json_arr(&j);
+        for (size_t i = 0; i < sm; i++) {
+            json_obj(&j);
+            json_kstr(&j, "method", pf_diff_method_name(d, methods[i].key));
+            json_ku64(&j, "a", methods[i].a);
+            json_ku64(&j, "b", methods[i].b);
+            json_end(&j);
+        }
+        json_end(&j);
+        json_key(&j, "contexts");
+        json_arr(&j);
+        for (size_t i = 0; i < sc; i++) {
+            uint32_t depth = pf_diff_context(d, contexts[i].key, path, DIFF_PATH_MAX);
+            json_obj(&j);
+            json_key(&j, "context");
+            json_arr(&j);
+            for (uint32_t k = 0; k < depth && k < DIFF_PATH_MAX; k++)
+                json_str(&j, pf_diff_method_name(d, path[k]));
+            json_end(&j);
+            json_ku64(&j, "a", contexts[i].a);
+            json_ku64(&j, "b", contexts[i].b);
+            json_end(&j);
+        }
+        json_end(&j);
+        json_end(&j);
+        json_finish(&j);
+    } else {
+        const char *what = o->by == PF_BY_CALLS ? "calls" : o->by == PF_BY_TIME
+                           ? "exclusive time" : "exclusive bytecodes";
+        printf("A %s\nB %s\n%s: A %s, B %s, change %s (B / A %s)\n", dirs[0], dirs[1], what,
+               diff_value(d, o->by, ta, va, sizeof va), diff_value(d, o->by, tb, vb, sizeof vb),
+               diff_change(d, o->by, ta, tb, ch, sizeof ch), diff_ratio(ta, tb, ra, sizeof ra));
+        if (sm > changed_m)
+            sm = changed_m;
+        if (sc > changed_c)
+            sc = changed_c;
+        printf("\nmethods, largest changes first (%zu of %zu changed, of %zu):\n", sm, changed_m,
+               nm);
+        if (sm)
+            printf("%16s %16s %16s %8s  %s\n", "A", "B", "change", "B / A", "method");
+        for (size_t i = 0; i < sm; i++)
+            printf("%16s %16s %16s %8s  %s\n",
+                   diff_value(d, o->by, methods[i].a, va, sizeof va),
+                   diff_value(d, o->by, methods[i].b, vb, sizeof vb),
+                   diff_change(d, o->by, methods[i].a, methods[i].b, ch, sizeof ch),
+                   diff_ratio(methods[i].a, methods[i].b, ra, sizeof ra),
+                   pf_diff_method_name(d, methods[i].key));
+        printf("\ncontexts, largest changes first (%zu of %zu changed, of %zu; innermost frames "
+               "last):\n", sc, changed_c, nc);
+        if (sc)
+            printf("%16s %16s %16s %8s  %s\n", "A", "B", "change", "B / A", "context");
+        for (size_t i = 0; i < sc; i++) {
+            uint32_t depth = pf_diff_context(d, contexts[i].key, path, DIFF_PATH_MAX);
+            printf("%16s %16s %16s %8s  ", diff_value(d, o->by, contexts[i].a, va, sizeof va),
+                   diff_value(d, o->by, contexts[i].b, vb, sizeof vb),
+                   diff_change(d, o->by, contexts[i].a, contexts[i].b, ch, sizeof ch),
+                   diff_ratio(contexts[i].a, contexts[i].b, ra, sizeof ra));
+            uint32_t from = depth > 3 ? depth - 3 : 0;
+            if (from)
+                printf("(%u more) > ", from);
+            for (uint32_t k = from; k < depth && k < DIFF_PATH_MAX; k++)
+                printf("%s%s", k > from ? " > " : "", pf_diff_method_name(d, path[k]));
+            printf("\n");
+        }
+    }
+    g_free(path);
+    g_free(methods);
+    g_free(contexts);
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    prof_opts o;
+    int rc = parse_opts(argc, argv, &o, diff_usage);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (optind + 2 != argc) {
+        jerr_error("diff: expected two trace directories, A and B (try 'ptdecode diff --help')");
+        return 2;
+    }
+    const char *const dirs[2] = { argv[optind], argv[optind + 1] };
+    pf_names *names[2] = { NULL, NULL };
+    pf_cct *trees[2] = { NULL, NULL };
+    double ns_per_tick[2] = { 0, 0 };
+    bool partial = false;
+    int status = 0;
+    for (int r = 0; r < 2 && status == 0; r++) {
+        names[r] = load_names(dirs[r], &o);
+        bool part = false;
+        trees[r] = names[r] ? build_cct(dirs[r], &o, &part) : NULL;
+        partial |= part;
+        if (!trees[r]) {
+            status = 1;
+            break;
+        }
+        pf_timebase tb = load_timebase(dirs[r], &o);
+        ns_per_tick[r] = tb.hz > 0 ? 1e9 / tb.hz : 0;
+    }
+    pf_diff *d = status ? NULL : pf_diff_new(trees[0], names[0], ns_per_tick[0], trees[1],
+                                             names[1], ns_per_tick[1]);
+    if (!status && !d) {
+        jerr_error("diff: out of memory");
+        status = 1;
+    }
+    if (d) {
+        uint64_t ta, tb;
+        pf_diff_totals(d, PF_BY_BYTECODES, &ta, &tb);
+        if (!o.by_set && !ta && !tb)
+            o.by = PF_BY_CALLS;
+        diff_print(d, &o, dirs);
+        if (o.output && diff_page(d, &o, dirs[0], dirs[1]) < 0)
+            status = 1;
+        pf_diff_free(d);
+    }
+    for (int r = 0; r < 2; r++) {
+        pf_cct_free(trees[r]);
+        pf_names_free(names[r]);
+    }
+    return status ? status : partial ? 1 : 0;
 }
 
 /* ---- context ------------------------------------------------------------- */

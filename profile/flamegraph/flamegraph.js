@@ -9,7 +9,11 @@
  * callers) by method, and only when the frame is wide enough to be drawn:
  * the work of a redraw is bounded by what is visible, not by the tree.
  * Frames are kept once built, so zooming and metric changes only lay out
- * again. */
+ * again.
+ *
+ * A document with a "baseline" (ptdecode diff) is a differential flame graph:
+ * frames carry both runs' values, are sized by one run and coloured by the
+ * change from the baseline. */
 (function () {
   'use strict';
 
@@ -104,6 +108,7 @@
 
   let D = null;
   const st = { thread: 'all', metric: 0, reversed: false, flame: false, sigs: true,
+               widthBase: false, normalize: false,
                root: null, focus: null, match: null, matchInfo: null };
   const T = { loadMs: 0, layoutMs: 0, drawMs: 0 };
 
@@ -157,6 +162,27 @@
       }
     }
     if (!metrics.length) throw new Error('cct-json: no metric with a value per node');
+    // The baseline run of a differential document: the same nodes, its values.
+    let base = null;
+    const bn = doc.baseline && doc.baseline.nodes;
+    if (bn && typeof bn === 'object') {
+      base = { title: String(doc.baseline.title || 'baseline'), self: [], incl: [] };
+      for (const k of metrics) {
+        const sk = bn['self_' + k], ik = bn[k];
+        if (!Array.isArray(ik) || ik.length !== n || (sk !== undefined && (!Array.isArray(sk) || sk.length !== n))) {
+          throw new Error('cct-json: baseline.nodes.' + k + ' missing or not of ' + n + ' nodes');
+        }
+        if (sk) {
+          base.self.push(Float64Array.from(sk));
+          base.incl.push(Float64Array.from(ik));
+        } else {
+          const s = Float64Array.from(ik), inc = Float64Array.from(s);
+          for (let i = n - 1; i > 0; i--) inc[P[i]] += inc[i];
+          base.self.push(s);
+          base.incl.push(inc);
+        }
+      }
+    }
     const labels = new Map();
     if (doc.labels && typeof doc.labels === 'object') {
       for (const k of Object.keys(doc.labels)) labels.set(Number(k), String(doc.labels[k]));
@@ -185,7 +211,7 @@
     for (let j = first[0]; j < first[1]; j++) if (M[kids[j]] < 0) threads.push(kids[j]);
     const hz = Number(doc.tsc_hz);
     D = { title: String(doc.title || ''), n, P, M, kind, end, first, kids, metrics, self, incl,
-          labels, mname, msimple, mfill, rank, threads, tscHz: hz > 0 ? hz : 0 };
+          labels, mname, msimple, mfill, rank, threads, tscHz: hz > 0 ? hz : 0, base };
   }
 
   const K = () => D.metrics.length;
@@ -195,9 +221,43 @@
   }
 
   // A frame: key >= 0 a method, key < 0 the thread root node -1 - key.
+  // tot, self: the run shown; btot, bself: the baseline's (differential only).
   function frame(parent, key, nodes, leaves) {
+    const k = K(), b = D.base ? k : 0;
     return { parent, depth: parent ? parent.depth + 1 : 0, key, nodes, leaves,
-             tot: new Float64Array(K()), self: new Float64Array(K()), kinds: 0, kids: null };
+             tot: new Float64Array(k), self: new Float64Array(k), btot: new Float64Array(b),
+             bself: new Float64Array(b), kinds: 0, kids: null };
+  }
+
+  // Normal view: CCT node u's inclusive values are the frame's total.
+  function addNode(f, u) {
+    for (let m = 0; m < f.tot.length; m++) {
+      f.tot[m] += D.incl[m][u];
+      f.self[m] += D.self[m][u];
+    }
+    for (let m = 0; m < f.btot.length; m++) {
+      f.btot[m] += D.base.incl[m][u];
+      f.bself[m] += D.base.self[m][u];
+    }
+  }
+
+  // Reversed view: a leaf's own values, the frame's self where its chain ends.
+  function addLeaf(f, leaf, ends) {
+    for (let m = 0; m < f.tot.length; m++) {
+      const v = D.self[m][leaf];
+      f.tot[m] += v;
+      if (ends) f.self[m] += v;
+    }
+    for (let m = 0; m < f.btot.length; m++) {
+      const v = D.base.self[m][leaf];
+      f.btot[m] += v;
+      if (ends) f.bself[m] += v;
+    }
+  }
+
+  // The value a frame is sized by.
+  function size(f, m) {
+    return (st.widthBase && D.base ? f.btot : f.tot)[m];
   }
 
   function frameName(f) {
@@ -208,7 +268,7 @@
   const ROOT_KEY = -1e15;
 
   function rootName() {
-    if (st.thread === 'all') return 'all threads (' + D.threads.length + ')';
+    if (st.thread === 'all') return D.threads.length ? 'all threads (' + D.threads.length + ')' : 'all threads';
     if (st.thread === 'each') return 'all threads, by thread';
     return threadLabel(Number(st.thread));
   }
@@ -235,21 +295,18 @@
     const k = K(), [lo, hi] = selection();
     let root;
     if (!st.reversed) {
-      const nodes = st.thread === 'all' ? Int32Array.from(D.threads)
+      // (a document without thread roots, as a diff's: the root's children are methods)
+      const nodes = st.thread === 'all' && D.threads.length ? Int32Array.from(D.threads)
+                  : st.thread === 'all' ? Int32Array.of(0)
                   : st.thread === 'each' ? Int32Array.of(0) : Int32Array.of(lo);
       // Merged threads: the thread roots' children are the root's, and
       // their own values (outside every frame) the root's own.
       root = frame(null, ROOT_KEY, nodes, null);
-      for (const u of nodes) {
-        for (let m = 0; m < k; m++) {
-          root.tot[m] += D.incl[m][u];
-          root.self[m] += D.self[m][u];
-        }
-      }
+      for (const u of nodes) addNode(root, u);
     } else {
-      // Every node that ran any metric is a leaf.
+      // Every node that ran any metric (in either run) is a leaf.
       const ran = (i) => {
-        for (let m = 0; m < k; m++) if (D.self[m][i] > 0) return true;
+        for (let m = 0; m < k; m++) if (D.self[m][i] > 0 || (D.base && D.base.self[m][i] > 0)) return true;
         return false;
       };
       let count = 0;
@@ -258,7 +315,7 @@
       count = 0;
       for (let i = lo; i < hi; i++) if (ran(i)) leaves[count++] = i;
       root = frame(null, ROOT_KEY, null, leaves);
-      for (const u of root.leaves) for (let m = 0; m < k; m++) root.tot[m] += D.self[m][u];
+      for (const u of root.leaves) addLeaf(root, u, false);
     }
     st.root = root;
     st.focus = root;
@@ -274,16 +331,12 @@
         g.push(c);
       }
     }
-    const k = K();
     f.kids = [];
     for (const [key, arr] of groups) {
       const c = frame(f, key, Int32Array.from(arr), null);
       for (const u of c.nodes) {
         c.kinds |= D.kind[u];
-        for (let m = 0; m < k; m++) {
-          c.tot[m] += D.incl[m][u];
-          c.self[m] += D.self[m][u];
-        }
+        addNode(c, u);
       }
       f.kids.push(c);
     }
@@ -332,7 +385,7 @@
     if (!isRoot) for (let i = 0; i < n; i++) cur[i] = callerOf(f.nodes[i]);
     const { gid, keys, counts } = groupBy(n, (i) => (cur[i] < 0 ? null : nodeKey(cur[i])));
     const kids = keys.map((key, g) => frame(f, key, new Int32Array(counts[g]), new Int32Array(counts[g])));
-    const fill = new Int32Array(keys.length), k = K();
+    const fill = new Int32Array(keys.length);
     for (let i = 0; i < n; i++) {
       const g = gid[i];
       if (g < 0) continue;
@@ -340,12 +393,7 @@
       c.leaves[at] = leaf;
       c.nodes[at] = node;
       c.kinds |= D.kind[node];
-      const ends = callerOf(node) < 0;
-      for (let m = 0; m < k; m++) {
-        const v = D.self[m][leaf];
-        c.tot[m] += v;
-        if (ends) c.self[m] += v;
-      }
+      addLeaf(c, leaf, callerOf(node) < 0);
     }
     f.kids = kids;
     sortKids(f);
@@ -417,16 +465,20 @@
           }
         }
         st.match = mm;
-        const k = K(), value = new Float64Array(k), [lo, hi] = selection();
+        const k = K(), value = new Float64Array(k), bvalue = new Float64Array(k);
+        const [lo, hi] = selection();
         let openEnd = 0;
         for (let i = lo; i < hi; i++) {
           const m = D.M[i];
           if (i >= openEnd && m >= 0 && mm[m]) {
-            for (let j = 0; j < k; j++) value[j] += D.incl[j][i];
+            for (let j = 0; j < k; j++) {
+              value[j] += D.incl[j][i];
+              if (D.base) bvalue[j] += D.base.incl[j][i];
+            }
             openEnd = D.end[i];
           }
         }
-        st.matchInfo = { methods: any, value };
+        st.matchInfo = { methods: any, value, bvalue };
       }
     }
     showMatch();
@@ -442,7 +494,8 @@
     const tot = st.root.tot[m];
     box.innerHTML = 'Matched: <b>' + pct(info.value[m], tot) + '</b> of ' + esc(D.metrics[m]) + ' (' +
       esc(fmtMetric(m, info.value[m])) + ' of ' + esc(fmtMetric(m, tot)) + '), ' + info.methods +
-      ' method' + (info.methods === 1 ? '' : 's');
+      ' method' + (info.methods === 1 ? '' : 's') + (D.base ? '; baseline ' +
+      pct(info.bvalue[m], st.root.btot[m]) + ' (' + esc(fmtMetric(m, info.bvalue[m])) + ')' : '');
   }
 
   /* ---------------------------------------------------------------- layout */
@@ -460,12 +513,12 @@
     const stack = [[focus, 0, width]];
     while (stack.length) {
       const [f, x, w] = stack.pop();
-      const total = f.tot[m];
+      const total = size(f, m);
       if (!(total > 0)) continue;
       const scale = w / total;
       let cx = x;
       for (const c of expand(f)) {
-        const cw = c.tot[m] * scale;
+        const cw = size(c, m) * scale;
         if (cw >= MIN_PX) {
           const d = c.depth;
           while (rows.length <= d) rows.push([]);
@@ -487,9 +540,35 @@
 
   let charW = 6.6;
 
+  // Differential colours: red where the run grew from the baseline, blue where
+  // it shrank, deeper the larger the change against the larger of the two.
+  const DIFF_STEPS = 12, GREW = [], SHRANK = [];
+  for (let i = 0; i < DIFF_STEPS; i++) {
+    GREW.push(i ? 'hsl(0,78%,' + (92 - i * 3.4).toFixed(1) + '%)' : 'hsl(0,0%,90%)');
+    SHRANK.push(i ? 'hsl(215,78%,' + (92 - i * 3.4).toFixed(1) + '%)' : 'hsl(0,0%,90%)');
+  }
+
+  // The change of a frame, -1 (gone) .. 1 (new), in the metric shown; with
+  // normalize, of its share of each run's total.
+  function change(f) {
+    const m = st.metric;
+    let a = f.btot[m], b = f.tot[m];
+    if (st.normalize) {
+      const ta = st.root.btot[m], tb = st.root.tot[m];
+      a = ta > 0 ? a / ta : 0;
+      b = tb > 0 ? b / tb : 0;
+    }
+    const top = Math.max(a, b);
+    return top > 0 ? (b - a) / top : 0;
+  }
+
   function fillOf(r) {
     const f = r.f;
     if (f.key >= 0 && st.match && st.match[f.key]) return MATCH_FILL;
+    if (D.base) {
+      const x = change(f), step = Math.min(DIFF_STEPS - 1, Math.round(Math.abs(x) * (DIFF_STEPS - 1)));
+      return (x >= 0 ? GREW : SHRANK)[step];
+    }
     if (f.key < 0) return ROOT_FILL;
     return CLASSES[kindClass(f.kinds)].fill[D.mfill[f.key]];
   }
@@ -585,6 +664,21 @@
     } else if (f.key !== ROOT_KEY) {
       html += '<div class="kind">thread; its own values ran outside every frame the trace shows</div>';
     }
+    if (D.base) {
+      html += '<table><tr><td></td><td>' + esc(D.base.title) + '</td><td>this run</td><td>change</td></tr>';
+      for (let m = 0; m < k; m++) {
+        const b = m === st.metric ? 'b' : 'span', d = f.tot[m] - f.btot[m];
+        html += '<tr><td><' + b + '>' + esc(D.metrics[m]) + '</' + b + '></td><td>' +
+          esc(fmtMetric(m, f.btot[m])) + '</td><td>' + esc(fmtMetric(m, f.tot[m])) + '</td><td>' +
+          (d >= 0 ? '+' : '-') + esc(fmtMetric(m, Math.abs(d))) +
+          (f.btot[m] > 0 ? ' (' + (d >= 0 ? '+' : '') + (100 * d / f.btot[m]).toFixed(1) + '%)' : '') +
+          '</td></tr>';
+      }
+      tip.innerHTML = html + '</table>';
+      tip.hidden = false;
+      placeTip(cx, cy);
+      return;
+    }
     html += '<table><tr><td></td><td>total</td><td>of all</td><td>' + (st.reversed ? 'ends here' : 'self') + '</td></tr>';
     for (let m = 0; m < k; m++) {
       const b = m === st.metric ? 'b' : 'span';
@@ -594,6 +688,10 @@
     html += '</table>';
     tip.innerHTML = html;
     tip.hidden = false;
+    placeTip(cx, cy);
+  }
+
+  function placeTip(cx, cy) {
     const tw = tip.offsetWidth, th = tip.offsetHeight;
     tip.style.left = Math.max(4, Math.min(cx + 14, window.innerWidth - tw - 8)) + 'px';
     tip.style.top = (cy + 16 + th < window.innerHeight ? cy + 16 : Math.max(4, cy - th - 10)) + 'px';
@@ -613,7 +711,7 @@
   el('reset').addEventListener('click', () => st.root && zoom(st.root));
   el('metric').addEventListener('change', (e) => {
     st.metric = Number(e.target.value);
-    if (!(st.focus.tot[st.metric] > 0)) st.focus = st.root;
+    if (!(size(st.focus, st.metric) > 0)) st.focus = st.root;
     refresh();
   });
   function rebuild() {
@@ -646,6 +744,15 @@
     searchTimer = setTimeout(runSearch, 120);
   });
   el('regex').addEventListener('change', runSearch);
+  el('width').addEventListener('change', (e) => {
+    st.widthBase = e.target.value === 'base';
+    if (!(size(st.focus, st.metric) > 0)) st.focus = st.root;
+    refresh();
+  });
+  el('normalize').addEventListener('change', (e) => {
+    st.normalize = e.target.checked;
+    draw();
+  });
   el('file').addEventListener('change', (e) => {
     const file = e.target.files && e.target.files[0];
     if (!file) return;
@@ -691,6 +798,19 @@
       .forEach((t) => add(String(t), threadLabel(t) + ' ' + pct(D.incl[m][t], all)));
     st.thread = 'all';
     thread.value = 'all';
+    el('diffctl').hidden = !D.base;
+    thread.parentElement.hidden = !D.threads.length;   // a diff merges the threads
+    if (D.base) {
+      el('width').options[0].textContent = 'this run';
+      el('width').options[1].textContent = D.base.title;
+      el('width').value = 'run';
+      st.widthBase = false;
+      el('legend').innerHTML = '<span><i style="background:' + GREW[8] + '"></i>grew from ' + esc(D.base.title) +
+        '</span><span><i style="background:' + SHRANK[8] + '"></i>shrank</span><span><i style="background:' +
+        GREW[0] + '"></i>unchanged</span><span><i style="background:' + MATCH_FILL + '"></i>search match</span>' +
+        '<span>Width: one run\'s values; colour: the change (of each run\'s share with Normalize).</span>';
+      return;
+    }
     el('legend').innerHTML = CLASSES.map((c) => '<span><i style="background:' + c.fill[2] + '"></i>' +
       esc(c.label) + '</span>').join('') +
       '<span><i style="background:' + TRUNC_MARK + '"></i>stack truncated (callers not in the trace)</span>' +
@@ -729,6 +849,15 @@
     metrics: () => D.metrics.slice(),
     metric: () => D.metrics[st.metric],
     tscHz: () => D.tscHz,
+    differential: () => !!D.base,
+    change: (names) => {
+      let f = st.root;
+      for (const name of names) {
+        f = expand(f).find((c) => frameName(c) === name);
+        if (!f) return null;
+      }
+      return change(f);
+    },
     total: (m) => st.root.tot[m === undefined ? st.metric : D.metrics.indexOf(m)],
     // the nodes' own values outside every method frame (thread roots)
     unattributed: (m) => {
@@ -754,6 +883,7 @@
                    matched: !!(r.f.key >= 0 && st.match && st.match[r.f.key]), kinds: kindText(r.f.kinds),
                    truncated: !!(r.f.kinds & K_TRUNCATED),
                    value: Object.fromEntries(D.metrics.map((n, m) => [n, r.f.tot[m]])),
+                   base: D.base ? Object.fromEntries(D.metrics.map((n, m) => [n, r.f.btot[m]])) : null,
                    self: Object.fromEntries(D.metrics.map((n, m) => [n, r.f.self[m]])) });
       }));
       return out;
@@ -766,7 +896,8 @@
         if (!f) return null;
       }
       return expand(f).map((c) => ({ name: frameName(c), kinds: kindText(c.kinds),
-                                     value: Object.fromEntries(D.metrics.map((n, m) => [n, c.tot[m]])) }));
+                                     value: Object.fromEntries(D.metrics.map((n, m) => [n, c.tot[m]])),
+                                     base: D.base ? Object.fromEntries(D.metrics.map((n, m) => [n, c.btot[m]])) : null }));
     },
     redraw: () => {
       const t0 = performance.now();

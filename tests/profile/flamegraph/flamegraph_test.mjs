@@ -1,12 +1,15 @@
 // The flame graph page (`ptdecode export --format flamegraph`) in headless Chromium.
 //   node flamegraph_test.mjs PTDECODE LIBJPT JAVA SAMPLES_DIR MKRING GEN_CCT.py WORKDIR SCREENSHOT.png
-// Records Branchy with -Xint in the agent's reference mode, exports its flame
+// Records Branchy with -Xint in the agent's reference mode (again, and with
+// twice the rounds, for `ptdecode diff`: no change between two runs, the
+// per-round methods' calls doubled), exports its flame
 // graph and `ptdecode hot --json`, and drives the page as a user would (typing,
 // clicking, the selectors): the page loads with nothing fetched; its totals are
 // hot's; a search highlights exactly the matching frames and its share is the
 // method's inclusive value in hot; a click zooms; the reversed view puts each
 // method's exclusive value at the root and its callers above; the threads and
-// metric selectors and the flame orientation change what is drawn; damaged
+// metric selectors and the flame orientation change what is drawn; the
+// differential page holds both runs' values and colours by change; damaged
 // documents are refused with a message. Then a
 // synthetic 1,000,000-node CCT (FLAMEGRAPH_NODES) measures load and redraw
 // times, failing above 100 ms a redraw.
@@ -66,6 +69,34 @@ const hotList = JSON.parse(run(ptdecode, ['hot', trace, '-n', '1000000', '--json
 const hot = new Map(hotList.map((m) => [m.method, m]));
 const FIB = 'Branchy.fib(int)', COLLATZ = 'Branchy.collatzSteps(long)', MAIN = 'Branchy.main(java.lang.String[])';
 check(hot.has(FIB) && hot.has(COLLATZ) && hot.has(MAIN), 'hot lists Branchy\'s methods');
+
+// ------------------------------------------------------------- ptdecode diff
+// The same run again, and one with twice the rounds: a deterministic program
+// (-Xint, reference mode) differs only where its runs differ.
+const again = join(work, 'again.trace'), twice = join(work, 'twice.trace');
+run(java, [`-agentpath:${libjpt}=mode=reference,out=${again}`, '-Xint', '-cp', join(work, 'classes'), 'Branchy', '20']);
+run(java, [`-agentpath:${libjpt}=mode=reference,out=${twice}`, '-Xint', '-cp', join(work, 'classes'), 'Branchy', '40']);
+for (const by of ['calls', 'bytecodes']) {
+  const same = JSON.parse(run(ptdecode, ['diff', trace, again, '--json', '--by', by, '-n', '1000000']));
+  const moved = same.methods.filter((r) => r.a !== r.b).concat(same.contexts.filter((r) => r.a !== r.b));
+  check(same.totals.a === same.totals.b && same.totals.a > 0 && moved.length === 0 && same.methods.length > 100,
+        `diff of two runs of Branchy 20: no ${by} changed`,
+        `${same.methods.length} methods, ${same.contexts.length} contexts; ` +
+        moved.slice(0, 3).map((r) => (r.method || r.context.join(' > ')) + ` ${r.a} -> ${r.b}`).join('; '));
+}
+const dd = JSON.parse(run(ptdecode, ['diff', trace, twice, '--json', '--by', 'calls', '-n', '1000000']));
+const calls = new Map(dd.methods.map((r) => [r.method, r]));
+const per = (name) => calls.get(name) || { a: -1, b: -1 };
+const scaled = ['Branchy.collatzSteps(long)', 'Branchy.classify(int)', 'Branchy.sparse(int)',
+                'Branchy.parse(java.lang.String)'];
+check(scaled.every((n) => per(n).a === 20 && per(n).b === 40) && per(FIB).a === 8361 && per(FIB).b === 8361 &&
+      per(MAIN).a === 1 && per(MAIN).b === 1,
+      'diff of Branchy 20 and 40: the per-round methods\' calls double, fib\'s and main\'s stay',
+      [...scaled, FIB, MAIN].map((n) => `${n.replace('Branchy.', '')} ${per(n).a} -> ${per(n).b}`).join(', '));
+check(dd.methods[0].b - dd.methods[0].a >= Math.abs(dd.methods[dd.methods.length - 1].b - dd.methods[dd.methods.length - 1].a),
+      'rows come largest change first');
+const diffHtml = join(work, 'diff.html');
+run(ptdecode, ['diff', trace, twice, '-n', '3', '-o', diffHtml]);
 
 const browser = await chromium.launch({
   executablePath: exe,
@@ -220,6 +251,32 @@ try {
   await settle();
   await page.screenshot({ path: shot });
   console.log('screenshot: ' + shot);
+
+  // ---------------------------------------------------------- differential
+  await open(pathToFileURL(diffHtml).href);
+  check(!(await R(() => jptFlame.error)) && errors.length === 0 && await R(() => jptFlame.differential()),
+        'the differential flame graph loads', (await R(() => jptFlame.error)) || errors.join('; ') || undefined);
+  fs = await frames();     // by bytecodes: collatzSteps is wide
+  const dc = fs.find((f) => f.name === COLLATZ && !f.ancestor);
+  check(dc && dc.value.calls === 40 && dc.base.calls === 20, 'a frame holds both runs\' values',
+        dc && `collatzSteps calls ${dc.base.calls} -> ${dc.value.calls}`);
+  await page.selectOption('#metric', { label: 'calls' });
+  const grew = await R((p) => jptFlame.change(p), [MAIN, COLLATZ]);
+  const same = await R((p) => jptFlame.change(p), [MAIN, FIB]);
+  check(grew === 0.5 && same === 0, 'colour by change: collatzSteps grew by half of its new calls, fib not',
+        `${grew}, ${same}`);
+  await page.check('#normalize');
+  const share = await R((p) => jptFlame.change(p), [MAIN, FIB]);
+  check(share < 0, 'normalized: fib\'s share of the calls shrank', share);
+  await page.uncheck('#normalize');
+  await page.selectOption('#metric', { label: 'bytecodes' });
+  const before = dc ? dc.w : 0;
+  await page.selectOption('#width', 'base');
+  fs = await frames();
+  const narrow = fs.find((f) => f.name === COLLATZ && !f.ancestor);
+  check(narrow && narrow.w < before, 'width from the baseline: collatzSteps narrower',
+        narrow && `${before.toFixed(1)} -> ${narrow.w.toFixed(1)} px`);
+  await page.screenshot({ path: shot.replace(/\.png$/, '-diff.png') });
 
   // ---------------------------------------------------------- hostile documents
   const bad = [
