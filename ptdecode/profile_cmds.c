@@ -19,6 +19,7 @@
 #include "profile/diff.h"
 #include "profile/export.h"
 #include "profile/flamegraph.h"
+#include "profile/focus.h"
 #include "profile/hcct.h"
 #include "profile/hot.h"
 #include "profile/names.h"
@@ -34,7 +35,7 @@
 enum {
     OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
     OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_CLASSES, OPT_SIMPLE, OPT_HELP,
+    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_HELP,
 };
 
 typedef struct prof_opts {
@@ -47,29 +48,40 @@ typedef struct prof_opts {
     double phi, epsilon, tsc_hz;
     long top;
     bool by_set, top_set;    /* given on the command line */
+    pf_focus *focus;         /* --include / --exclude PATTERN */
+    GPtrArray *thread_sel;   /* --thread NAME|TID values; NULL: every thread */
+    const pf_names *names;   /* of the trace being read: thread names for --thread */
 } prof_opts;
+
+static void opts_free(prof_opts *o)
+{
+    pf_focus_free(o->focus);
+    if (o->thread_sel)
+        g_ptr_array_free(o->thread_sel, TRUE);
+    o->focus = NULL;
+    o->thread_sel = NULL;
+}
 
 static const char *origin_names[FL_ORIGIN_COUNT] = { "decoded", "recovered", "guessed" };
 
-/* "recovered,guessed" -> set include[origin] = value for each. */
-static int parse_origins(const char *list, bool value, bool *include)
+/* "recovered,guessed" -> set include[origin] = value for each; false (and
+ * nothing set) when a word is not an origin: the value is a pattern. */
+static bool parse_origins(const char *list, bool value, bool *include)
 {
     char **parts = g_strsplit(list, ",", -1);
-    int rc = 0;
-    for (char **p = parts; *p; p++) {
-        int found = -1;
+    bool all = parts[0] != NULL;
+    for (char **p = parts; *p && all; p++) {
+        bool known = false;
+        for (int o = 0; o < FL_ORIGIN_COUNT; o++)
+            known |= !strcmp(*p, origin_names[o]);
+        all = known;
+    }
+    for (char **p = parts; *p && all; p++)
         for (int o = 0; o < FL_ORIGIN_COUNT; o++)
             if (!strcmp(*p, origin_names[o]))
-                found = o;
-        if (found < 0) {
-            jerr_error("unknown origin '%s' (decoded, recovered, guessed)", *p);
-            rc = -1;
-            break;
-        }
-        include[found] = value;
-    }
+                include[o] = value;
     g_strfreev(parts);
-    return rc;
+    return all;
 }
 
 static bool parse_double(const char *s, double *out)
@@ -100,6 +112,7 @@ static const struct option long_opts[] = {
     { "list", no_argument, NULL, OPT_LIST },
     { "classes", required_argument, NULL, OPT_CLASSES },
     { "simple", no_argument, NULL, OPT_SIMPLE },
+    { "thread", required_argument, NULL, OPT_THREAD },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
 };
@@ -125,8 +138,20 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         switch (c) {
         case OPT_INCLUDE:
         case OPT_EXCLUDE:
-            if (parse_origins(optarg, c == OPT_INCLUDE, o->cct.include) < 0)
+            if (!*optarg) {
+                jerr_error("%s: expected origins or a pattern", argv[optind - 1]);
                 return 2;
+            }
+            if (!parse_origins(optarg, c == OPT_INCLUDE, o->cct.include)) {
+                if (!o->focus)
+                    o->focus = pf_focus_new();
+                pf_focus_add(o->focus, optarg, c == OPT_INCLUDE);
+            }
+            break;
+        case OPT_THREAD:
+            if (!o->thread_sel)
+                o->thread_sel = g_ptr_array_new_with_free_func(g_free);
+            g_ptr_array_add(o->thread_sel, g_strdup(optarg));
             break;
         case OPT_CALL_SITES: o->cct.call_sites = true; break;
         case OPT_THREADS: {
@@ -193,17 +218,42 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
 
 /* ---- reading the flow ---------------------------------------------------- */
 
-/* Forwards events to the real sink, with a progress line on a terminal. */
+/* Forwards events to the real sink, with a progress line on a terminal;
+ * with --thread, only the chosen threads' events. */
 typedef struct progress_sink {
     fl_sink sink;
     void *ctx;
     uint64_t events;
     bool tty;
+    const prof_opts *o;
+    GHashTable *chosen;      /* tid -> 1 chosen, 2 not */
+    uint32_t nchosen;
 } progress_sink;
+
+/* Whether --thread chose the thread: by its id or a glob over its name. */
+static bool thread_chosen(progress_sink *p, uint32_t tid)
+{
+    gpointer known = g_hash_table_lookup(p->chosen, GUINT_TO_POINTER(tid));
+    if (known)
+        return GPOINTER_TO_UINT(known) == 1;
+    const char *name = p->o->names ? pf_names_thread(p->o->names, tid) : NULL;
+    char id[16];
+    snprintf(id, sizeof id, "%" PRIu32, tid);
+    bool yes = false;
+    for (guint i = 0; i < p->o->thread_sel->len && !yes; i++) {
+        const char *want = p->o->thread_sel->pdata[i];
+        yes = !strcmp(want, id) || (name && g_pattern_match_simple(want, name));
+    }
+    g_hash_table_insert(p->chosen, GUINT_TO_POINTER(tid), GUINT_TO_POINTER(yes ? 1 : 2));
+    p->nchosen += yes;
+    return yes;
+}
 
 static int progress_forward(const fl_event *ev, void *ctx)
 {
     progress_sink *p = ctx;
+    if (p->chosen && !thread_chosen(p, ev->tid))
+        return 0;
     if ((++p->events & (PROGRESS_EVERY - 1)) == 0 && p->tty)
         fprintf(stderr, "\r%s: %" PRIu64 "M events", jerr_prog(), p->events >> 20);
     return p->sink(ev, p->ctx);
@@ -211,12 +261,26 @@ static int progress_forward(const fl_event *ev, void *ctx)
 
 /* Returns 0; or -1 after printing the error, with *events (may be NULL)
  * telling how many events came before it. */
-static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t *events,
-                             pf_flow_stats *fs)
+static int read_flow_counted(const char *dir, const prof_opts *o, fl_sink sink, void *ctx,
+                             uint64_t *events, pf_flow_stats *fs)
 {
-    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO) };
+    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO), .o = o };
+    if (o && o->thread_sel)
+        p.chosen = g_hash_table_new(g_direct_hash, g_direct_equal);
     char err[1024];
     int rc = pf_flow_source_stats(dir, progress_forward, &p, fs, err, sizeof err);
+    if (p.chosen) {
+        if (rc >= 0 && p.nchosen == 0) {
+            GString *ids = g_string_new(NULL);
+            for (guint i = 0; i < o->thread_sel->len; i++)
+                g_string_append_printf(ids, "%s'%s'", i ? ", " : "",
+                                       (const char *)o->thread_sel->pdata[i]);
+            jerr_warn("%s: no thread matches --thread %s (a tid, or a glob over thread names; "
+                      "'ptdecode DIR' lists them)", dir, ids->str);
+            g_string_free(ids, TRUE);
+        }
+        g_hash_table_destroy(p.chosen);
+    }
     if (p.tty && p.events >= PROGRESS_EVERY)
         fprintf(stderr, "\r\033[K");
     if (events)
@@ -228,9 +292,9 @@ static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t 
     return 0;
 }
 
-static int read_flow(const char *dir, fl_sink sink, void *ctx)
+static int read_flow(const char *dir, const prof_opts *o, fl_sink sink, void *ctx)
 {
-    return read_flow_counted(dir, sink, ctx, NULL, NULL);
+    return read_flow_counted(dir, o, sink, ctx, NULL, NULL);
 }
 
 /* Sees every event before the tree builder does (the summary's counts). */
@@ -261,14 +325,14 @@ static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *parti
         pf_par *p = pf_par_new(&o->cct, o->threads, 1u << 16);
         ts.sink = pf_par_sink;
         ts.ctx = p;
-        rc = read_flow_counted(dir, tap ? tap_forward : pf_par_sink, tap ? (void *)&ts : p,
+        rc = read_flow_counted(dir, o, tap ? tap_forward : pf_par_sink, tap ? (void *)&ts : p,
                                &events, fs);
         t = pf_par_finish(p);
     } else {
         pf_seq *s = pf_seq_new(&o->cct);
         ts.sink = pf_seq_sink;
         ts.ctx = s;
-        rc = read_flow_counted(dir, tap ? tap_forward : pf_seq_sink, tap ? (void *)&ts : s,
+        rc = read_flow_counted(dir, o, tap ? tap_forward : pf_seq_sink, tap ? (void *)&ts : s,
                                &events, fs);
         t = pf_seq_finish(s);
     }
@@ -285,6 +349,14 @@ static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *parti
     pf_cct *fin = t->finalized ? t : pf_cct_finalize(t);
     if (fin != t)
         pf_cct_free(t);
+    if (fin && !pf_focus_empty(o->focus)) {
+        pf_cct *part = pf_focus_apply(o->focus, fin, o->names);
+        pf_cct_free(fin);
+        fin = part;
+        for (size_t i = 0; fin && pf_focus_unmatched(o->focus, i); i++)
+            jerr_warn("%s: no method matches '%s' (--include / --exclude: %s)", dir,
+                      pf_focus_unmatched(o->focus, i), PF_PATTERN_STYLES);
+    }
     if (!fin)
         jerr_error("out of memory building the calling context tree");
     return fin;
@@ -307,7 +379,8 @@ pf_cct *ptd_context_tree(const char *dir)
     return e;
 }
 
-static pf_names *load_names(const char *dir, const prof_opts *o)
+/* The trace's names, which --thread reads too. */
+static pf_names *load_names(const char *dir, prof_opts *o)
 {
     char err[1024];
     pf_names *n = pf_names_load(dir, err, sizeof err);
@@ -315,6 +388,7 @@ static pf_names *load_names(const char *dir, const prof_opts *o)
         jerr_error("%s", err);
     else
         pf_names_set_simple(n, o->simple);
+    o->names = n;
     return n;
 }
 
@@ -333,6 +407,10 @@ static const char *shared_options =
     "  --include ORIGINS  count events of these origins (comma-separated: decoded,\n"
     "                     recovered, guessed; all are counted by default)\n"
     "  --exclude ORIGINS  do not count events of these origins (the stack still follows them)\n"
+    "  --include PATTERN  only the stacks with a frame of a matching class or method\n"
+    "                     ('java.util.*', 'Branchy', 'Branchy.fib*'; either naming style)\n"
+    "  --exclude PATTERN  without the stacks with such a frame (both repeat)\n"
+    "  --thread NAME|TID  only these threads (a tid, or a glob over names; repeats)\n"
     "  --call-sites       distinguish calling contexts by the caller's bci too\n"
     "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
     "                     sequential; the result is the same)\n"
@@ -428,6 +506,7 @@ int cmd_hot(int argc, char **argv)
     g_free(hot);
     pf_cct_free(t);
     pf_names_free(names);
+    opts_free(&o);
     return partial ? 1 : 0;
 }
 
@@ -493,7 +572,7 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
     /* Records of different threads are not in TSC order: find the first
      * event's time in a pass of its own. */
     min_tsc m = { 0 };
-    if (read_flow(dir, min_tsc_sink, &m) < 0)
+    if (read_flow(dir, o, min_tsc_sink, &m) < 0)
         return -1;
     pf_timebase tb = load_timebase(dir, o);
     double hz = tb.hz;
@@ -503,7 +582,7 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
                   "--tsc-hz HZ gives another)", dir, hz / 1e9);
     }
     pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
-    int rc = read_flow(dir, pf_chrome_sink, c);
+    int rc = read_flow(dir, o, pf_chrome_sink, c);
     long long spans = pf_chrome_finish(c);
     if (rc < 0)
         return -1;
@@ -524,7 +603,7 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
     }
     pf_cov *c = pf_cov_new(prog, o->cct.include);
     uint64_t events = 0;
-    int rc = read_flow_counted(dir, pf_cov_sink, c, &events, NULL);
+    int rc = read_flow_counted(dir, o, pf_cov_sink, c, &events, NULL);
     int result = rc < 0 && events == 0 ? -1 : 0;
     if (result == 0) {
         /* the trace directory's own name: "b" of "runs/b.trace/" */
@@ -564,7 +643,7 @@ static int export_hcct(const char *dir, const prof_opts *o, const pf_names *name
         jerr_error("hcct-json: epsilon %g needs too many counters", o->epsilon);
         return -2;
     }
-    if (read_flow(dir, pf_hcct_sink, h) < 0) {
+    if (read_flow(dir, o, pf_hcct_sink, h) < 0) {
         pf_hcct_free(h);
         return -1;
     }
@@ -667,6 +746,7 @@ int cmd_export(int argc, char **argv)
     if (!to_stdout && (result == -1 || result == -2))
         unlink(o.output);
     pf_names_free(names);
+    opts_free(&o);
     return result == -2 ? 2 : result < 0 ? 1 : 0;
 }
 
@@ -913,6 +993,7 @@ int cmd_diff(int argc, char **argv)
         pf_cct_free(trees[r]);
         pf_names_free(names[r]);
     }
+    opts_free(&o);
     return status ? status : partial ? 1 : 0;
 }
 
@@ -1020,6 +1101,7 @@ int cmd_context(int argc, char **argv)
     g_free(ids);
     pf_cct_free(e);
     pf_names_free(names);
+    opts_free(&o);
     return partial ? 1 : status;
 }
 
@@ -1181,5 +1263,6 @@ int cmd_summary(int argc, char **argv)
     pf_cct_free(t);
     g_hash_table_destroy(c.tids);
     pf_names_free(names);
+    opts_free(&o);
     return partial ? 1 : 0;
 }

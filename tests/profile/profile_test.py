@@ -16,7 +16,9 @@ here from `ptdecode dump` (independently of profile/):
   - `ptdecode hot` prints a top 10; hcct-json has no false negatives;
     `ptdecode context` decodes the ids it lists;
   - times are in s/ms/us with the TSC frequency of info.json (or --tsc-hz),
-    in ticks (said so) without one, and a damaged info.json only warns.
+    in ticks (said so) without one, and a damaged info.json only warns;
+  - --thread keeps one thread's calls, and --include / --exclude PATTERN split
+    the calls between the stacks with and without a matching frame.
 """
 import collections
 import json
@@ -220,6 +222,38 @@ def check_time(ptdecode, trace, tmp):
         os.unlink(info)
 
 
+def check_focus(ptdecode, trace, tmp, per_tid):
+    """--thread keeps a thread's events, --include / --exclude PATTERN the
+    stacks with / without a matching frame: the two parts of a pattern add up
+    to the whole, in either naming style."""
+    def total(*args, by="calls"):
+        rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "100000", "--json", "--by", by, *args))
+        return sum(r["calls" if by == "calls" else "self_bytecodes"] for r in rows), rows
+    whole, _ = total()
+    tid, calls = max(per_tid.items(), key=lambda kv: kv[1])
+    one, _ = total("--thread", str(tid))
+    check(one == calls, f"--thread {tid}: its {calls} calls only")
+    p = run([ptdecode, "hot", trace, "--thread", "no-such-thread"])
+    check(p.returncode == 0 and "no thread matches --thread 'no-such-thread'" in p.stderr,
+          "--thread matching nothing says so")
+    for pat, alt in (("java.lang.String*", "java/lang/String*"), ("java.util.*", "java/util/*")):
+        inc, rows = total("--include", pat)
+        exc, _ = total("--exclude", alt)
+        check(inc + exc == whole and inc > 0 and exc > 0,
+              f"--include {pat} ({inc} calls) and --exclude {alt} ({exc}) add up to {whole}")
+    inc, rows = total("--include", "java.lang.String*", "--include", "java.util.*")
+    check(inc >= max(total("--include", "java.lang.String*")[0], total("--include", "java.util.*")[0]),
+          "two --include patterns: stacks with either")
+    p = run([ptdecode, "hot", trace, "--include", "no.such.Class"])
+    check(p.returncode == 0 and "no method matches 'no.such.Class'" in p.stderr,
+          "a pattern matching nothing says so")
+    chrome = os.path.join(tmp, "one.json")
+    ptd(ptdecode, "export", trace, "--format", "chrome-trace", "--thread", str(tid), "-o", chrome)
+    with open(chrome) as f:
+        tids = {e["tid"] for e in json.load(f)["traceEvents"] if e["ph"] in ("B", "E")}
+    check(tids == {tid}, f"chrome-trace --thread {tid}: that thread's frames only")
+
+
 def main():
     case, libjpt, ptdecode, java, samples = sys.argv[1:6]
     main_class, args, jvm = CASES[case]
@@ -259,6 +293,7 @@ def main():
         check_chrome(chrome, total)
 
         check_time(ptdecode, trace, tmp)
+        check_focus(ptdecode, trace, tmp, per_tid)
 
         hot = ptd(ptdecode, "hot", trace, "-n", "10", "--by", "calls")
         print(hot, end="")
