@@ -193,7 +193,7 @@ static void sanitize_path(char *s)
         s[0] = '_';
 }
 
-static char *source_path(const rc_method *m)
+char *pf_cov_source_path(const rc_method *m)
 {
     const char *slash = strrchr(m->klass, '/');
     size_t pkg = slash ? (size_t)(slash - m->klass) + 1 : 0;
@@ -398,7 +398,7 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
         if (!m || !m->klass || !m->code || !m->nlines ||
             !g_hash_table_contains(classes, m->klass))
             continue;
-        char *path = source_path(m);
+        char *path = pf_cov_source_path(m);
         file_methods *f = g_hash_table_lookup(files, path);
         if (!f) {
             f = g_new0(file_methods, 1);

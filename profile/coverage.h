@@ -52,4 +52,9 @@ typedef struct pf_cov_totals {
 int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *class_glob,
                       pf_cov_totals *totals);
 
+/* The source file of m's class as lcov names it ("java/lang/String.java",
+ * from the SourceFile attribute, else the outer class's name), made safe
+ * from hostile class files; g_free it. */
+char *pf_cov_source_path(const rc_method *m);
+
 #endif

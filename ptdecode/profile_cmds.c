@@ -23,6 +23,7 @@
 #include "profile/hcct.h"
 #include "profile/hot.h"
 #include "profile/names.h"
+#include "profile/pprof.h"
 #include "profile/ringchart.h"
 #include "profile/source.h"
 #include "profile/timebase.h"
@@ -523,7 +524,9 @@ static void export_usage(FILE *f)
             "  cct-json      the calling context tree, for the ring chart and other tools\n"
             "  folded        flame-graph stacks, 'a;b;c value' per line (--by picks the value)\n"
             "  chrome-trace  per-thread method spans as Chrome trace events (chrome://tracing,\n"
-            "                Perfetto)\n"
+            "                Perfetto, speedscope)\n"
+            "  pprof         gzipped profile.proto: calls, bytecodes and time per calling\n"
+            "                context, functions with file and line (go tool pprof)\n"
             "  hcct-json     the hot calling context tree (--phi, --epsilon) and its accuracy\n"
             "                against the full tree\n"
             "  ringchart     the calling context ring chart, one self-contained HTML page\n"
@@ -668,16 +671,16 @@ int cmd_export(int argc, char **argv)
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
         return 2;
     }
-    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH };
+    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH, F_PPROF };
     static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
-                                     "ringchart", "lcov", "flamegraph" };
+                                     "ringchart", "lcov", "flamegraph", "pprof" };
     int format = -1;
     for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
         if (!strcmp(o.format, formats[i]))
             format = i;
     if (format < 0) {
         jerr_error("export: --format must be flamegraph, cct-json, folded, chrome-trace, "
-                   "hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
+                   "pprof, hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
                    o.format ? o.format : "");
         return 2;
     }
@@ -714,6 +717,14 @@ int cmd_export(int argc, char **argv)
             result = pf_export_cct_json_hz(out, t, names, title, tb.hz);
         } else if (format == F_FOLDED) {
             result = pf_export_folded(out, t, names, o.by, o.per_thread);
+        } else if (format == F_PPROF) {
+            /* the program's class files give each function its file and line */
+            char err[1024];
+            rc_program *prog = rc_program_load(dir, err, sizeof err);
+            if (!prog)
+                jerr_warn("pprof: %s; functions without source files and lines", err);
+            result = pf_export_pprof(out, t, names, prog, tb.hz);
+            rc_program_free(prog);
         } else {
             /* the pages embed the cct-json document */
             char *json = NULL;

@@ -13,7 +13,10 @@
 // trace: speedscope imports it as trace events with no frame it cannot close
 // or leaves open, and its sandwich rows of the main thread hold the times
 // `ptdecode hot` gives with the same TSC frequency (speedscope shows 4
-// digits: within 0.5%).
+// digits: within 0.5%). Then the pprof export: speedscope reads it as pprof,
+// and its sandwich rows (bytecodes, the default sample type) are hot's; and,
+// with Debian's golang-go installed, `go tool pprof -top` lists hot's top 10
+// by bytecodes (flat and cumulative) and by calls.
 // Needs chromium (CHROMIUM=path, default /usr/bin/chromium) and `npm ci` in
 // this folder (playwright-core, speedscope). Exits 77 (skipped) without them.
 import { createRequire } from 'node:module';
@@ -132,6 +135,29 @@ check(lines > 100, 'folded stacks written', lines + ' lines');
 // The Chrome trace, times in ns at 1 GHz (so ticks are nanoseconds), and each
 // method's self and total time in the main thread from the CCT, counting a
 // recursive method's inner activations once, as hot and speedscope do.
+const pprof = join(work, 'branchy.pb.gz');
+run(ptdecode, ['export', trace, '--format', 'pprof', '-o', pprof]);
+// go tool pprof -top (Debian's golang-go), when installed: the same top
+// methods, flat and cumulative, as ptdecode hot, by bytecodes and by calls.
+const go = ['/usr/bin/go', '/usr/lib/go/bin/go'].find((g) => existsSync(g));
+if (!go) {
+  console.log('note: no go tool (Debian package golang-go): go tool pprof not run');
+} else {
+  const env = { ...process.env, HOME: work, GOCACHE: join(work, 'gocache'), GOFLAGS: '' };
+  for (const [by, flat, cum] of [['bytecodes', 'self_bytecodes', 'bytecodes'], ['calls', 'calls', null]]) {
+    const top = execFileSync(go, ['tool', 'pprof', '-top', '-nodecount=10', '-sample_index=' + by, pprof],
+                             { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const rows = [...top.matchAll(/^ *(\d+) +[\d.]+% +[\d.]+% +(\d+) +[\d.]+% +(.+)$/gm)]
+      .map((m) => ({ flat: Number(m[1]), cum: Number(m[2]), name: m[3].trim() }));
+    const want = [...hot.values()].sort((a, b) => b[flat] - a[flat]).slice(0, rows.length);
+    const agree = rows.length === 10 && rows.every((r, i) => {
+      const h = hot.get(r.name);
+      return h && r.flat === h[flat] && r.flat === want[i][flat] && (!cum || r.cum === h[cum]);
+    });
+    check(agree, `go tool pprof -top -sample_index=${by}: hot's top 10`,
+          rows.slice(0, 3).map((r) => `${r.name} ${r.flat} ${r.cum}`).join('; '));
+  }
+}
 const chrome = join(work, 'branchy.json');
 run(ptdecode, ['export', trace, '--format', 'chrome-trace', '--tsc-hz', '1e9', '-o', chrome]);
 const cct = JSON.parse(run(ptdecode, ['export', trace, '--format', 'cct-json', '-o', '-']));
@@ -230,6 +256,24 @@ try {
           (h && r.name.startsWith('Branchy.') ? `; hot ${h.self_time / 1e3} ${h.time / 1e3} us` : ''));
   });
   check(trows.some((r) => r.name.startsWith('Branchy.')), 'a Branchy method among the rows');
+
+  // ----------------------------------------------------------------- pprof
+  await page.goto('about:blank');
+  log.length = errors.length = warnings.length = 0;
+  await page.goto(pathToFileURL(app).href + '#localProfilePath=' + loaderFor('branchy.pb.gz', pprof),
+                  { waitUntil: 'load', timeout: 300000 });
+  await page.waitForFunction(() => document.title.endsWith(' - speedscope'), null, { timeout: 300000 });
+  check(log.some((t) => t.includes('Importing as protobuf encoded pprof file')),
+        'speedscope reads the pprof export', log.filter((t) => /import/i.test(t)).join('; '));
+  check(errors.length === 0, 'no errors in the page', errors.join('; ') || undefined);
+  const prows = await sandwich(page, (s) => Number(s.replace(/,/g, '')));
+  check(prows.length === ROWS, 'sandwich rows of the pprof export read', prows.length);
+  prows.forEach((r, i) => {
+    const h = hot.get(r.name);
+    check(h && r.self === h.self_bytecodes && r.total === h.bytecodes,
+          `pprof row ${i + 1}: ${r.name}`, `speedscope self ${r.self} total ${r.total}` +
+          (h ? `; hot ${h.self_bytecodes} ${h.bytecodes}` : '; not in ptdecode hot'));
+  });
 } finally {
   await browser.close();
 }
