@@ -248,7 +248,8 @@ typedef struct chrome_thread {
     uint64_t *frames;        /* methods of the open frames, outermost first */
     uint32_t depth, cap;
     uint64_t last_tsc;
-    int64_t last_ns;         /* time of the thread's last event written; -1: none */
+    int64_t first_ns, last_ns;   /* times of the thread's first and last events; -1: none */
+    FILE *events;            /* speedscope: the thread's events, written out at the end */
 } chrome_thread;
 
 struct pf_chrome {
@@ -259,11 +260,19 @@ struct pf_chrome {
     GHashTable *threads;
     long long spans;
     bool first;              /* no trace event written yet */
+    /* speedscope's evented format: a profile per thread, frames shared */
+    bool speedscope;
+    char *title;
+    GHashTable *frame_index; /* method id -> index + 1 */
+    GArray *frame_methods;   /* uint64 method ids by index */
+    bool tmp_failed;
 };
 
 static void chrome_thread_free(gpointer p)
 {
     chrome_thread *th = p;
+    if (th->events)
+        fclose(th->events);
     g_free(th->frames);
     g_free(th);
 }
@@ -286,6 +295,22 @@ pf_chrome *pf_chrome_new(FILE *out, const pf_names *names, uint64_t t0_tsc, doub
     c->first = true;
     c->threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, chrome_thread_free);
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    return c;
+}
+
+pf_chrome *pf_speedscope_new(FILE *out, const pf_names *names, uint64_t t0_tsc, double tsc_hz,
+                             const char *title)
+{
+    pf_chrome *c = g_new0(pf_chrome, 1);
+    c->out = out;
+    c->names = names;
+    c->t0 = t0_tsc;
+    c->ns_per_tick = 1e9 / tsc_hz;
+    c->speedscope = true;
+    c->title = g_strdup(title);
+    c->frame_index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    c->frame_methods = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    c->threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, chrome_thread_free);
     return c;
 }
 
@@ -312,13 +337,42 @@ static void put_us(FILE *out, int64_t ns)
     fprintf(out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
 }
 
-/* One "B" or "E" event of the thread at tsc, at least 1 ns after its last. */
+/* speedscope: the index of the method's frame. */
+static uint32_t speedscope_frame(pf_chrome *c, uint64_t method)
+{
+    gpointer v = g_hash_table_lookup(c->frame_index, &method);
+    if (v)
+        return GPOINTER_TO_UINT(v) - 1;
+    g_array_append_val(c->frame_methods, method);
+    uint64_t *key = g_new(uint64_t, 1);
+    *key = method;
+    g_hash_table_insert(c->frame_index, key, GUINT_TO_POINTER(c->frame_methods->len));
+    return c->frame_methods->len - 1;
+}
+
+/* One "B" or "E" event of the thread at tsc, at least 1 ns after its last
+ * (speedscope: "O" or "C" into the thread's own list). */
 static void chrome_event(pf_chrome *c, chrome_thread *th, char ph, uint64_t method, uint64_t tsc)
 {
     int64_t ns = chrome_ns(c, tsc);
     if (th->last_ns >= 0 && ns <= th->last_ns)
         ns = th->last_ns + 1;
+    if (th->first_ns < 0)
+        th->first_ns = ns;
     th->last_ns = ns;
+    if (c->speedscope) {
+        if (!th->events) {
+            if (c->tmp_failed || !(th->events = tmpfile())) {
+                c->tmp_failed = true;
+                return;
+            }
+        } else {
+            fputc(',', th->events);
+        }
+        fprintf(th->events, "\n{\"type\":\"%c\",\"frame\":%" PRIu32 ",\"at\":%" PRId64 "}",
+                ph == 'B' ? 'O' : 'C', speedscope_frame(c, method), ns);
+        return;
+    }
     char buf[32];
     chrome_sep(c);
     /* The end carries the name too: a viewer checks it against the frame it closes. */
@@ -354,14 +408,18 @@ int pf_chrome_sink(const fl_event *ev, void *ctx)
         th = g_new0(chrome_thread, 1);
         th->tid = ev->tid;
         th->last_tsc = ev->tsc;
-        th->last_ns = -1;
+        th->first_ns = th->last_ns = -1;
         g_hash_table_insert(c->threads, GUINT_TO_POINTER(ev->tid), th);
         const char *name = c->names ? pf_names_thread(c->names, ev->tid) : NULL;
+        if (c->speedscope)
+            name = NULL;         /* named in its profile */
+        else {
         chrome_sep(c);
         fprintf(c->out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRIu32
                 ",\"args\":{\"name\":", ev->tid);
         put_json_string(c->out, name ? name : "thread");
         fputs("}}", c->out);
+        }
     }
     /* Times never go backwards within a thread. */
     uint64_t tsc = ev->tsc > th->last_tsc ? ev->tsc : th->last_tsc;
@@ -386,6 +444,64 @@ int pf_chrome_sink(const fl_event *ev, void *ctx)
     return 0;
 }
 
+static int tid_order(const void *a, const void *b)
+{
+    const chrome_thread *x = *(const chrome_thread *const *)a, *y = *(const chrome_thread *const *)b;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* speedscope's document: the frames, then a profile per thread (by tid)
+ * with the events kept for it. */
+static bool speedscope_finish(pf_chrome *c)
+{
+    FILE *out = c->out;
+    fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+          "\"exporter\":\"jpt\",\"name\":", out);
+    put_json_string(out, c->title ? c->title : "");
+    fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", out);
+    char buf[32];
+    for (guint i = 0; i < c->frame_methods->len; i++) {
+        fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
+        put_json_string(out, pf_names_readable(c->names, g_array_index(c->frame_methods, uint64_t,
+                                                                       i), buf, sizeof buf));
+        fputc('}', out);
+    }
+    fputs("]},\"profiles\":[", out);
+    guint n = 0;
+    gpointer *threads = g_new(gpointer, g_hash_table_size(c->threads) + 1);
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, c->threads);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        threads[n++] = value;
+    qsort(threads, n, sizeof *threads, tid_order);
+    bool ok = !c->tmp_failed, first = true;
+    for (guint i = 0; i < n && ok; i++) {
+        chrome_thread *th = threads[i];
+        if (!th->events)
+            continue;
+        const char *name = c->names ? pf_names_thread(c->names, th->tid) : NULL;
+        char *label = g_strdup_printf("%s (tid %" PRIu32 ")", name ? name : "thread", th->tid);
+        fputs(first ? "\n{\"type\":\"evented\",\"name\":" : ",\n{\"type\":\"evented\",\"name\":",
+              out);
+        first = false;
+        put_json_string(out, label);
+        g_free(label);
+        fprintf(out, ",\"unit\":\"nanoseconds\",\"startValue\":%" PRId64 ",\"endValue\":%" PRId64
+                ",\"events\":[", th->first_ns, th->last_ns);
+        rewind(th->events);
+        char chunk[1 << 16];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, th->events)) > 0)
+            ok &= fwrite(chunk, 1, got, out) == got;
+        ok &= !ferror(th->events);
+        fputs("]}", out);
+    }
+    g_free(threads);
+    fputs("\n]}\n", out);
+    return ok;
+}
+
 long long pf_chrome_finish(pf_chrome *c)
 {
     GHashTableIter it;
@@ -396,9 +512,18 @@ long long pf_chrome_finish(pf_chrome *c)
         while (th->depth)
             chrome_pop(c, th, th->last_tsc);
     }
-    fputs("\n]}\n", c->out);
-    long long spans = ferror(c->out) || fflush(c->out) ? -1 : c->spans;
+    bool ok = true;
+    if (c->speedscope)
+        ok = speedscope_finish(c);
+    else
+        fputs("\n]}\n", c->out);
+    long long spans = !ok || ferror(c->out) || fflush(c->out) ? -1 : c->spans;
     g_hash_table_destroy(c->threads);
+    if (c->frame_index)
+        g_hash_table_destroy(c->frame_index);
+    if (c->frame_methods)
+        g_array_free(c->frame_methods, TRUE);
+    g_free(c->title);
     g_free(c);
     return spans;
 }

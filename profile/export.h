@@ -33,6 +33,11 @@ int pf_export_folded(FILE *out, const pf_cct *t, const pf_names *names, pf_metri
 typedef struct pf_chrome pf_chrome;
 pf_chrome *pf_chrome_new(FILE *out, const pf_names *names, uint64_t t0_tsc, double tsc_hz);
 int pf_chrome_sink(const fl_event *ev, void *chrome);   /* fl_sink */
+/* The same timeline in speedscope's evented format: one profile per thread
+ * (each thread's events kept in a temporary file until the end), frames
+ * shared; times in ns. Fed by pf_chrome_sink, ended by pf_chrome_finish. */
+pf_chrome *pf_speedscope_new(FILE *out, const pf_names *names, uint64_t t0_tsc, double tsc_hz,
+                             const char *title);
 /* Closes the open frames at each thread's last event and the JSON. Returns
  * the number of spans (B/E pairs) written, or -1 on a write error. */
 long long pf_chrome_finish(pf_chrome *c);

@@ -525,6 +525,8 @@ static void export_usage(FILE *f)
             "  folded        flame-graph stacks, 'a;b;c value' per line (--by picks the value)\n"
             "  chrome-trace  per-thread method spans as Chrome trace events (chrome://tracing,\n"
             "                Perfetto, speedscope)\n"
+            "  speedscope    the same timeline in speedscope's evented format, a profile per\n"
+            "                thread\n"
             "  pprof         gzipped profile.proto: calls, bytecodes and time per calling\n"
             "                context, functions with file and line (go tool pprof)\n"
             "  hcct-json     the hot calling context tree (--phi, --epsilon) and its accuracy\n"
@@ -570,7 +572,9 @@ static int min_tsc_sink(const fl_event *ev, void *ctx)
     return 0;
 }
 
-static int export_chrome(const char *dir, const prof_opts *o, const pf_names *names, FILE *out)
+/* chrome-trace, or with speedscope_title speedscope's evented format. */
+static int export_chrome(const char *dir, const prof_opts *o, const pf_names *names, FILE *out,
+                         const char *speedscope_title)
 {
     /* Records of different threads are not in TSC order: find the first
      * event's time in a pass of its own. */
@@ -584,7 +588,8 @@ static int export_chrome(const char *dir, const prof_opts *o, const pf_names *na
         jerr_warn("%s records no TSC frequency: times use this machine's, measured (%.3f GHz; "
                   "--tsc-hz HZ gives another)", dir, hz / 1e9);
     }
-    pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
+    pf_chrome *c = speedscope_title ? pf_speedscope_new(out, names, m.min, hz, speedscope_title)
+                                    : pf_chrome_new(out, names, m.min, hz);
     int rc = read_flow(dir, o, pf_chrome_sink, c);
     long long spans = pf_chrome_finish(c);
     if (rc < 0)
@@ -671,16 +676,17 @@ int cmd_export(int argc, char **argv)
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
         return 2;
     }
-    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH, F_PPROF };
+    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH, F_PPROF,
+           F_SPEEDSCOPE };
     static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
-                                     "ringchart", "lcov", "flamegraph", "pprof" };
+                                     "ringchart", "lcov", "flamegraph", "pprof", "speedscope" };
     int format = -1;
     for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
         if (!strcmp(o.format, formats[i]))
             format = i;
     if (format < 0) {
         jerr_error("export: --format must be flamegraph, cct-json, folded, chrome-trace, "
-                   "pprof, hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
+                   "speedscope, pprof, hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
                    o.format ? o.format : "");
         return 2;
     }
@@ -701,8 +707,8 @@ int cmd_export(int argc, char **argv)
     }
     const char *title = o.title ? o.title : dir;
     int result = 0;
-    if (format == F_CHROME) {
-        result = export_chrome(dir, &o, names, out);
+    if (format == F_CHROME || format == F_SPEEDSCOPE) {
+        result = export_chrome(dir, &o, names, out, format == F_SPEEDSCOPE ? title : NULL);
     } else if (format == F_HCCT) {
         result = export_hcct(dir, &o, names, out);
     } else if (format == F_LCOV) {

@@ -10,10 +10,10 @@
 // and what `ptdecode hot` reports (exclusive bytecodes, and inclusive ones
 // with a recursive activation counted once, as a flame graph counts a frame
 // once per stack). Saves the flame graph as SCREENSHOT.png. Then the Chrome
-// trace: speedscope imports it as trace events with no frame it cannot close
-// or leaves open, and its sandwich rows of the main thread hold the times
-// `ptdecode hot` gives with the same TSC frequency (speedscope shows 4
-// digits: within 0.5%). Then the pprof export: speedscope reads it as pprof,
+// trace and the speedscope (evented) export: speedscope imports each with no
+// frame it cannot close or leaves open, and its sandwich rows of the main
+// thread hold the times `ptdecode hot` gives with the same TSC frequency
+// (speedscope shows 4 digits: within 0.5%). Then the pprof export: speedscope reads it as pprof,
 // and its sandwich rows (bytecodes, the default sample type) are hot's; and,
 // with Debian's golang-go installed, `go tool pprof -top` lists hot's top 10
 // by bytecodes (flat and cumulative) and by calls.
@@ -160,6 +160,8 @@ if (!go) {
 }
 const chrome = join(work, 'branchy.json');
 run(ptdecode, ['export', trace, '--format', 'chrome-trace', '--tsc-hz', '1e9', '-o', chrome]);
+const evented = join(work, 'branchy.speedscope.json');
+run(ptdecode, ['export', trace, '--format', 'speedscope', '--tsc-hz', '1e9', '-o', evented]);
 const cct = JSON.parse(run(ptdecode, ['export', trace, '--format', 'cct-json', '-o', '-']));
 const mainTimes = new Map();
 {
@@ -226,36 +228,39 @@ try {
           `; rank ${i + 1} by self is ${selfs[i]}`);
   });
 
-  // ----------------------------------------------------------- chrome-trace
-  await page.goto('about:blank');     // a new hash alone would not reload speedscope
-  log.length = errors.length = warnings.length = 0;
-  await page.goto(pathToFileURL(app).href + '#localProfilePath=' + loaderFor('branchy.json', chrome),
-                  { waitUntil: 'load', timeout: 300000 });
-  await page.waitForFunction(() => document.title.endsWith(' - speedscope'), null, { timeout: 300000 });
-  check(log.some((t) => t.includes('Importing as Trace Event Format')),
-        'speedscope reads the Chrome trace as trace events', log.filter((t) => /import/i.test(t)).join('; '));
-  const unmatched = warnings.filter((t) => /Tried to end|still open|stack was empty/.test(t));
-  check(unmatched.length === 0 && errors.length === 0, 'every frame opens and closes in order',
-        unmatched.slice(0, 3).join('; ') || errors.join('; ') || undefined);
-  const us = { ns: 1e-3, '\u00b5s': 1, ms: 1e3, s: 1e6 };
-  const trows = await sandwich(page, (s) => {
-    const m = /^([\d.]+)(ns|\u00b5s|ms|s)$/.exec(s);
-    return m ? Number(m[1]) * us[m[2]] : NaN;
-  });
-  check(trows.length === ROWS, 'sandwich rows of the Chrome trace read', trows.length);
-  // speedscope shows the first thread (lowest tid): main. Its times per method,
-  // from the CCT of that thread, must be hot's where only main runs the method.
-  trows.forEach((r, i) => {
-    const want = mainTimes.get(r.name), h = hot.get(r.name);
-    const near = (a, b) => Math.abs(a - b) <= 0.005 * b + 0.02;
-    const agree = want && near(r.self, want.self / 1e3) && near(r.total, want.total / 1e3) &&
-      (!r.name.startsWith('Branchy.') || (h.self_time === want.self && h.time === want.total));
-    check(agree, `chrome-trace row ${i + 1}: ${r.name}`,
-          `speedscope self ${r.self} us total ${r.total} us; main thread ` +
-          (want ? `${want.self / 1e3} ${want.total / 1e3} us` : 'none') +
-          (h && r.name.startsWith('Branchy.') ? `; hot ${h.self_time / 1e3} ${h.time / 1e3} us` : ''));
-  });
-  check(trows.some((r) => r.name.startsWith('Branchy.')), 'a Branchy method among the rows');
+  // ------------------------------------------- chrome-trace, speedscope's own
+  for (const [file, path, importer] of [['branchy.json', chrome, 'Trace Event Format'],
+                                        ['branchy.speedscope.json', evented, 'speedscope json']]) {
+    await page.goto('about:blank');     // a new hash alone would not reload speedscope
+    log.length = errors.length = warnings.length = 0;
+    await page.goto(pathToFileURL(app).href + '#localProfilePath=' + loaderFor(file, path),
+                    { waitUntil: 'load', timeout: 300000 });
+    await page.waitForFunction(() => document.title.endsWith(' - speedscope'), null, { timeout: 300000 });
+    check(log.some((t) => t.includes('Importing as ' + importer)),
+          `speedscope reads ${file} as ${importer}`, log.filter((t) => /import/i.test(t)).join('; '));
+    const unmatched = warnings.filter((t) => /Tried to end|still open|stack was empty|[Mm]ismatch/.test(t));
+    check(unmatched.length === 0 && errors.length === 0, `${file}: every frame opens and closes in order`,
+          unmatched.slice(0, 3).join('; ') || errors.join('; ') || undefined);
+    const us = { ns: 1e-3, '\u00b5s': 1, ms: 1e3, s: 1e6 };
+    const trows = await sandwich(page, (s) => {
+      const m = /^([\d.]+)(ns|\u00b5s|ms|s)$/.exec(s);
+      return m ? Number(m[1]) * us[m[2]] : NaN;
+    });
+    check(trows.length === ROWS, `sandwich rows of ${file} read`, trows.length);
+    // speedscope shows the first thread (lowest tid): main. Its times per method,
+    // from the CCT of that thread, must be hot's where only main runs the method.
+    trows.forEach((r, i) => {
+      const want = mainTimes.get(r.name), h = hot.get(r.name);
+      const near = (a, b) => Math.abs(a - b) <= 0.005 * b + 0.02;
+      const agree = want && near(r.self, want.self / 1e3) && near(r.total, want.total / 1e3) &&
+        (!r.name.startsWith('Branchy.') || (h.self_time === want.self && h.time === want.total));
+      check(agree, `${file} row ${i + 1}: ${r.name}`,
+            `speedscope self ${r.self} us total ${r.total} us; main thread ` +
+            (want ? `${want.self / 1e3} ${want.total / 1e3} us` : 'none') +
+            (h && r.name.startsWith('Branchy.') ? `; hot ${h.self_time / 1e3} ${h.time / 1e3} us` : ''));
+    });
+    check(trows.some((r) => r.name.startsWith('Branchy.')), `${file}: a Branchy method among the rows`);
+  }
 
   // ----------------------------------------------------------------- pprof
   await page.goto('about:blank');
