@@ -193,6 +193,18 @@ static void sanitize_path(char *s)
         s[0] = '_';
 }
 
+bool pf_cov_jdk_class(const char *klass)
+{
+    /* the packages of the JDK's own modules */
+    static const char *const jdk[] = { "java/", "javax/", "jdk/", "sun/", "com/sun/",
+                                       "org/ietf/jgss/", "org/w3c/dom/", "org/xml/sax/",
+                                       "org/jcp/xml/" };
+    for (size_t i = 0; i < sizeof jdk / sizeof jdk[0]; i++)
+        if (!strncmp(klass, jdk[i], strlen(jdk[i])))
+            return true;
+    return false;
+}
+
 char *pf_cov_source_path(const rc_method *m)
 {
     const char *slash = strrchr(m->klass, '/');
@@ -387,7 +399,8 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
         if (!m || !m->klass)
             continue;
         bool take = class_glob ? pf_class_pattern_match(class_glob, m->klass)
-                               : c->by_index[i] && c->by_index[i]->ran;
+                               : c->by_index[i] && c->by_index[i]->ran &&
+                                 !pf_cov_jdk_class(m->klass);
         if (take)
             g_hash_table_add(classes, (gpointer)m->klass);
     }

@@ -542,7 +542,8 @@ static void export_usage(FILE *f)
             "                     directory);\n"
             "                     lcov: the test name (TN:)\n"
             "  --classes GLOB     lcov: the classes to report ('Branchy*', 'com.example.?*' or\n"
-            "                     'com/example/?*'; default: every class that ran)\n"
+            "                     'com/example/?*', '*' all; default: every class outside\n"
+            "                     the JDK that ran)\n"
             "  --phi X            hcct-json: hot threshold, a share of all calls (default 1e-3)\n"
             "  --epsilon X        hcct-json: counter error bound, < phi (default 1e-4)\n"
 
@@ -553,8 +554,8 @@ static void export_usage(FILE *f)
             "  ptdecode export hello.trace --format folded --by calls -o hello.folded\n"
             "  ptdecode export hello.trace --format chrome-trace -o hello.json\n"
             "  ptdecode export hello.trace --format ringchart -o hello.html\n"
-            "  ptdecode export hello.trace --format lcov --classes 'Hello*' -o hello.info\n"
-            "  genhtml hello.info --source-directory samples/java -o hello-coverage\n",
+            "  ptdecode export hello.trace --format lcov -o hello.info\n"
+            "  cd samples/java && genhtml --branch-coverage ../../hello.info -o ../../hello-coverage\n",
             shared_options);
 }
 
@@ -625,7 +626,8 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
         if (result < 0)
             jerr_error("write error");
         else if (t.files == 0)
-            jerr_warn("lcov: no class %s%s%s", o->classes ? "matches --classes '" : "ran",
+            jerr_warn("lcov: no class %s%s%s", o->classes ? "matches --classes '"
+                                                 : "outside the JDK ran (--classes '*' takes them all)",
                       o->classes ? o->classes : "",
                       o->classes ? "' (class names match as pkg.Class or pkg/Class)" : "");
         if (t.unknown_events)

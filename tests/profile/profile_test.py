@@ -18,7 +18,8 @@ here from `ptdecode dump` (independently of profile/):
   - times are in s/ms/us with the TSC frequency of info.json (or --tsc-hz),
     in ticks (said so) without one, and a damaged info.json only warns;
   - --thread keeps one thread's calls, and --include / --exclude PATTERN split
-    the calls between the stacks with and without a matching frame.
+    the calls between the stacks with and without a matching frame;
+  - lcov covers the program's own classes by default, and genhtml renders it.
 """
 import collections
 import json
@@ -254,6 +255,31 @@ def check_focus(ptdecode, trace, tmp, per_tid):
     check(tids == {tid}, f"chrome-trace --thread {tid}: that thread's frames only")
 
 
+JDK_PACKAGES = ("java/", "javax/", "jdk/", "sun/", "com/sun/", "org/ietf/jgss/", "org/w3c/dom/",
+                "org/xml/sax/", "org/jcp/xml/")
+
+
+def check_lcov_default(ptdecode, trace, tmp, samples, main_class):
+    """lcov without --classes covers the program's own classes, and the
+    genhtml of Debian's lcov renders it from the source root."""
+    info = os.path.join(tmp, "default.info")
+    ptd(ptdecode, "export", trace, "--format", "lcov", "-o", info)
+    with open(info) as f:
+        files = [l[3:].strip() for l in f if l.startswith("SF:")]
+    check(f"{main_class}.java" in files and not any(f.startswith(JDK_PACKAGES) for f in files),
+          f"lcov by default: the program's classes only ({', '.join(files)})")
+    every = os.path.join(tmp, "all.info")
+    ptd(ptdecode, "export", trace, "--format", "lcov", "--classes", "*", "-o", every)
+    with open(every) as f:
+        check(any(l.startswith("SF:java/lang/") for l in f), "lcov --classes '*': the JDK's too")
+    if shutil.which("genhtml"):
+        p = run(["genhtml", "--branch-coverage", "-o", os.path.join(tmp, "html"), info],
+                cwd=samples)
+        check(p.returncode == 0, "genhtml renders it from the source root, as documented")
+    else:
+        print("note: no genhtml (Debian package lcov): not rendered")
+
+
 def main():
     case, libjpt, ptdecode, java, samples = sys.argv[1:6]
     main_class, args, jvm = CASES[case]
@@ -294,6 +320,7 @@ def main():
 
         check_time(ptdecode, trace, tmp)
         check_focus(ptdecode, trace, tmp, per_tid)
+        check_lcov_default(ptdecode, trace, tmp, samples, main_class)
 
         hot = ptd(ptdecode, "hot", trace, "-n", "10", "--by", "calls")
         print(hot, end="")
