@@ -75,12 +75,19 @@ typedef struct strtab {
     GPtrArray *strings;      /* owned */
 } strtab;
 
+/* The index of s in the string table; proto3 strings are UTF-8, and names
+ * from class files may not be (modified UTF-8): invalid bytes become U+FFFD. */
 static uint64_t str_id(strtab *t, const char *s)
 {
     gpointer v = g_hash_table_lookup(t->index, s);
     if (v)
         return GPOINTER_TO_SIZE(v) - 1;
-    char *copy = g_strdup(s);
+    char *copy = g_utf8_validate(s, -1, NULL) ? g_strdup(s) : g_utf8_make_valid(s, -1);
+    gpointer again = g_hash_table_lookup(t->index, copy);
+    if (again) {
+        g_free(copy);
+        return GPOINTER_TO_SIZE(again) - 1;
+    }
     g_ptr_array_add(t->strings, copy);
     g_hash_table_insert(t->index, copy, GSIZE_TO_POINTER(t->strings->len));
     return t->strings->len - 1;
