@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@
 enum {
     OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
     OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_HELP,
+    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_FROM, OPT_TO, OPT_HELP,
 };
 
 typedef struct prof_opts {
@@ -52,7 +53,40 @@ typedef struct prof_opts {
     pf_focus *focus;         /* --include / --exclude PATTERN */
     GPtrArray *thread_sel;   /* --thread NAME|TID values; NULL: every thread */
     const pf_names *names;   /* of the trace being read: thread names for --thread */
+    /* --from / --to: a time since the flow's first event (ns), or a share of
+     * the run (percent); 'n' unset, 't' time, '%' share */
+    char from_kind, to_kind;
+    double from, to;
 } prof_opts;
+
+/* "1.5s", "200ms", "30us", "1000ns", "25%" -> value and kind ('t': ns,
+ * '%'); false when it is none of these. */
+static bool parse_when(const char *s, double *value, char *kind)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v))
+        return false;
+    static const struct { const char *unit; double ns; } units[] = {
+        { "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 }, { "ns", 1 },
+    };
+    if (!strcmp(end, "%")) {
+        if (v > 100)
+            return false;
+        *value = v;
+        *kind = '%';
+        return true;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (!strcmp(end, units[i].unit)) {
+            *value = v * units[i].ns;
+            *kind = 't';
+            return true;
+        }
+    }
+    return false;
+}
 
 static void opts_free(prof_opts *o)
 {
@@ -114,6 +148,8 @@ static const struct option long_opts[] = {
     { "classes", required_argument, NULL, OPT_CLASSES },
     { "simple", no_argument, NULL, OPT_SIMPLE },
     { "thread", required_argument, NULL, OPT_THREAD },
+    { "from", required_argument, NULL, OPT_FROM },
+    { "to", required_argument, NULL, OPT_TO },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
 };
@@ -132,6 +168,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
     o->phi = 1e-3;
     o->epsilon = 1e-4;
     o->top = 20;
+    o->from_kind = o->to_kind = 'n';
     optind = 1;
     opterr = 0;
     int c;
@@ -147,6 +184,16 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
                 if (!o->focus)
                     o->focus = pf_focus_new();
                 pf_focus_add(o->focus, optarg, c == OPT_INCLUDE);
+            }
+            break;
+        case OPT_FROM:
+        case OPT_TO:
+            if (!parse_when(optarg, c == OPT_FROM ? &o->from : &o->to,
+                            c == OPT_FROM ? &o->from_kind : &o->to_kind)) {
+                jerr_error("%s: expected a time since the start (1.5s, 200ms, 30us, 1000ns) or "
+                           "a share of the run (25%%), got '%s'", c == OPT_FROM ? "--from" : "--to",
+                           optarg);
+                return 2;
             }
             break;
         case OPT_THREAD:
@@ -229,6 +276,8 @@ typedef struct progress_sink {
     const prof_opts *o;
     GHashTable *chosen;      /* tid -> 1 chosen, 2 not */
     uint32_t nchosen;
+    bool windowed;           /* --from / --to: events outside [lo, hi) only move the stack */
+    uint64_t lo, hi;
 } progress_sink;
 
 /* Whether --thread chose the thread: by its id or a glob over its name. */
@@ -255,6 +304,13 @@ static int progress_forward(const fl_event *ev, void *ctx)
     progress_sink *p = ctx;
     if (p->chosen && !thread_chosen(p, ev->tid))
         return 0;
+    if (p->windowed && ev->kind != FL_SEGMENT && (ev->tsc < p->lo || ev->tsc >= p->hi)) {
+        /* an origin no profile counts: the stack follows, nothing is added */
+        fl_event outside = *ev;
+        outside.origin = FL_ORIGIN_COUNT;
+        ++p->events;
+        return p->sink(&outside, p->ctx);
+    }
     if ((++p->events & (PROGRESS_EVERY - 1)) == 0 && p->tty)
         fprintf(stderr, "\r%s: %" PRIu64 "M events", jerr_prog(), p->events >> 20);
     return p->sink(ev, p->ctx);
@@ -262,10 +318,70 @@ static int progress_forward(const fl_event *ev, void *ctx)
 
 /* Returns 0; or -1 after printing the error, with *events (may be NULL)
  * telling how many events came before it. */
+typedef struct tsc_span {
+    uint64_t min, max;
+    bool any;
+} tsc_span;
+
+static int tsc_span_sink(const fl_event *ev, void *ctx)
+{
+    tsc_span *m = ctx;
+    if (!m->any || ev->tsc < m->min)
+        m->min = ev->tsc;
+    if (!m->any || ev->tsc > m->max)
+        m->max = ev->tsc;
+    m->any = true;
+    return 0;
+}
+
+/* The TSC bounds of --from / --to for the trace in dir: a pass of its own
+ * finds the run's first and last events. Returns 0, -1 after printing why. */
+static int window_bounds(const char *dir, const prof_opts *o, uint64_t *lo, uint64_t *hi)
+{
+    tsc_span span = { 0 };
+    char err[1024];
+    if (pf_flow_source(dir, tsc_span_sink, &span, err, sizeof err) < 0) {
+        jerr_error("%s", err);
+        return -1;
+    }
+    pf_timebase tb;
+    if (pf_timebase_read(dir, o->tsc_hz, &tb, err, sizeof err) < 0)
+        tb.hz = o->tsc_hz;
+    const char kinds[2] = { o->from_kind, o->to_kind };
+    const double values[2] = { o->from, o->to };
+    uint64_t *bound[2] = { lo, hi };
+    *lo = span.min;
+    *hi = span.max + 1;      /* [lo, hi): two windows meeting at a bound share no event */
+    for (int i = 0; i < 2; i++) {
+        double ticks;
+        if (kinds[i] == 'n')
+            continue;
+        if (kinds[i] == '%') {
+            ticks = (double)(span.max - span.min) * values[i] / 100.0;
+        } else if (tb.hz > 0) {
+            ticks = values[i] * tb.hz / 1e9;
+        } else {
+            jerr_error("%s: --from / --to in time need the TSC frequency, which the trace does "
+                       "not record (give --tsc-hz HZ, or a share: 25%%)", dir);
+            return -1;
+        }
+        *bound[i] = span.min + (ticks < (double)(span.max - span.min) ? (uint64_t)ticks
+                                                                      : span.max - span.min + 1);
+    }
+    if (*lo > *hi)
+        jerr_warn("%s: --from is after --to: nothing is counted", dir);
+    return 0;
+}
+
 static int read_flow_counted(const char *dir, const prof_opts *o, fl_sink sink, void *ctx,
                              uint64_t *events, pf_flow_stats *fs)
 {
     progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO), .o = o };
+    if (o && (o->from_kind != 'n' || o->to_kind != 'n')) {
+        if (window_bounds(dir, o, &p.lo, &p.hi) < 0)
+            return -1;
+        p.windowed = true;
+    }
     if (o && o->thread_sel)
         p.chosen = g_hash_table_new(g_direct_hash, g_direct_equal);
     char err[1024];
@@ -412,6 +528,8 @@ static const char *shared_options =
     "                     ('java.util.*', 'Branchy', 'Branchy.fib*'; either naming style)\n"
     "  --exclude PATTERN  without the stacks with such a frame (both repeat)\n"
     "  --thread NAME|TID  only these threads (a tid, or a glob over names; repeats)\n"
+    "  --from T, --to T   count only what ran from / to T: a time since the first event\n"
+    "                     (1.5s, 200ms, 30us, 1000ns) or a share of the run (25%)\n"
     "  --call-sites       distinguish calling contexts by the caller's bci too\n"
     "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
     "                     sequential; the result is the same)\n"
@@ -694,6 +812,11 @@ int cmd_export(int argc, char **argv)
     }
     if (!o.output) {
         jerr_error("export: -o FILE is required ('-' for standard output)");
+        return 2;
+    }
+    if ((format == F_CHROME || format == F_SPEEDSCOPE) && (o.from_kind != 'n' || o.to_kind != 'n')) {
+        jerr_error("export: --from / --to do not apply to %s (a timeline shows every time)",
+                   formats[format]);
         return 2;
     }
     const char *dir = argv[optind];

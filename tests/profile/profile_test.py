@@ -17,8 +17,10 @@ here from `ptdecode dump` (independently of profile/):
     `ptdecode context` decodes the ids it lists;
   - times are in s/ms/us with the TSC frequency of info.json (or --tsc-hz),
     in ticks (said so) without one, and a damaged info.json only warns;
-  - --thread keeps one thread's calls, and --include / --exclude PATTERN split
-    the calls between the stacks with and without a matching frame;
+  - --thread keeps one thread's calls, --include / --exclude PATTERN split
+    the calls between the stacks with and without a matching frame, and
+    --to / --from 40% the calls, bytecodes and time between the two parts of
+    the run;
   - lcov covers the program's own classes by default, and genhtml renders it.
 """
 import collections
@@ -248,6 +250,19 @@ def check_focus(ptdecode, trace, tmp, per_tid):
     p = run([ptdecode, "hot", trace, "--include", "no.such.Class"])
     check(p.returncode == 0 and "no method matches 'no.such.Class'" in p.stderr,
           "a pattern matching nothing says so")
+    for by, key in (("calls", "calls"), ("bytecodes", "self_bytecodes"), ("time", "self_time")):
+        def part(*args):
+            rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "100000", "--json", "--by", by, *args))
+            return sum(r[key] for r in rows)
+        first, second, every = part("--to", "40%"), part("--from", "40%"), part()
+        check(first + second == every and (first > 0 or every == 0),
+              f"--to 40% and --from 40% split the {by}: {first} + {second} = {every}")
+    p = run([ptdecode, "hot", trace, "--from", "1s"])
+    check(p.returncode == 1 and "need the TSC frequency" in p.stderr,
+          "--from in seconds without a TSC frequency says so")
+    p = run([ptdecode, "export", trace, "--format", "chrome-trace", "--from", "10%", "-o", "-"])
+    check(p.returncode == 2 and "do not apply to chrome-trace" in p.stderr,
+          "--from is refused by the timeline exports")
     chrome = os.path.join(tmp, "one.json")
     ptd(ptdecode, "export", trace, "--format", "chrome-trace", "--thread", str(tid), "-o", chrome)
     with open(chrome) as f:
