@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -30,7 +31,11 @@
 #include "profile/timebase.h"
 #include "ptdecode/commands.h"
 
-#define PROGRESS_EVERY (1u << 20)
+/* The progress line is looked at every PROGRESS_CHECK events, redrawn at
+ * most every PROGRESS_US and first shown after PROGRESS_FIRST_US. */
+#define PROGRESS_CHECK (1u << 16)
+#define PROGRESS_US 500000
+#define PROGRESS_FIRST_US 1000000
 
 /* ---- shared options ------------------------------------------------------ */
 
@@ -278,7 +283,83 @@ typedef struct progress_sink {
     uint32_t nchosen;
     bool windowed;           /* --from / --to: events outside [lo, hi) only move the stack */
     uint64_t lo, hi;
+    /* How far through the trace: a traced run's threads are read one after
+     * the other, each event carrying its offset in the thread's PT stream. */
+    const char *dir;
+    uint64_t total_bytes;    /* pt/tid-*.pt sizes; 0: unknown (reference mode, per-CPU) */
+    uint64_t done_bytes;     /* of the threads read before the current one */
+    uint32_t tid;
+    uint64_t tid_bytes, tid_offset;
+    gint64 start_us, shown_us;
+    bool shown;
 } progress_sink;
+
+/* Size of the thread's PT stream in dir/pt, 0 when there is none. */
+static uint64_t stream_size(const char *dir, uint32_t tid)
+{
+    char name[32];
+    snprintf(name, sizeof name, "tid-%" PRIu32 ".pt", tid);
+    char *path = g_build_filename(dir, "pt", name, NULL);
+    struct stat st;
+    uint64_t size = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    g_free(path);
+    return size;
+}
+
+static uint64_t streams_size(const char *dir)
+{
+    char *pt = g_build_filename(dir, "pt", NULL);
+    GDir *d = g_dir_open(pt, 0, NULL);
+    uint64_t total = 0;
+    for (const char *e; d && (e = g_dir_read_name(d));) {
+        unsigned long tid;
+        char tail[8];
+        if (sscanf(e, "tid-%lu%7s", &tid, tail) == 2 && !strcmp(tail, ".pt") && tid <= UINT32_MAX)
+            total += stream_size(dir, (uint32_t)tid);
+    }
+    if (d)
+        g_dir_close(d);
+    g_free(pt);
+    return total;
+}
+
+/* "ptdecode: 40% of the trace, 12M events, 30 s left" when the share is
+ * known, else the events. It ends at the line's start, so that a warning
+ * printed meanwhile takes the line over instead of running on from it. */
+static void progress_show(progress_sink *p, gint64 now)
+{
+    double done = 0;
+    if (p->total_bytes) {
+        uint64_t here = p->tid_offset < p->tid_bytes ? p->tid_offset : p->tid_bytes;
+        done = (double)(p->done_bytes + here) / (double)p->total_bytes;
+    }
+    if (done > 0.01 && done <= 1) {
+        double left = (double)(now - p->start_us) / 1e6 * (1 - done) / done;
+        fprintf(stderr, "\r\033[K%s: %.0f%% of the trace, %.1fM events, %.0f s left\r",
+                jerr_prog(), 100 * done, (double)p->events / 1e6, left);
+    } else {
+        fprintf(stderr, "\r\033[K%s: %.1fM events\r", jerr_prog(), (double)p->events / 1e6);
+    }
+    p->shown = true;
+    p->shown_us = now;
+}
+
+static void progress_note(progress_sink *p, const fl_event *ev)
+{
+    if (ev->tid != p->tid || !p->events) {
+        p->done_bytes += p->tid_bytes;
+        p->tid = ev->tid;
+        p->tid_bytes = p->total_bytes ? stream_size(p->dir, ev->tid) : 0;
+        p->tid_offset = 0;
+    }
+    if (ev->offset > p->tid_offset)
+        p->tid_offset = ev->offset;
+    if ((p->events & (PROGRESS_CHECK - 1)) == 0) {
+        gint64 now = g_get_monotonic_time();
+        if (now - p->start_us >= PROGRESS_FIRST_US && now - p->shown_us >= PROGRESS_US)
+            progress_show(p, now);
+    }
+}
 
 /* Whether --thread chose the thread: by its id or a glob over its name. */
 static bool thread_chosen(progress_sink *p, uint32_t tid)
@@ -302,17 +383,17 @@ static bool thread_chosen(progress_sink *p, uint32_t tid)
 static int progress_forward(const fl_event *ev, void *ctx)
 {
     progress_sink *p = ctx;
+    if (p->tty)
+        progress_note(p, ev);
+    p->events++;
     if (p->chosen && !thread_chosen(p, ev->tid))
         return 0;
     if (p->windowed && ev->kind != FL_SEGMENT && (ev->tsc < p->lo || ev->tsc >= p->hi)) {
         /* an origin no profile counts: the stack follows, nothing is added */
         fl_event outside = *ev;
         outside.origin = FL_ORIGIN_COUNT;
-        ++p->events;
         return p->sink(&outside, p->ctx);
     }
-    if ((++p->events & (PROGRESS_EVERY - 1)) == 0 && p->tty)
-        fprintf(stderr, "\r%s: %" PRIu64 "M events", jerr_prog(), p->events >> 20);
     return p->sink(ev, p->ctx);
 }
 
@@ -376,7 +457,12 @@ static int window_bounds(const char *dir, const prof_opts *o, uint64_t *lo, uint
 static int read_flow_counted(const char *dir, const prof_opts *o, fl_sink sink, void *ctx,
                              uint64_t *events, pf_flow_stats *fs)
 {
-    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO), .o = o };
+    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO), .o = o,
+                        .dir = dir };
+    if (p.tty) {
+        p.start_us = g_get_monotonic_time();
+        p.total_bytes = streams_size(dir);
+    }
     if (o && (o->from_kind != 'n' || o->to_kind != 'n')) {
         if (window_bounds(dir, o, &p.lo, &p.hi) < 0)
             return -1;
@@ -398,7 +484,7 @@ static int read_flow_counted(const char *dir, const prof_opts *o, fl_sink sink, 
         }
         g_hash_table_destroy(p.chosen);
     }
-    if (p.tty && p.events >= PROGRESS_EVERY)
+    if (p.shown)
         fprintf(stderr, "\r\033[K");
     if (events)
         *events = p.events;

@@ -15,14 +15,19 @@ Records Hello under `ptrec --emulate` (JIT on), then:
   - the flame graph's data marks frames by how they ran: interpreted ones, and
     compiled ones when the summary reports compiled code;
   - its chrome-trace nests: B/E pairs closed in order, times strictly
-    increasing per thread.
+    increasing per thread;
+  - on a terminal, `hot` shows how much of the trace it has read and the
+    time left, and clears the line at the end.
 """
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import subprocess
 import sys
+import time
 
 
 def run(cmd, timeout=900):
@@ -150,6 +155,36 @@ def main():
               (sum(1 for k in kinds if k & (compiled | inlined)), ran_compiled.group(1)))
     else:
         print('note: no compiled code in this run: compiled frames not checked')
+
+    # ---- progress on a terminal: the share of the trace read and the time left
+    master, slave = pty.openpty()
+    started = time.time()
+    prog = subprocess.Popen([ptdecode, 'hot', trace, '-n', '3'], stdout=subprocess.PIPE,
+                            stderr=slave)
+    os.close(slave)
+    shown = b''
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        elif prog.poll() is not None:
+            break
+    prog.communicate()
+    os.close(master)
+    took = time.time() - started
+    if took > 1.5:
+        check(re.search(rb'\r\x1b\[Kptdecode: \d+% of the trace, [\d.]+M events, \d+ s left\r', shown)
+              and shown.endswith(b'\r\x1b[K'),
+              'a progress line with the share read and the time left, cleared at the end',
+              '%.1f s: %r' % (took, shown[-120:]))
+    else:
+        print('note: hot took %.1f s, before the progress line shows (1 s): not checked' % took)
 
     # ---- the Chrome trace of a traced run nests (segments, frames sharing a TSC)
     chrome = os.path.join(work, 'hello.json')
