@@ -577,6 +577,7 @@ int main(int argc, char **argv)
     else pr_cpu_parse("", &s.cpu);
     g_free(cpuinfo);
     clock_gettime(CLOCK_REALTIME, &s.start);
+    pr_clock_now(&s.clock_start);
     /* A first info.json now, so a trace whose recorder died is still described. */
     if (pr_write_info(&s, err, sizeof err) != 0) jerr_die(PR_EXIT_USAGE, "%s", err);
 
@@ -706,6 +707,7 @@ int main(int argc, char **argv)
     }
     hs_close(&hs);
     clock_gettime(CLOCK_REALTIME, &s.end);
+    pr_clock_end(&s.clock_start, &s.clock_end);
 
     b.ops->finish(&b, &s.sum);
     if (o.filter == PR_FILTER_RANGE) {

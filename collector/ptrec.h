@@ -114,6 +114,18 @@ struct pr_backend {
 extern const pr_backend_ops pr_emulated_ops;
 extern const pr_backend_ops pr_perf_ops;
 
+/* A TSC reading and CLOCK_MONOTONIC (ns) taken together; tsc 0: not taken. */
+typedef struct pr_clock_pair {
+    uint64_t tsc, mono_ns;
+} pr_clock_pair;
+
+/* Reads both clocks, the TSC between two readings of the monotonic one. */
+void pr_clock_now(pr_clock_pair *c);
+/* The end of a recording that began at start: both clocks now, after
+ * waiting until enough time has passed to measure the TSC's frequency
+ * (50 ms: recordings of real programs take longer). */
+void pr_clock_end(const pr_clock_pair *start, pr_clock_pair *end);
+
 /* Everything info.json records. */
 typedef struct pr_session {
     const pr_opts *opts;
@@ -132,9 +144,18 @@ typedef struct pr_session {
     bool range_set;             /* a filter range is in force */
     uint64_t range_lo, range_hi;
     struct timespec start, end; /* CLOCK_REALTIME */
+    /* The TSC against CLOCK_MONOTONIC at the start and the end of the
+     * recording: its frequency where the kernel and the CPU do not say. */
+    pr_clock_pair clock_start, clock_end;
     pr_summary sum;
     const pr_perf_info *perf;   /* NULL under emulation */
 } pr_session;
+
+/* TSC ticks per second for info.json, and where the figure comes from:
+ * "perf_mmap_page" (the kernel's time_mult / time_shift), "cpuid_15h", or
+ * "measured" (the TSC against CLOCK_MONOTONIC over the recording); 0 and
+ * NULL when none applies yet (the recording has not ended). */
+double pr_tsc_hz(const pr_session *s, const char **source);
 
 /* ptrec_info.c */
 /* Lists DIR/pt/: one stream per <name>.pt (and <name>.idx), sorted by name.

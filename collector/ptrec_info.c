@@ -14,7 +14,8 @@
  *                  ranges: the filter in force ([] for "all", and for
  *                  "codecache" when the agent never reported it)
  *   time           {time_zero, time_mult, time_shift}: sideband time to TSC
- *                  as in perf_event_mmap_page (identity under emulation)
+ *                  as in perf_event_mmap_page (identity under emulation);
+ *                  tsc_hz, tsc_hz_source: TSC ticks per second and whence
  *   aux_size, drain_rate  (0: not set, no loss model), keep_lossless
  *   jvm            {java_launcher, agent_added, agent, handshake "none"|"ok"|
  *                   "failed", pid, codecache [lo, hi]}
@@ -33,7 +34,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #include <glib.h>
 
@@ -179,6 +184,59 @@ static const char *filter_mode_name(pr_filter_mode m)
     return "?";
 }
 
+void pr_clock_now(pr_clock_pair *c)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    c->tsc = __rdtsc();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    c->mono_ns = ((uint64_t)a.tv_sec * 1000000000u + (uint64_t)a.tv_nsec +
+                  (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec) / 2;
+#else
+    c->tsc = 0;
+    c->mono_ns = 0;
+#endif
+}
+
+/* Shorter than this, the recording's two clock readings say too little. */
+#define MIN_MEASURED_NS 50000000u
+
+void pr_clock_end(const pr_clock_pair *start, pr_clock_pair *end)
+{
+    pr_clock_now(end);
+    if (start->tsc && end->mono_ns < start->mono_ns + MIN_MEASURED_NS) {
+        uint64_t wait = start->mono_ns + MIN_MEASURED_NS - end->mono_ns + 1000000u;
+        struct timespec nap = { (time_t)(wait / 1000000000u), (long)(wait % 1000000000u) };
+        while (nanosleep(&nap, &nap) != 0 && errno == EINTR) {
+        }
+        pr_clock_now(end);
+    }
+}
+
+double pr_tsc_hz(const pr_session *s, const char **source)
+{
+    const pr_perf_info *hw = s->perf;
+    *source = NULL;
+    /* The kernel's conversion: ns = tsc * time_mult >> time_shift, from its
+     * own calibration of the TSC. */
+    if (hw && hw->time_valid && hw->time_mult && hw->time_shift < 64) {
+        *source = "perf_mmap_page";
+        return 1e9 * (double)(1ull << hw->time_shift) / (double)hw->time_mult;
+    }
+    if (hw && hw->has_cpuid_15h && hw->cpuid_15h_eax && hw->cpuid_15h_ebx &&
+        hw->cpuid_15h_ecx) {
+        *source = "cpuid_15h";
+        return (double)hw->cpuid_15h_ecx * hw->cpuid_15h_ebx / hw->cpuid_15h_eax;
+    }
+    const pr_clock_pair *a = &s->clock_start, *b = &s->clock_end;
+    if (a->tsc && b->tsc > a->tsc && b->mono_ns >= a->mono_ns + MIN_MEASURED_NS) {
+        *source = "measured";
+        return (double)(b->tsc - a->tsc) * 1e9 / (double)(b->mono_ns - a->mono_ns);
+    }
+    return 0;
+}
+
 /* Wall-clock times: exact nanoseconds, and ISO 8601 (UTC) for people. */
 static void write_ts(json_w *j, const char *key, const struct timespec *ts)
 {
@@ -293,6 +351,13 @@ static void write_info(json_w *j, const pr_session *s)
         json_ku64(j, "time_zero", 0);
         json_ku64(j, "time_mult", 1);
         json_ku64(j, "time_shift", 0);
+    }
+    const char *hz_source;
+    double hz = pr_tsc_hz(s, &hz_source);
+    if (hz > 0) {
+        /* Whole ticks per second: more digits than any source has. */
+        json_ku64(j, "tsc_hz", (uint64_t)(hz + 0.5));
+        json_kstr(j, "tsc_hz_source", hz_source);
     }
     json_end(j);
 

@@ -138,6 +138,7 @@ static void add_self(pf_node *d, const pf_node *s)
     d->self_bytecodes += s->self_bytecodes;
     d->self_bc_events += s->self_bc_events;
     d->self_time += s->self_time;
+    d->kinds |= s->kinds;
 }
 
 int pf_cct_merge(pf_cct *dst, const pf_cct *src, bool collapse_threads)
@@ -431,7 +432,7 @@ bool pf_cct_equal(const pf_cct *a, const pf_cct *b, char *why, size_t whylen)
         const pf_node *x = &a->nodes[i], *y = &b->nodes[i];
         if (x->parent != y->parent || x->method != y->method || x->site != y->site ||
             x->first_child != y->first_child || x->next_sibling != y->next_sibling ||
-            x->subtree != y->subtree) {
+            x->subtree != y->subtree || x->kinds != y->kinds) {
             snprintf(why, whylen, "node %u: shape differs", i);
             return false;
         }
@@ -465,6 +466,17 @@ pf_cursor pf_cct_begin(pf_cct *t, uint32_t tid, uint64_t tsc, const uint64_t *me
     return c;
 }
 
+/* The PF_KIND_* of a frame entered by an FL_CALL with these flags. */
+static uint32_t call_kind(uint32_t flags, bool at_thread_root)
+{
+    uint32_t k = flags & FL_F_NATIVE ? PF_KIND_NATIVE
+                 : flags & FL_F_INLINED ? PF_KIND_INLINED
+                 : flags & FL_F_COMPILED ? PF_KIND_COMPILED : PF_KIND_INTERPRETED;
+    if ((flags & FL_F_CONTEXT) && at_thread_root)
+        k |= PF_KIND_TRUNCATED;
+    return k;
+}
+
 int pf_cct_apply(pf_cct *t, pf_cursor *c, const fl_event *ev)
 {
     if (c->node < 0)
@@ -484,6 +496,7 @@ int pf_cct_apply(pf_cct *t, pf_cursor *c, const fl_event *ev)
                                  t->opts.call_sites ? ev->bci : -1);
         if (n < 0)
             return -1;
+        t->nodes[n].kinds |= call_kind(ev->flags, t->nodes[c->node].method == PF_NO_METHOD);
         c->node = n;
         /* FL_F_CONTEXT: a frame found already active, not a call seen. */
         if (counted && !(ev->flags & FL_F_CONTEXT))
@@ -496,6 +509,8 @@ int pf_cct_apply(pf_cct *t, pf_cursor *c, const fl_event *ev)
             c->node = t->nodes[c->node].parent;
         break;
     case FL_BYTECODE:
+        t->nodes[c->node].kinds |= ev->flags & FL_F_COMPILED ? PF_KIND_COMPILED
+                                                             : PF_KIND_INTERPRETED;
         if (counted) {
             t->nodes[c->node].self_bytecodes += ev->count;
             t->nodes[c->node].self_bc_events++;
@@ -564,6 +579,9 @@ pf_cct *pf_seq_finish(pf_seq *s)
 
 /* ---- parallel builder (ParCCT) ------------------------------------------- */
 
+/* The flags pf_cct_apply reads (all below 0x100). */
+#define PAR_FLAGS (FL_F_CONTEXT | FL_F_COMPILED | FL_F_INLINED | FL_F_NATIVE)
+
 /* A buffered event: what pf_cct_apply needs of an fl_event, in 24 bytes
  * (the pool's input is copied event by event on one thread: its size is
  * the feeding's cost). */
@@ -574,7 +592,7 @@ typedef struct par_event {
     uint64_t value;
     int32_t bci;             /* FL_SEGMENT: the starting stack's depth */
     uint8_t kind, origin;
-    uint8_t flags;           /* FL_F_CONTEXT or 0 */
+    uint8_t flags;           /* the flags PAR_FLAGS keeps */
 } par_event;
 
 /* A run of one thread's events, started from the stack the thread was at.
@@ -810,7 +828,7 @@ int pf_par_sink(const fl_event *ev, void *ctx)
     }
     ch->events[ch->n++] = (par_event){
         .tsc = ev->tsc, .value = ev->kind == FL_BYTECODE ? ev->count : ev->method_id,
-        .bci = ev->bci, .flags = (uint8_t)(ev->flags & FL_F_CONTEXT),
+        .bci = ev->bci, .flags = (uint8_t)(ev->flags & PAR_FLAGS),
         .kind = (uint8_t)ev->kind, .origin = (uint8_t)ev->origin };
     if (ev->tsc > th->last_tsc)
         th->last_tsc = ev->tsc;

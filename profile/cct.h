@@ -32,6 +32,16 @@
 
 #define PF_NO_METHOD UINT64_MAX  /* method of the merged root and the thread roots */
 
+/* How a node's frame ran, as far as the flow tells (pf_node.kinds, OR-ed
+ * over its events; 0 when nothing told). */
+#define PF_KIND_INTERPRETED 0x01 /* entered by an interpreted call, or ran interpreted bytecodes */
+#define PF_KIND_COMPILED    0x02 /* entered as compiled code, or ran compiled bytecodes */
+#define PF_KIND_INLINED     0x04 /* entered as an inlined frame of compiled code */
+#define PF_KIND_NATIVE      0x08 /* a native method's call */
+/* Found already running right at the thread root (FL_F_CONTEXT): the frames
+ * below it are not in the trace. */
+#define PF_KIND_TRUNCATED   0x10
+
 typedef struct pf_cct_opts {
     bool call_sites;                 /* key nodes by the caller's bci too */
     bool include[FL_ORIGIN_COUNT];   /* origins whose events are counted */
@@ -50,6 +60,7 @@ typedef struct pf_node {
     /* inclusive, valid after pf_cct_finalize */
     uint64_t bytecodes, bc_events, time;
     uint32_t subtree;                /* nodes in the subtree, itself included (finalized) */
+    uint32_t kinds;                  /* PF_KIND_* */
 } pf_node;
 
 typedef struct pf_cct {

@@ -1,5 +1,6 @@
 /* Line and branch coverage (see coverage.h). */
 #include "profile/coverage.h"
+#include "profile/names.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -192,7 +193,19 @@ static void sanitize_path(char *s)
         s[0] = '_';
 }
 
-static char *source_path(const rc_method *m)
+bool pf_cov_jdk_class(const char *klass)
+{
+    /* the packages of the JDK's own modules */
+    static const char *const jdk[] = { "java/", "javax/", "jdk/", "sun/", "com/sun/",
+                                       "org/ietf/jgss/", "org/w3c/dom/", "org/xml/sax/",
+                                       "org/jcp/xml/" };
+    for (size_t i = 0; i < sizeof jdk / sizeof jdk[0]; i++)
+        if (!strncmp(klass, jdk[i], strlen(jdk[i])))
+            return true;
+    return false;
+}
+
+char *pf_cov_source_path(const rc_method *m)
 {
     const char *slash = strrchr(m->klass, '/');
     size_t pkg = slash ? (size_t)(slash - m->klass) + 1 : 0;
@@ -379,15 +392,15 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
                       pf_cov_totals *totals)
 {
     pf_cov_totals t = { .unknown_events = c->unknown };
-    GPatternSpec *glob = class_glob ? g_pattern_spec_new(class_glob) : NULL;
     /* the classes that ran (or that the glob selects) */
     GHashTable *classes = g_hash_table_new(g_str_hash, g_str_equal);
     for (size_t i = 0; i < c->nmethods; i++) {
         const rc_method *m = rc_method_at(c->prog, (uint32_t)i);
         if (!m || !m->klass)
             continue;
-        bool take = glob ? g_pattern_spec_match_string(glob, m->klass)
-                         : c->by_index[i] && c->by_index[i]->ran;
+        bool take = class_glob ? pf_class_pattern_match(class_glob, m->klass)
+                               : c->by_index[i] && c->by_index[i]->ran &&
+                                 !pf_cov_jdk_class(m->klass);
         if (take)
             g_hash_table_add(classes, (gpointer)m->klass);
     }
@@ -398,7 +411,7 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
         if (!m || !m->klass || !m->code || !m->nlines ||
             !g_hash_table_contains(classes, m->klass))
             continue;
-        char *path = source_path(m);
+        char *path = pf_cov_source_path(m);
         file_methods *f = g_hash_table_lookup(files, path);
         if (!f) {
             f = g_new0(file_methods, 1);
@@ -427,8 +440,6 @@ int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *c
     g_ptr_array_free(list, TRUE);
     g_hash_table_destroy(files);
     g_hash_table_destroy(classes);
-    if (glob)
-        g_pattern_spec_free(glob);
     if (totals)
         *totals = t;
     return ferror(out) ? -1 : 0;

@@ -45,10 +45,20 @@ typedef struct pf_cov_totals {
 } pf_cov_totals;
 
 /* Writes the tracefile: test_name on TN: (letters, digits, '_' kept; others
- * become '_'), classes selected by class_glob on the internal class name
- * ("Branchy*", "com/example/?*"; NULL: every class that ran). Returns 0, -1 on a write
+ * become '_'), classes selected by class_glob on the class name in internal
+ * or Java form ("Branchy*", "com/example/?*", "com.example.?*"; "*" every
+ * class; NULL: every class outside the JDK that ran). Returns 0, -1 on a write
  * error; totals (may be NULL) tell what was written. */
 int pf_cov_write_lcov(FILE *out, pf_cov *c, const char *test_name, const char *class_glob,
                       pf_cov_totals *totals);
+
+/* Whether the class (internal name) is in a package of the JDK's own
+ * modules (java/, javax/, jdk/, sun/, com/sun/, ...). */
+bool pf_cov_jdk_class(const char *klass);
+
+/* The source file of m's class as lcov names it ("java/lang/String.java",
+ * from the SourceFile attribute, else the outer class's name), made safe
+ * from hostile class files; g_free it. */
+char *pf_cov_source_path(const rc_method *m);
 
 #endif

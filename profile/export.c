@@ -58,7 +58,24 @@ static void field_self_time(json_w *j, const pf_node *n, const int32_t *mi)
     json_u64(j, n->self_time);
 }
 
+/* A node's PF_KIND_* with what the method's modifiers add: a native
+ * method's frame runs no bytecodes, whatever its call looked like. */
+static uint32_t node_kinds(const pf_node *n, const pf_names *names)
+{
+    const pf_method_name *mn = names && n->method != PF_NO_METHOD
+                               ? pf_names_method(names, n->method) : NULL;
+    if (mn && (mn->modifiers & PF_ACC_NATIVE))
+        return (n->kinds & ~(uint32_t)(PF_KIND_INTERPRETED | PF_KIND_COMPILED)) | PF_KIND_NATIVE;
+    return n->kinds;
+}
+
 int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const char *title)
+{
+    return pf_export_cct_json_hz(out, t, names, title, 0);
+}
+
+int pf_export_cct_json_hz(FILE *out, const pf_cct *t, const pf_names *names, const char *title,
+                          double tsc_hz)
 {
     /* Methods numbered in order of first appearance in preorder. */
     GHashTable *index = g_hash_table_new(g_int64_hash, g_int64_equal);
@@ -84,6 +101,15 @@ int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const 
     json_kstr(&j, "format", "jpt-cct");
     json_ku64(&j, "version", 1);
     json_kstr(&j, "title", title ? title : "");
+    if (tsc_hz > 0)
+        json_ku64(&j, "tsc_hz", (uint64_t)(tsc_hz + 0.5));
+    json_key(&j, "kinds");
+    json_arr(&j);
+    static const char *const kind_names[] = { "interpreted", "compiled", "inlined", "native",
+                                              "truncated" };
+    for (size_t k = 0; k < sizeof kind_names / sizeof kind_names[0]; k++)
+        json_str(&j, kind_names[k]);
+    json_end(&j);
     json_key(&j, "metrics");
     json_arr(&j);
     json_str(&j, "calls");
@@ -122,6 +148,11 @@ int pf_export_cct_json(FILE *out, const pf_cct *t, const pf_names *names, const 
         }
         json_end(&j);
     }
+    json_key(&j, "kind");
+    json_arr(&j);
+    for (uint32_t i = 0; i < t->count; i++)
+        json_u64(&j, node_kinds(&t->nodes[i], names));
+    json_end(&j);
     json_end(&j);
     json_key(&j, "labels");
     json_obj(&j);
@@ -204,15 +235,21 @@ int pf_export_folded(FILE *out, const pf_cct *t, const pf_names *names, pf_metri
 
 /* ---- Chrome trace events ------------------------------------------------- */
 
-typedef struct chrome_frame {
-    uint64_t method, start;
-} chrome_frame;
+/* Duration events, "B" at a call and "E" at its return, written as the flow
+ * goes: per thread in begin order and nested by construction. Every event of
+ * a thread gets its own nanosecond, one after the thread's previous event
+ * when the flow gives the same time (compiled code's frames often share a
+ * TSC): viewers that order events by time alone (speedscope pairs a frame's
+ * end with the stack's top by time) then nest them as the flow did, and no
+ * span is empty. */
 
 typedef struct chrome_thread {
     uint32_t tid;
-    chrome_frame *frames;
+    uint64_t *frames;        /* methods of the open frames, outermost first */
     uint32_t depth, cap;
     uint64_t last_tsc;
+    int64_t first_ns, last_ns;   /* times of the thread's first and last events; -1: none */
+    FILE *events;            /* speedscope: the thread's events, written out at the end */
 } chrome_thread;
 
 struct pf_chrome {
@@ -223,11 +260,19 @@ struct pf_chrome {
     GHashTable *threads;
     long long spans;
     bool first;              /* no trace event written yet */
+    /* speedscope's evented format: a profile per thread, frames shared */
+    bool speedscope;
+    char *title;
+    GHashTable *frame_index; /* method id -> index + 1 */
+    GArray *frame_methods;   /* uint64 method ids by index */
+    bool tmp_failed;
 };
 
 static void chrome_thread_free(gpointer p)
 {
     chrome_thread *th = p;
+    if (th->events)
+        fclose(th->events);
     g_free(th->frames);
     g_free(th);
 }
@@ -253,7 +298,23 @@ pf_chrome *pf_chrome_new(FILE *out, const pf_names *names, uint64_t t0_tsc, doub
     return c;
 }
 
-/* Whole nanoseconds since t0, so that spans computed from them nest exactly. */
+pf_chrome *pf_speedscope_new(FILE *out, const pf_names *names, uint64_t t0_tsc, double tsc_hz,
+                             const char *title)
+{
+    pf_chrome *c = g_new0(pf_chrome, 1);
+    c->out = out;
+    c->names = names;
+    c->t0 = t0_tsc;
+    c->ns_per_tick = 1e9 / tsc_hz;
+    c->speedscope = true;
+    c->title = g_strdup(title);
+    c->frame_index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    c->frame_methods = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    c->threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, chrome_thread_free);
+    return c;
+}
+
+/* Whole nanoseconds since t0. */
 static int64_t chrome_ns(const pf_chrome *c, uint64_t tsc)
 {
     return (int64_t)((double)((int64_t)(tsc - c->t0)) * c->ns_per_tick + 0.5);
@@ -276,32 +337,67 @@ static void put_us(FILE *out, int64_t ns)
     fprintf(out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
 }
 
-static void chrome_close_top(pf_chrome *c, chrome_thread *th, uint64_t end)
+/* speedscope: the index of the method's frame. */
+static uint32_t speedscope_frame(pf_chrome *c, uint64_t method)
 {
-    chrome_frame *f = &th->frames[--th->depth];
-    int64_t s = chrome_ns(c, f->start), e = chrome_ns(c, end);
-    if (e < s)
-        e = s;
-    char buf[32];
-    chrome_sep(c);
-    fputs("{\"name\":", c->out);
-    put_json_string(c->out, pf_names_readable(c->names, f->method, buf, sizeof buf));
-    fprintf(c->out, ",\"cat\":\"java\",\"ph\":\"X\",\"pid\":1,\"tid\":%" PRIu32 ",\"ts\":",
-            th->tid);
-    put_us(c->out, s);
-    fputs(",\"dur\":", c->out);
-    put_us(c->out, e - s);
-    fputc('}', c->out);
-    c->spans++;
+    gpointer v = g_hash_table_lookup(c->frame_index, &method);
+    if (v)
+        return GPOINTER_TO_UINT(v) - 1;
+    g_array_append_val(c->frame_methods, method);
+    uint64_t *key = g_new(uint64_t, 1);
+    *key = method;
+    g_hash_table_insert(c->frame_index, key, GUINT_TO_POINTER(c->frame_methods->len));
+    return c->frame_methods->len - 1;
 }
 
-static void chrome_push(chrome_thread *th, uint64_t method, uint64_t start)
+/* One "B" or "E" event of the thread at tsc, at least 1 ns after its last
+ * (speedscope: "O" or "C" into the thread's own list). */
+static void chrome_event(pf_chrome *c, chrome_thread *th, char ph, uint64_t method, uint64_t tsc)
+{
+    int64_t ns = chrome_ns(c, tsc);
+    if (th->last_ns >= 0 && ns <= th->last_ns)
+        ns = th->last_ns + 1;
+    if (th->first_ns < 0)
+        th->first_ns = ns;
+    th->last_ns = ns;
+    if (c->speedscope) {
+        if (!th->events) {
+            if (c->tmp_failed || !(th->events = tmpfile())) {
+                c->tmp_failed = true;
+                return;
+            }
+        } else {
+            fputc(',', th->events);
+        }
+        fprintf(th->events, "\n{\"type\":\"%c\",\"frame\":%" PRIu32 ",\"at\":%" PRId64 "}",
+                ph == 'B' ? 'O' : 'C', speedscope_frame(c, method), ns);
+        return;
+    }
+    char buf[32];
+    chrome_sep(c);
+    /* The end carries the name too: a viewer checks it against the frame it closes. */
+    fputs("{\"name\":", c->out);
+    put_json_string(c->out, pf_names_readable(c->names, method, buf, sizeof buf));
+    fprintf(c->out, ",\"cat\":\"java\",\"ph\":\"%c\",\"pid\":1,\"tid\":%" PRIu32 ",\"ts\":", ph,
+            th->tid);
+    put_us(c->out, ns);
+    fputc('}', c->out);
+}
+
+static void chrome_push(pf_chrome *c, chrome_thread *th, uint64_t method, uint64_t tsc)
 {
     if (th->depth == th->cap) {
         th->cap = th->cap ? th->cap * 2 : 64;
-        th->frames = g_renew(chrome_frame, th->frames, th->cap);
+        th->frames = g_renew(uint64_t, th->frames, th->cap);
     }
-    th->frames[th->depth++] = (chrome_frame){ method, start };
+    th->frames[th->depth++] = method;
+    chrome_event(c, th, 'B', method, tsc);
+    c->spans++;
+}
+
+static void chrome_pop(pf_chrome *c, chrome_thread *th, uint64_t tsc)
+{
+    chrome_event(c, th, 'E', th->frames[--th->depth], tsc);
 }
 
 int pf_chrome_sink(const fl_event *ev, void *ctx)
@@ -312,35 +408,98 @@ int pf_chrome_sink(const fl_event *ev, void *ctx)
         th = g_new0(chrome_thread, 1);
         th->tid = ev->tid;
         th->last_tsc = ev->tsc;
+        th->first_ns = th->last_ns = -1;
         g_hash_table_insert(c->threads, GUINT_TO_POINTER(ev->tid), th);
         const char *name = c->names ? pf_names_thread(c->names, ev->tid) : NULL;
+        if (c->speedscope)
+            name = NULL;         /* named in its profile */
+        else {
         chrome_sep(c);
         fprintf(c->out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRIu32
                 ",\"args\":{\"name\":", ev->tid);
         put_json_string(c->out, name ? name : "thread");
         fputs("}}", c->out);
+        }
     }
-    /* Times never go backwards within a thread's spans. */
+    /* Times never go backwards within a thread. */
     uint64_t tsc = ev->tsc > th->last_tsc ? ev->tsc : th->last_tsc;
     th->last_tsc = tsc;
     switch (ev->kind) {
     case FL_SEGMENT:
         while (th->depth)
-            chrome_close_top(c, th, tsc);
+            chrome_pop(c, th, tsc);
         for (uint32_t i = 0; i < ev->depth; i++)
-            chrome_push(th, ev->stack[i], tsc);
+            chrome_push(c, th, ev->stack[i], tsc);
         break;
     case FL_CALL:
-        chrome_push(th, ev->method_id, tsc);
+        chrome_push(c, th, ev->method_id, tsc);
         break;
     case FL_RETURN:
         if (th->depth)
-            chrome_close_top(c, th, tsc);
+            chrome_pop(c, th, tsc);
         break;
     default:
         break;
     }
     return 0;
+}
+
+static int tid_order(const void *a, const void *b)
+{
+    const chrome_thread *x = *(const chrome_thread *const *)a, *y = *(const chrome_thread *const *)b;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* speedscope's document: the frames, then a profile per thread (by tid)
+ * with the events kept for it. */
+static bool speedscope_finish(pf_chrome *c)
+{
+    FILE *out = c->out;
+    fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+          "\"exporter\":\"jpt\",\"name\":", out);
+    put_json_string(out, c->title ? c->title : "");
+    fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", out);
+    char buf[32];
+    for (guint i = 0; i < c->frame_methods->len; i++) {
+        fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
+        put_json_string(out, pf_names_readable(c->names, g_array_index(c->frame_methods, uint64_t,
+                                                                       i), buf, sizeof buf));
+        fputc('}', out);
+    }
+    fputs("]},\"profiles\":[", out);
+    guint n = 0;
+    gpointer *threads = g_new(gpointer, g_hash_table_size(c->threads) + 1);
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, c->threads);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        threads[n++] = value;
+    qsort(threads, n, sizeof *threads, tid_order);
+    bool ok = !c->tmp_failed, first = true;
+    for (guint i = 0; i < n && ok; i++) {
+        chrome_thread *th = threads[i];
+        if (!th->events)
+            continue;
+        const char *name = c->names ? pf_names_thread(c->names, th->tid) : NULL;
+        char *label = g_strdup_printf("%s (tid %" PRIu32 ")", name ? name : "thread", th->tid);
+        fputs(first ? "\n{\"type\":\"evented\",\"name\":" : ",\n{\"type\":\"evented\",\"name\":",
+              out);
+        first = false;
+        put_json_string(out, label);
+        g_free(label);
+        fprintf(out, ",\"unit\":\"nanoseconds\",\"startValue\":%" PRId64 ",\"endValue\":%" PRId64
+                ",\"events\":[", th->first_ns, th->last_ns);
+        rewind(th->events);
+        char chunk[1 << 16];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, th->events)) > 0)
+            ok &= fwrite(chunk, 1, got, out) == got;
+        ok &= !ferror(th->events);
+        fputs("]}", out);
+    }
+    g_free(threads);
+    fputs("\n]}\n", out);
+    return ok;
 }
 
 long long pf_chrome_finish(pf_chrome *c)
@@ -351,11 +510,20 @@ long long pf_chrome_finish(pf_chrome *c)
     while (g_hash_table_iter_next(&it, &key, &value)) {
         chrome_thread *th = value;
         while (th->depth)
-            chrome_close_top(c, th, th->last_tsc);
+            chrome_pop(c, th, th->last_tsc);
     }
-    fputs("\n]}\n", c->out);
-    long long spans = ferror(c->out) || fflush(c->out) ? -1 : c->spans;
+    bool ok = true;
+    if (c->speedscope)
+        ok = speedscope_finish(c);
+    else
+        fputs("\n]}\n", c->out);
+    long long spans = !ok || ferror(c->out) || fflush(c->out) ? -1 : c->spans;
     g_hash_table_destroy(c->threads);
+    if (c->frame_index)
+        g_hash_table_destroy(c->frame_index);
+    if (c->frame_methods)
+        g_array_free(c->frame_methods, TRUE);
+    g_free(c->title);
     g_free(c);
     return spans;
 }

@@ -15,6 +15,7 @@
 struct pf_names {
     GHashTable *methods;  /* uint64 id -> pf_method_name */
     GHashTable *threads;  /* uint32 tid -> char * */
+    bool simple;          /* pf_names_readable without parameters */
 };
 
 static void method_free(gpointer p)
@@ -24,6 +25,7 @@ static void method_free(gpointer p)
     g_free(m->name);
     g_free(m->sig);
     g_free(m->readable);
+    g_free(m->simple);
     g_free(m);
 }
 
@@ -103,7 +105,7 @@ char *pf_readable_params(const char *sig)
 }
 
 void pf_names_add_method(pf_names *n, uint64_t method_id, const char *class_sig,
-                         const char *name, const char *sig)
+                         const char *name, const char *sig, uint32_t modifiers)
 {
     pf_method_name *m = g_new0(pf_method_name, 1);
     size_t len = strlen(class_sig);
@@ -119,6 +121,8 @@ void pf_names_add_method(pf_names *n, uint64_t method_id, const char *class_sig,
             *c = '.';
     char *params = pf_readable_params(sig);
     m->readable = g_strdup_printf("%s.%s%s", dotted, name, params);
+    m->simple = g_strdup_printf("%s.%s", dotted, name);
+    m->modifiers = modifiers;
     g_free(params);
     g_free(dotted);
     gint64 *key = g_new(gint64, 1);
@@ -142,11 +146,16 @@ const char *pf_names_readable(const pf_names *n, uint64_t method_id, char *buf, 
 {
     const pf_method_name *m = pf_names_method(n, method_id);
     if (m)
-        return m->readable;
+        return n->simple ? m->simple : m->readable;
     if (!method_id)
         return "?";     /* a frame whose method the trace could not name, as the flow prints it */
     snprintf(buf, len, "0x%" PRIx64, method_id);
     return buf;
+}
+
+void pf_names_set_simple(pf_names *n, bool simple)
+{
+    n->simple = simple;
 }
 
 const char *pf_names_thread(const pf_names *n, uint32_t tid)
@@ -174,7 +183,7 @@ pf_names *pf_names_load(const char *dir, char *err, size_t errlen)
             char *cls = g_strndup((const char *)p.u.method.class_sig.p, p.u.method.class_sig.len);
             char *name = g_strndup((const char *)p.u.method.name.p, p.u.method.name.len);
             char *sig = g_strndup((const char *)p.u.method.sig.p, p.u.method.sig.len);
-            pf_names_add_method(n, p.u.method.method_id, cls, name, sig);
+            pf_names_add_method(n, p.u.method.method_id, cls, name, sig, p.u.method.modifiers);
             g_free(cls);
             g_free(name);
             g_free(sig);
@@ -186,4 +195,98 @@ pf_names *pf_names_load(const char *dir, char *err, size_t errlen)
     }
     jm_reader_close(r);
     return n;
+}
+
+/* ---- patterns ------------------------------------------------------------ */
+
+struct pf_method_pattern {
+    GPatternSpec *spec;
+    bool matched;
+};
+
+pf_method_pattern *pf_method_pattern_new(const char *glob)
+{
+    pf_method_pattern *p = g_new0(pf_method_pattern, 1);
+    p->spec = g_pattern_spec_new(glob);
+    return p;
+}
+
+void pf_method_pattern_free(pf_method_pattern *p)
+{
+    if (!p)
+        return;
+    g_pattern_spec_free(p->spec);
+    g_free(p);
+}
+
+static bool spec_match(pf_method_pattern *p, const char *s)
+{
+    if (!g_pattern_spec_match_string(p->spec, s))
+        return false;
+    p->matched = true;
+    return true;
+}
+
+bool pf_method_pattern_match(pf_method_pattern *p, const char *class_name, const char *name,
+                             const char *sig)
+{
+    GString *s = g_string_new(class_name);
+    g_string_append_c(s, '.');
+    g_string_append(s, name);
+    size_t head = s->len;
+    g_string_append(s, sig);
+    bool hit = spec_match(p, s->str);                 /* JVM style */
+    if (!hit) {
+        for (size_t i = 0; i < head; i++)
+            if (s->str[i] == '/')
+                s->str[i] = '.';
+        g_string_truncate(s, head);
+        hit = spec_match(p, s->str);                  /* Java style, no parameters */
+        if (!hit) {
+            char *params = pf_readable_params(sig);
+            g_string_append(s, params);
+            g_free(params);
+            hit = spec_match(p, s->str);              /* Java style */
+        }
+    }
+    g_string_free(s, TRUE);
+    return hit;
+}
+
+bool pf_method_pattern_match_jvm(pf_method_pattern *p, const char *jvm_name)
+{
+    const char *paren = strchr(jvm_name, '(');
+    if (!paren)
+        return spec_match(p, jvm_name);
+    /* the class ends at the last '.' before the parameters */
+    const char *dot = NULL;
+    for (const char *c = jvm_name; c < paren; c++)
+        if (*c == '.')
+            dot = c;
+    if (!dot)
+        return spec_match(p, jvm_name);
+    char *cls = g_strndup(jvm_name, (size_t)(dot - jvm_name));
+    char *name = g_strndup(dot + 1, (size_t)(paren - dot - 1));
+    bool hit = pf_method_pattern_match(p, cls, name, paren);
+    g_free(cls);
+    g_free(name);
+    return hit;
+}
+
+bool pf_method_pattern_matched(const pf_method_pattern *p)
+{
+    return p->matched;
+}
+
+bool pf_class_pattern_match(const char *glob, const char *internal_name)
+{
+    if (g_pattern_match_simple(glob, internal_name))
+        return true;
+    char *dotted = g_strdup(internal_name);
+    for (char *c = dotted; *c; c++)
+        if (*c == '/')
+            *c = '.';
+    bool hit = g_pattern_match_simple(glob, dotted);
+    g_free(dotted);
+    return hit;
 }

@@ -16,6 +16,7 @@ int cmd_context(int argc, char **argv);
 int cmd_flow(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 /* `ptdecode TRACE.DIR`: the summary (profile_cmds.c). */
 int cmd_summary(int argc, char **argv);
 

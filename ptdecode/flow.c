@@ -14,6 +14,7 @@
 #include "decoder/bytecodes.h"
 #include "decoder/percpu.h"
 #include "profile/cct.h"
+#include "profile/names.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
 #include "recover/recover.h"
@@ -23,7 +24,10 @@ typedef struct flow_printer {
     FILE *out;
     bool json;
     bool summary;               /* print nothing but the per-thread counts */
-    GPatternSpec *method_glob;  /* NULL: all */
+    pf_method_pattern *method_glob;  /* NULL: all */
+    GHashTable *glob_hits;      /* method id -> 1 matches, 2 does not (the pattern's answer) */
+    GHashTable *java_names;     /* method id -> its name in the text output (Java style) */
+    bool simple;                /* ... without parameters */
     uint64_t base_tsc;
     uint64_t limit, printed;
     int depth;                  /* indentation: calls minus returns in this segment */
@@ -54,8 +58,11 @@ static void usage(FILE *f)
             "\n"
             "  --thread TID    only this thread\n"
             "  --method GLOB   print only bytecodes of methods matching GLOB, e.g. 'Hello.*'\n"
-            "                  (names are pkg/Cls.name(sig), * and ? match anything)\n"
-            "  --json          one JSON object per line instead of text\n"
+            "                  (* and ? match anything; a method matches as\n"
+            "                  pkg.Cls.name(Type, ...), pkg.Cls.name or pkg/Cls.name(descriptor))\n"
+            "  --json          one JSON object per line instead of text (methods named\n"
+            "                  pkg/Cls.name(descriptor); the text names them pkg.Cls.name(Type, ...))\n"
+            "  --simple        text: method names without their parameter types\n"
             "  --limit N       stop each thread after printing N lines\n"
             "  --recover       fill the holes left by gaps from matching earlier flow of the\n"
             "                  thread (recover/README.md); their lines are marked +\n"
@@ -85,6 +92,48 @@ static const char *kind_name(fl_kind k)
     case FL_BYTECODE: return "bytecode";
     default: return "?";
     }
+}
+
+/* The method's name in the text output: Java style, as the reports name
+ * methods ("java.lang.String.indexOf(java.lang.String, int)"; --simple
+ * without the parameters), made once per method. The JSON keeps the JVM
+ * name (jvm_name), descriptor and all. */
+static const char *java_name(flow_printer *p, uint64_t method_id, const char *jvm_name)
+{
+    const char *known = g_hash_table_lookup(p->java_names, &method_id);
+    if (known)
+        return known;
+    const rc_method *m = method_id ? rc_method_by_id(rt_program(p->t), method_id) : NULL;
+    char *name;
+    if (m) {
+        char *cls = g_strdup(m->klass);
+        for (char *c = cls; *c; c++)
+            if (*c == '/')
+                *c = '.';
+        char *params = p->simple ? g_strdup("") : pf_readable_params(m->sig);
+        name = g_strdup_printf("%s.%s%s", cls, m->name, params);
+        g_free(params);
+        g_free(cls);
+    } else {
+        name = g_strdup(jvm_name);
+    }
+    uint64_t *key = g_new(uint64_t, 1);
+    *key = method_id;
+    g_hash_table_insert(p->java_names, key, name);
+    return name;
+}
+
+/* Whether --method matches the method (named in JVM style), once per method. */
+static bool glob_matches(flow_printer *p, uint64_t method_id, const char *name)
+{
+    gpointer known = g_hash_table_lookup(p->glob_hits, &method_id);
+    if (known)
+        return GPOINTER_TO_INT(known) == 1;
+    bool hit = pf_method_pattern_match_jvm(p->method_glob, name);
+    uint64_t *key = g_new(uint64_t, 1);
+    *key = method_id;
+    g_hash_table_insert(p->glob_hits, key, GINT_TO_POINTER(hit ? 1 : 2));
+    return hit;
 }
 
 static int on_flow(const fl_event *ev, void *vp)
@@ -118,8 +167,7 @@ static int on_flow(const fl_event *ev, void *vp)
         p->depth++;
     else if (ev->kind == FL_RETURN && p->depth > 0)
         p->depth--;
-    if (p->method_glob && (ev->kind != FL_BYTECODE ||
-                           !g_pattern_spec_match_string(p->method_glob, name)))
+    if (p->method_glob && (ev->kind != FL_BYTECODE || !glob_matches(p, ev->method_id, name)))
         return 0;
     if (p->limit && p->printed >= p->limit)
         return 1;
@@ -175,6 +223,7 @@ static int on_flow(const fl_event *ev, void *vp)
         fprintf(p->out, "}\n");
         return 0;
     }
+    const char *shown = ev->kind == FL_SEGMENT ? "" : java_name(p, ev->method_id, name);
     char ctxs[32] = "";
     if (p->ctx_tree) {
         if (ctx >= 0)
@@ -192,18 +241,18 @@ static int on_flow(const fl_event *ev, void *vp)
             indent * 2, "");
     switch (ev->kind) {
     case FL_CALL:
-        fprintf(p->out, "call %s%s%s%s%s%s\n", name,
+        fprintf(p->out, "call %s%s%s%s%s%s\n", shown,
                 ev->flags & FL_F_COMPILED ? " [compiled]" : "",
                 ev->flags & FL_F_INLINED ? " [inlined]" : "",
                 ev->flags & FL_F_INFERRED ? " [inferred]" : "",
                 ev->flags & FL_F_CONTEXT ? " [already running]" : "", ctxs);
         break;
     case FL_RETURN:
-        fprintf(p->out, "return %s%s%s\n", name, ev->flags & FL_F_EXCEPTION ? " [exception]" : "",
+        fprintf(p->out, "return %s%s%s\n", shown, ev->flags & FL_F_EXCEPTION ? " [exception]" : "",
                 ctxs);
         break;
     default:
-        fprintf(p->out, "%s bci %d %s", name, ev->bci, op ? op : "?");
+        fprintf(p->out, "%s bci %d %s", shown, ev->bci, op ? op : "?");
         if (line)
             fprintf(p->out, " line %u", line);
         fprintf(p->out, "%s\n", ctxs);
@@ -243,13 +292,14 @@ int cmd_flow(int argc, char **argv)
         { "recover", no_argument, NULL, 'r' },
         { "summary", no_argument, NULL, 's' },
         { "context-ids", no_argument, NULL, 'c' },
+        { "simple", no_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     long long want_tid = -1;
     uint64_t limit = 0;
     const char *glob = NULL;
-    bool json = false, recover = false, summary = false, context_ids = false;
+    bool json = false, recover = false, summary = false, context_ids = false, simple = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:m:jn:sh", opts, NULL)) != -1) {
@@ -286,6 +336,9 @@ int cmd_flow(int argc, char **argv)
             break;
         case 's':
             summary = true;
+            break;
+        case 'S':
+            simple = true;
             break;
         case 'h':
             usage(stdout);
@@ -344,7 +397,12 @@ int cmd_flow(int argc, char **argv)
     }
     flow_printer p = { .t = t, .out = stdout, .json = json, .summary = summary, .limit = limit,
                        .base_tsc = rt_model(t)->start_tsc,
-                       .method_glob = glob ? g_pattern_spec_new(glob) : NULL,
+                       .method_glob = glob ? pf_method_pattern_new(glob) : NULL,
+                       .glob_hits = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                                          NULL),
+                       .java_names = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                                           g_free),
+                       .simple = simple,
                        .ctx_tree = ctx_tree };
     bool found = want_tid < 0;
     rp_stats total = { 0 };
@@ -395,8 +453,11 @@ int cmd_flow(int argc, char **argv)
                 total.bytecodes ? 100.0 * (double)total.placed / (double)total.bytecodes : 100.0,
                 total.segments, total.segments_unique, total.segments_chosen,
                 total.segments_unresolved);
-    if (p.method_glob)
-        g_pattern_spec_free(p.method_glob);
+    if (p.method_glob && !pf_method_pattern_matched(p.method_glob) && status == 0)
+        jerr_warn("flow: no method that ran matches --method '%s' (%s)", glob, PF_PATTERN_STYLES);
+    pf_method_pattern_free(p.method_glob);
+    g_hash_table_destroy(p.glob_hits);
+    g_hash_table_destroy(p.java_names);
     pf_cct_free(ctx_tree);
     rt_close(t);
     return status;

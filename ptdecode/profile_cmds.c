@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -14,25 +16,34 @@
 #include "common/jerr.h"
 #include "common/json.h"
 #include "profile/ccenc.h"
-#include "profile/coverage.h"
 #include "profile/cct.h"
+#include "profile/coverage.h"
+#include "profile/diff.h"
 #include "profile/export.h"
+#include "profile/flamegraph.h"
+#include "profile/focus.h"
 #include "profile/hcct.h"
 #include "profile/hot.h"
 #include "profile/names.h"
+#include "profile/pprof.h"
 #include "profile/ringchart.h"
 #include "profile/source.h"
+#include "profile/timebase.h"
 #include "ptdecode/commands.h"
 #include "ptdecode/outfile.h"
 
-#define PROGRESS_EVERY (1u << 20)
+/* The progress line is looked at every PROGRESS_CHECK events, redrawn at
+ * most every PROGRESS_US and first shown after PROGRESS_FIRST_US. */
+#define PROGRESS_CHECK (1u << 16)
+#define PROGRESS_US 500000
+#define PROGRESS_FIRST_US 1000000
 
 /* ---- shared options ------------------------------------------------------ */
 
 enum {
     OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
     OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_CLASSES, OPT_HELP,
+    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_FROM, OPT_TO, OPT_HELP,
 };
 
 typedef struct prof_opts {
@@ -40,33 +51,78 @@ typedef struct prof_opts {
     unsigned threads;        /* builder workers; 1: sequential */
     pf_metric by;
     bool json, per_thread, list;
+    bool simple;             /* method names without parameters */
     const char *format, *output, *title, *classes;
     double phi, epsilon, tsc_hz;
     long top;
     bool by_set, top_set;    /* given on the command line */
+    pf_focus *focus;         /* --include / --exclude PATTERN */
+    GPtrArray *thread_sel;   /* --thread NAME|TID values; NULL: every thread */
+    const pf_names *names;   /* of the trace being read: thread names for --thread */
+    /* --from / --to: a time since the flow's first event (ns), or a share of
+     * the run (percent); 'n' unset, 't' time, '%' share */
+    char from_kind, to_kind;
+    double from, to;
 } prof_opts;
+
+/* "1.5s", "200ms", "30us", "1000ns", "25%" -> value and kind ('t': ns,
+ * '%'); false when it is none of these. */
+static bool parse_when(const char *s, double *value, char *kind)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v))
+        return false;
+    static const struct { const char *unit; double ns; } units[] = {
+        { "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 }, { "ns", 1 },
+    };
+    if (!strcmp(end, "%")) {
+        if (v > 100)
+            return false;
+        *value = v;
+        *kind = '%';
+        return true;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (!strcmp(end, units[i].unit)) {
+            *value = v * units[i].ns;
+            *kind = 't';
+            return true;
+        }
+    }
+    return false;
+}
+
+static void opts_free(prof_opts *o)
+{
+    pf_focus_free(o->focus);
+    if (o->thread_sel)
+        g_ptr_array_free(o->thread_sel, TRUE);
+    o->focus = NULL;
+    o->thread_sel = NULL;
+}
 
 static const char *origin_names[FL_ORIGIN_COUNT] = { "decoded", "recovered", "guessed" };
 
-/* "recovered,guessed" -> set include[origin] = value for each. */
-static int parse_origins(const char *list, bool value, bool *include)
+/* "recovered,guessed" -> set include[origin] = value for each; false (and
+ * nothing set) when a word is not an origin: the value is a pattern. */
+static bool parse_origins(const char *list, bool value, bool *include)
 {
     char **parts = g_strsplit(list, ",", -1);
-    int rc = 0;
-    for (char **p = parts; *p; p++) {
-        int found = -1;
+    bool all = parts[0] != NULL;
+    for (char **p = parts; *p && all; p++) {
+        bool known = false;
+        for (int o = 0; o < FL_ORIGIN_COUNT; o++)
+            known |= !strcmp(*p, origin_names[o]);
+        all = known;
+    }
+    for (char **p = parts; *p && all; p++)
         for (int o = 0; o < FL_ORIGIN_COUNT; o++)
             if (!strcmp(*p, origin_names[o]))
-                found = o;
-        if (found < 0) {
-            jerr_error("unknown origin '%s' (decoded, recovered, guessed)", *p);
-            rc = -1;
-            break;
-        }
-        include[found] = value;
-    }
+                include[o] = value;
     g_strfreev(parts);
-    return rc;
+    return all;
 }
 
 static bool parse_double(const char *s, double *out)
@@ -96,6 +152,10 @@ static const struct option long_opts[] = {
     { "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
     { "list", no_argument, NULL, OPT_LIST },
     { "classes", required_argument, NULL, OPT_CLASSES },
+    { "simple", no_argument, NULL, OPT_SIMPLE },
+    { "thread", required_argument, NULL, OPT_THREAD },
+    { "from", required_argument, NULL, OPT_FROM },
+    { "to", required_argument, NULL, OPT_TO },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
 };
@@ -114,6 +174,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
     o->phi = 1e-3;
     o->epsilon = 1e-4;
     o->top = 20;
+    o->from_kind = o->to_kind = 'n';
     optind = 1;
     opterr = 0;
     int c;
@@ -121,8 +182,30 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         switch (c) {
         case OPT_INCLUDE:
         case OPT_EXCLUDE:
-            if (parse_origins(optarg, c == OPT_INCLUDE, o->cct.include) < 0)
+            if (!*optarg) {
+                jerr_error("%s: expected origins or a pattern", argv[optind - 1]);
                 return 2;
+            }
+            if (!parse_origins(optarg, c == OPT_INCLUDE, o->cct.include)) {
+                if (!o->focus)
+                    o->focus = pf_focus_new();
+                pf_focus_add(o->focus, optarg, c == OPT_INCLUDE);
+            }
+            break;
+        case OPT_FROM:
+        case OPT_TO:
+            if (!parse_when(optarg, c == OPT_FROM ? &o->from : &o->to,
+                            c == OPT_FROM ? &o->from_kind : &o->to_kind)) {
+                jerr_error("%s: expected a time since the start (1.5s, 200ms, 30us, 1000ns) or "
+                           "a share of the run (25%%), got '%s'", c == OPT_FROM ? "--from" : "--to",
+                           optarg);
+                return 2;
+            }
+            break;
+        case OPT_THREAD:
+            if (!o->thread_sel)
+                o->thread_sel = g_ptr_array_new_with_free_func(g_free);
+            g_ptr_array_add(o->thread_sel, g_strdup(optarg));
             break;
         case OPT_CALL_SITES: o->cct.call_sites = true; break;
         case OPT_THREADS: {
@@ -163,6 +246,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
         case OPT_PER_THREAD: o->per_thread = true; break;
         case OPT_LIST: o->list = true; break;
         case OPT_CLASSES: o->classes = optarg; break;
+        case OPT_SIMPLE: o->simple = true; break;
         case OPT_PHI:
         case OPT_EPSILON:
         case OPT_TSC_HZ: {
@@ -190,31 +274,220 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
 
 /* ---- reading the flow ---------------------------------------------------- */
 
-/* Forwards events to the real sink, with a progress line on a terminal. */
+/* Forwards events to the real sink, with a progress line on a terminal;
+ * with --thread, only the chosen threads' events. */
 typedef struct progress_sink {
     fl_sink sink;
     void *ctx;
     uint64_t events;
     bool tty;
+    const prof_opts *o;
+    GHashTable *chosen;      /* tid -> 1 chosen, 2 not */
+    uint32_t nchosen;
+    bool windowed;           /* --from / --to: events outside [lo, hi) only move the stack */
+    uint64_t lo, hi;
+    /* How far through the trace: a traced run's threads are read one after
+     * the other, each event carrying its offset in the thread's PT stream. */
+    const char *dir;
+    uint64_t total_bytes;    /* pt/tid-*.pt sizes; 0: unknown (reference mode, per-CPU) */
+    uint64_t done_bytes;     /* of the threads read before the current one */
+    uint32_t tid;
+    uint64_t tid_bytes, tid_offset;
+    gint64 start_us, shown_us;
+    bool shown;
 } progress_sink;
+
+/* Size of the thread's PT stream in dir/pt, 0 when there is none. */
+static uint64_t stream_size(const char *dir, uint32_t tid)
+{
+    char name[32];
+    snprintf(name, sizeof name, "tid-%" PRIu32 ".pt", tid);
+    char *path = g_build_filename(dir, "pt", name, NULL);
+    struct stat st;
+    uint64_t size = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    g_free(path);
+    return size;
+}
+
+static uint64_t streams_size(const char *dir)
+{
+    char *pt = g_build_filename(dir, "pt", NULL);
+    GDir *d = g_dir_open(pt, 0, NULL);
+    uint64_t total = 0;
+    for (const char *e; d && (e = g_dir_read_name(d));) {
+        unsigned long tid;
+        char tail[8];
+        if (sscanf(e, "tid-%lu%7s", &tid, tail) == 2 && !strcmp(tail, ".pt") && tid <= UINT32_MAX)
+            total += stream_size(dir, (uint32_t)tid);
+    }
+    if (d)
+        g_dir_close(d);
+    g_free(pt);
+    return total;
+}
+
+/* "ptdecode: 40% of the trace, 12M events, 30 s left" when the share is
+ * known, else the events. It ends at the line's start, so that a warning
+ * printed meanwhile takes the line over instead of running on from it. */
+static void progress_show(progress_sink *p, gint64 now)
+{
+    double done = 0;
+    if (p->total_bytes) {
+        uint64_t here = p->tid_offset < p->tid_bytes ? p->tid_offset : p->tid_bytes;
+        done = (double)(p->done_bytes + here) / (double)p->total_bytes;
+    }
+    if (done > 0.01 && done <= 1) {
+        double left = (double)(now - p->start_us) / 1e6 * (1 - done) / done;
+        fprintf(stderr, "\r\033[K%s: %.0f%% of the trace, %.1fM events, %.0f s left\r",
+                jerr_prog(), 100 * done, (double)p->events / 1e6, left);
+    } else {
+        fprintf(stderr, "\r\033[K%s: %.1fM events\r", jerr_prog(), (double)p->events / 1e6);
+    }
+    p->shown = true;
+    p->shown_us = now;
+}
+
+static void progress_note(progress_sink *p, const fl_event *ev)
+{
+    if (ev->tid != p->tid || !p->events) {
+        p->done_bytes += p->tid_bytes;
+        p->tid = ev->tid;
+        p->tid_bytes = p->total_bytes ? stream_size(p->dir, ev->tid) : 0;
+        p->tid_offset = 0;
+    }
+    if (ev->offset > p->tid_offset)
+        p->tid_offset = ev->offset;
+    if ((p->events & (PROGRESS_CHECK - 1)) == 0) {
+        gint64 now = g_get_monotonic_time();
+        if (now - p->start_us >= PROGRESS_FIRST_US && now - p->shown_us >= PROGRESS_US)
+            progress_show(p, now);
+    }
+}
+
+/* Whether --thread chose the thread: by its id or a glob over its name. */
+static bool thread_chosen(progress_sink *p, uint32_t tid)
+{
+    gpointer known = g_hash_table_lookup(p->chosen, GUINT_TO_POINTER(tid));
+    if (known)
+        return GPOINTER_TO_UINT(known) == 1;
+    const char *name = p->o->names ? pf_names_thread(p->o->names, tid) : NULL;
+    char id[16];
+    snprintf(id, sizeof id, "%" PRIu32, tid);
+    bool yes = false;
+    for (guint i = 0; i < p->o->thread_sel->len && !yes; i++) {
+        const char *want = p->o->thread_sel->pdata[i];
+        yes = !strcmp(want, id) || (name && g_pattern_match_simple(want, name));
+    }
+    g_hash_table_insert(p->chosen, GUINT_TO_POINTER(tid), GUINT_TO_POINTER(yes ? 1 : 2));
+    p->nchosen += yes;
+    return yes;
+}
 
 static int progress_forward(const fl_event *ev, void *ctx)
 {
     progress_sink *p = ctx;
-    if ((++p->events & (PROGRESS_EVERY - 1)) == 0 && p->tty)
-        fprintf(stderr, "\r%s: %" PRIu64 "M events", jerr_prog(), p->events >> 20);
+    if (p->tty)
+        progress_note(p, ev);
+    p->events++;
+    if (p->chosen && !thread_chosen(p, ev->tid))
+        return 0;
+    if (p->windowed && ev->kind != FL_SEGMENT && (ev->tsc < p->lo || ev->tsc >= p->hi)) {
+        /* an origin no profile counts: the stack follows, nothing is added */
+        fl_event outside = *ev;
+        outside.origin = FL_ORIGIN_COUNT;
+        return p->sink(&outside, p->ctx);
+    }
     return p->sink(ev, p->ctx);
 }
 
 /* Returns 0; or -1 after printing the error, with *events (may be NULL)
  * telling how many events came before it. */
-static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t *events,
-                             pf_flow_stats *fs)
+typedef struct tsc_span {
+    uint64_t min, max;
+    bool any;
+} tsc_span;
+
+static int tsc_span_sink(const fl_event *ev, void *ctx)
 {
-    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO) };
+    tsc_span *m = ctx;
+    if (!m->any || ev->tsc < m->min)
+        m->min = ev->tsc;
+    if (!m->any || ev->tsc > m->max)
+        m->max = ev->tsc;
+    m->any = true;
+    return 0;
+}
+
+/* The TSC bounds of --from / --to for the trace in dir: a pass of its own
+ * finds the run's first and last events. Returns 0, -1 after printing why. */
+static int window_bounds(const char *dir, const prof_opts *o, uint64_t *lo, uint64_t *hi)
+{
+    tsc_span span = { 0 };
+    char err[1024];
+    if (pf_flow_source(dir, tsc_span_sink, &span, err, sizeof err) < 0) {
+        jerr_error("%s", err);
+        return -1;
+    }
+    pf_timebase tb;
+    if (pf_timebase_read(dir, o->tsc_hz, &tb, err, sizeof err) < 0)
+        tb.hz = o->tsc_hz;
+    const char kinds[2] = { o->from_kind, o->to_kind };
+    const double values[2] = { o->from, o->to };
+    uint64_t *bound[2] = { lo, hi };
+    *lo = span.min;
+    *hi = span.max + 1;      /* [lo, hi): two windows meeting at a bound share no event */
+    for (int i = 0; i < 2; i++) {
+        double ticks;
+        if (kinds[i] == 'n')
+            continue;
+        if (kinds[i] == '%') {
+            ticks = (double)(span.max - span.min) * values[i] / 100.0;
+        } else if (tb.hz > 0) {
+            ticks = values[i] * tb.hz / 1e9;
+        } else {
+            jerr_error("%s: --from / --to in time need the TSC frequency, which the trace does "
+                       "not record (give --tsc-hz HZ, or a share: 25%%)", dir);
+            return -1;
+        }
+        *bound[i] = span.min + (ticks < (double)(span.max - span.min) ? (uint64_t)ticks
+                                                                      : span.max - span.min + 1);
+    }
+    if (*lo > *hi)
+        jerr_warn("%s: --from is after --to: nothing is counted", dir);
+    return 0;
+}
+
+static int read_flow_counted(const char *dir, const prof_opts *o, fl_sink sink, void *ctx,
+                             uint64_t *events, pf_flow_stats *fs)
+{
+    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO), .o = o,
+                        .dir = dir };
+    if (p.tty) {
+        p.start_us = g_get_monotonic_time();
+        p.total_bytes = streams_size(dir);
+    }
+    if (o && (o->from_kind != 'n' || o->to_kind != 'n')) {
+        if (window_bounds(dir, o, &p.lo, &p.hi) < 0)
+            return -1;
+        p.windowed = true;
+    }
+    if (o && o->thread_sel)
+        p.chosen = g_hash_table_new(g_direct_hash, g_direct_equal);
     char err[1024];
     int rc = pf_flow_source_stats(dir, progress_forward, &p, fs, err, sizeof err);
-    if (p.tty && p.events >= PROGRESS_EVERY)
+    if (p.chosen) {
+        if (rc >= 0 && p.nchosen == 0) {
+            GString *ids = g_string_new(NULL);
+            for (guint i = 0; i < o->thread_sel->len; i++)
+                g_string_append_printf(ids, "%s'%s'", i ? ", " : "",
+                                       (const char *)o->thread_sel->pdata[i]);
+            jerr_warn("%s: no thread matches --thread %s (a tid, or a glob over thread names; "
+                      "'ptdecode DIR' lists them)", dir, ids->str);
+            g_string_free(ids, TRUE);
+        }
+        g_hash_table_destroy(p.chosen);
+    }
+    if (p.shown)
         fprintf(stderr, "\r\033[K");
     if (events)
         *events = p.events;
@@ -225,9 +498,9 @@ static int read_flow_counted(const char *dir, fl_sink sink, void *ctx, uint64_t 
     return 0;
 }
 
-static int read_flow(const char *dir, fl_sink sink, void *ctx)
+static int read_flow(const char *dir, const prof_opts *o, fl_sink sink, void *ctx)
 {
-    return read_flow_counted(dir, sink, ctx, NULL, NULL);
+    return read_flow_counted(dir, o, sink, ctx, NULL, NULL);
 }
 
 /* Sees every event before the tree builder does (the summary's counts). */
@@ -258,14 +531,14 @@ static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *parti
         pf_par *p = pf_par_new(&o->cct, o->threads, 1u << 16);
         ts.sink = pf_par_sink;
         ts.ctx = p;
-        rc = read_flow_counted(dir, tap ? tap_forward : pf_par_sink, tap ? (void *)&ts : p,
+        rc = read_flow_counted(dir, o, tap ? tap_forward : pf_par_sink, tap ? (void *)&ts : p,
                                &events, fs);
         t = pf_par_finish(p);
     } else {
         pf_seq *s = pf_seq_new(&o->cct);
         ts.sink = pf_seq_sink;
         ts.ctx = s;
-        rc = read_flow_counted(dir, tap ? tap_forward : pf_seq_sink, tap ? (void *)&ts : s,
+        rc = read_flow_counted(dir, o, tap ? tap_forward : pf_seq_sink, tap ? (void *)&ts : s,
                                &events, fs);
         t = pf_seq_finish(s);
     }
@@ -282,6 +555,14 @@ static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *parti
     pf_cct *fin = t->finalized ? t : pf_cct_finalize(t);
     if (fin != t)
         pf_cct_free(t);
+    if (fin && !pf_focus_empty(o->focus)) {
+        pf_cct *part = pf_focus_apply(o->focus, fin, o->names);
+        pf_cct_free(fin);
+        fin = part;
+        for (size_t i = 0; fin && pf_focus_unmatched(o->focus, i); i++)
+            jerr_warn("%s: no method matches '%s' (--include / --exclude: %s)", dir,
+                      pf_focus_unmatched(o->focus, i), PF_PATTERN_STYLES);
+    }
     if (!fin)
         jerr_error("out of memory building the calling context tree");
     return fin;
@@ -304,22 +585,46 @@ pf_cct *ptd_context_tree(const char *dir)
     return e;
 }
 
-static pf_names *load_names(const char *dir)
+/* The trace's names, which --thread reads too. */
+static pf_names *load_names(const char *dir, prof_opts *o)
 {
     char err[1024];
     pf_names *n = pf_names_load(dir, err, sizeof err);
     if (!n)
         jerr_error("%s", err);
+    else
+        pf_names_set_simple(n, o->simple);
+    o->names = n;
     return n;
+}
+
+/* The trace's TSC frequency (or --tsc-hz's). A damaged info.json costs the
+ * real units only: times stay in ticks, with a warning. */
+static pf_timebase load_timebase(const char *dir, const prof_opts *o)
+{
+    pf_timebase tb;
+    char err[1024];
+    if (pf_timebase_read(dir, o->tsc_hz, &tb, err, sizeof err) < 0)
+        jerr_warn("%s; %s", err, tb.hz > 0 ? "using --tsc-hz" : "times stay in TSC ticks");
+    return tb;
 }
 
 static const char *shared_options =
     "  --include ORIGINS  count events of these origins (comma-separated: decoded,\n"
     "                     recovered, guessed; all are counted by default)\n"
     "  --exclude ORIGINS  do not count events of these origins (the stack still follows them)\n"
+    "  --include PATTERN  only the stacks with a frame of a matching class or method\n"
+    "                     ('java.util.*', 'Branchy', 'Branchy.fib*'; either naming style)\n"
+    "  --exclude PATTERN  without the stacks with such a frame (both repeat)\n"
+    "  --thread NAME|TID  only these threads (a tid, or a glob over names; repeats)\n"
+    "  --from T, --to T   count only what ran from / to T: a time since the first event\n"
+    "                     (1.5s, 200ms, 30us, 1000ns) or a share of the run (25%)\n"
     "  --call-sites       distinguish calling contexts by the caller's bci too\n"
     "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
-    "                     sequential; the result is the same)\n";
+    "                     sequential; the result is the same)\n"
+    "  --simple           method names without their parameter types\n"
+    "  --tsc-hz HZ        TSC ticks per second for times (default: info.json's\n"
+    "                     time.tsc_hz; without it, times are in TSC ticks)\n";
 
 /* ---- hot ----------------------------------------------------------------- */
 
@@ -329,8 +634,9 @@ static void hot_usage(FILE *f)
             "usage: ptdecode hot TRACE.DIR [-n N] [--by bytecodes|time|calls] [--json]\n"
             "\n"
             "The hottest methods over all calling contexts and threads: exclusive\n"
-            "bytecodes executed, exclusive time (TSC ticks), calls, and the inclusive values\n"
-            "(each recursive activation counted once).\n"
+            "bytecodes executed, exclusive time, calls, and the inclusive values (each\n"
+            "recursive activation counted once). Times are in s/ms/us with the TSC frequency\n"
+            "the trace recorded (or --tsc-hz), in TSC ticks without one.\n"
             "\n"
             "  -n N               how many methods (default 20)\n"
             "  --by METRIC        rank by bytecodes (default), time or calls\n"
@@ -358,7 +664,7 @@ int cmd_hot(int argc, char **argv)
     if (ptd_check(dir, &chk) < 0)
         return 1;
     dc_check_free(&chk);
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names)
         return 1;
     bool partial;
@@ -367,13 +673,14 @@ int cmd_hot(int argc, char **argv)
         pf_names_free(names);
         return 1;
     }
+    pf_timebase tb = load_timebase(dir, &o);
     pf_hot_method *hot;
     size_t count = pf_hot_methods(t, o.by, &hot);
     size_t shown = count < (size_t)o.top ? count : (size_t)o.top;
     uint64_t total = 0;
     for (size_t i = 0; i < count; i++)
         total += pf_hot_value(&hot[i], o.by);
-    char buf[32];
+    char buf[32], tself[32], tincl[32], about[256];
     if (o.json) {
         json_w j;
         json_init(&j, stdout, true);
@@ -386,26 +693,32 @@ int cmd_hot(int argc, char **argv)
             json_ku64(&j, "bytecodes", hot[i].bytecodes);
             json_ku64(&j, "self_time", hot[i].self_time);
             json_ku64(&j, "time", hot[i].time);
+            if (tb.hz > 0) {
+                json_ku64(&j, "self_time_ns", (uint64_t)(pf_time_ns(&tb, hot[i].self_time) + 0.5));
+                json_ku64(&j, "time_ns", (uint64_t)(pf_time_ns(&tb, hot[i].time) + 0.5));
+            }
             json_end(&j);
         }
         json_end(&j);
         json_finish(&j);
     } else {
-        printf("%4s %6s %12s %14s %14s %16s %16s  %s\n", "rank", "%", "calls", "self bytecodes",
+        printf("%4s %6s %12s %14s %14s %18s %18s  %s\n", "rank", "%", "calls", "self bytecodes",
                "bytecodes", "self time", "time", "method");
         for (size_t i = 0; i < shown; i++) {
             double share = total ? 100.0 * (double)pf_hot_value(&hot[i], o.by) / (double)total : 0;
-            printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 " %14" PRIu64 " %16" PRIu64 " %16" PRIu64
-                   "  %s\n", i + 1, share, hot[i].calls, hot[i].self_bytecodes, hot[i].bytecodes,
-                   hot[i].self_time, hot[i].time,
+            printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 " %14" PRIu64 " %18s %18s  %s\n", i + 1,
+                   share, hot[i].calls, hot[i].self_bytecodes, hot[i].bytecodes,
+                   pf_time_str(&tb, hot[i].self_time, tself, sizeof tself),
+                   pf_time_str(&tb, hot[i].time, tincl, sizeof tincl),
                    pf_names_readable(names, hot[i].method, buf, sizeof buf));
         }
-        printf("(%zu methods, ranked by %s%s)\n", count, o.by == PF_BY_CALLS ? "" : "exclusive ",
-               pf_metric_name(o.by));
+        printf("(%zu methods, ranked by %s%s; %s)\n", count, o.by == PF_BY_CALLS ? "" : "exclusive ",
+               pf_metric_name(o.by), pf_timebase_describe(&tb, about, sizeof about));
     }
     g_free(hot);
     pf_cct_free(t);
     pf_names_free(names);
+    opts_free(&o);
     return partial ? 1 : 0;
 }
 
@@ -417,10 +730,16 @@ static void export_usage(FILE *f)
             "usage: ptdecode export TRACE.DIR --format FMT -o FILE [OPTIONS]\n"
             "\n"
             "Writes a profile of the trace (docs/PROFILES.md describes each format):\n"
+            "  flamegraph    a flame graph, one self-contained HTML page: search, zoom,\n"
+            "                callers (reversed), threads, frame kinds, metric picker\n"
             "  cct-json      the calling context tree, for the ring chart and other tools\n"
             "  folded        flame-graph stacks, 'a;b;c value' per line (--by picks the value)\n"
             "  chrome-trace  per-thread method spans as Chrome trace events (chrome://tracing,\n"
-            "                Perfetto)\n"
+            "                Perfetto, speedscope)\n"
+            "  speedscope    the same timeline in speedscope's evented format, a profile per\n"
+            "                thread\n"
+            "  pprof         gzipped profile.proto: calls, bytecodes and time per calling\n"
+            "                context, functions with file and line (go tool pprof)\n"
             "  hcct-json     the hot calling context tree (--phi, --epsilon) and its accuracy\n"
             "                against the full tree\n"
             "  ringchart     the calling context ring chart, one self-contained HTML page\n"
@@ -431,23 +750,24 @@ static void export_usage(FILE *f)
             "                     only by a whole profile (a failed export leaves it as it was)\n"
             "  --by METRIC        folded: bytecodes (default), time or calls\n"
             "  --per-thread       folded: start each stack with its thread\n"
-            "  --title TEXT       cct-json, ringchart: the title (default: the trace directory);\n"
+            "  --title TEXT       cct-json, ringchart, flamegraph: the title (default: the trace\n"
+            "                     directory);\n"
             "                     lcov: the test name (TN:)\n"
-            "  --classes GLOB     lcov: the classes to report, by internal name ('Branchy*',\n"
-            "                     'com/example/?*'; default: every class that ran)\n"
+            "  --classes GLOB     lcov: the classes to report ('Branchy*', 'com.example.?*' or\n"
+            "                     'com/example/?*', '*' all; default: every class outside\n"
+            "                     the JDK that ran)\n"
             "  --phi X            hcct-json: hot threshold, a share of all calls (default 1e-3)\n"
             "  --epsilon X        hcct-json: counter error bound, < phi (default 1e-4)\n"
-            "  --tsc-hz HZ        chrome-trace: TSC ticks per second (default: measured on this\n"
-            "                     machine, right for traces recorded on it)\n"
+
             "%s"
             "\n"
             "examples:\n"
+            "  ptdecode export hello.trace --format flamegraph -o hello.html\n"
             "  ptdecode export hello.trace --format folded --by calls -o hello.folded\n"
-            "  flamegraph.pl hello.folded > hello.svg\n"
             "  ptdecode export hello.trace --format chrome-trace -o hello.json\n"
             "  ptdecode export hello.trace --format ringchart -o hello.html\n"
-            "  ptdecode export hello.trace --format lcov --classes 'Hello*' -o hello.info\n"
-            "  genhtml hello.info --source-directory samples/java -o hello-coverage\n",
+            "  ptdecode export hello.trace --format lcov -o hello.info\n"
+            "  cd samples/java && genhtml --branch-coverage ../../hello.info -o ../../hello-coverage\n",
             shared_options);
 }
 
@@ -465,16 +785,25 @@ static int min_tsc_sink(const fl_event *ev, void *ctx)
     return 0;
 }
 
-static int export_chrome(const char *dir, const prof_opts *o, const pf_names *names, FILE *out)
+/* chrome-trace, or with speedscope_title speedscope's evented format. */
+static int export_chrome(const char *dir, const prof_opts *o, const pf_names *names, FILE *out,
+                         const char *speedscope_title)
 {
     /* Records of different threads are not in TSC order: find the first
      * event's time in a pass of its own. */
     min_tsc m = { 0 };
-    if (read_flow(dir, min_tsc_sink, &m) < 0)
+    if (read_flow(dir, o, min_tsc_sink, &m) < 0)
         return -1;
-    double hz = o->tsc_hz > 0 ? o->tsc_hz : pf_tsc_hz_measure();
-    pf_chrome *c = pf_chrome_new(out, names, m.min, hz);
-    int rc = read_flow(dir, pf_chrome_sink, c);
+    pf_timebase tb = load_timebase(dir, o);
+    double hz = tb.hz;
+    if (!(hz > 0)) {
+        hz = pf_tsc_hz_measure();
+        jerr_warn("%s records no TSC frequency: times use this machine's, measured (%.3f GHz; "
+                  "--tsc-hz HZ gives another)", dir, hz / 1e9);
+    }
+    pf_chrome *c = speedscope_title ? pf_speedscope_new(out, names, m.min, hz, speedscope_title)
+                                    : pf_chrome_new(out, names, m.min, hz);
+    int rc = read_flow(dir, o, pf_chrome_sink, c);
     long long spans = pf_chrome_finish(c);
     /* A write error is reported with the file's name when it is closed. */
     return rc < 0 || spans < 0 ? -1 : 0;
@@ -490,7 +819,7 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
     }
     pf_cov *c = pf_cov_new(prog, o->cct.include);
     uint64_t events = 0;
-    int rc = read_flow_counted(dir, pf_cov_sink, c, &events, NULL);
+    int rc = read_flow_counted(dir, o, pf_cov_sink, c, &events, NULL);
     int result = rc < 0 && events == 0 ? -1 : 0;
     if (result == 0) {
         /* the trace directory's own name: "b" of "runs/b.trace/" */
@@ -502,7 +831,10 @@ static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
         result = pf_cov_write_lcov(out, c, o->title ? o->title : base, o->classes, &t);
         g_free(base);
         if (result == 0 && t.files == 0)
-            jerr_warn("lcov: no class %s", o->classes ? "matches --classes" : "ran");
+            jerr_warn("lcov: no class %s%s%s", o->classes ? "matches --classes '"
+                                                 : "outside the JDK ran (--classes '*' takes them all)",
+                      o->classes ? o->classes : "",
+                      o->classes ? "' (class names match as pkg.Class or pkg/Class)" : "");
         if (t.unknown_events)
             jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
                       "have were left out", t.unknown_events);
@@ -526,7 +858,7 @@ static int export_hcct(const char *dir, const prof_opts *o, const pf_names *name
         jerr_error("hcct-json: epsilon %g needs too many counters", o->epsilon);
         return -2;
     }
-    if (read_flow(dir, pf_hcct_sink, h) < 0) {
+    if (read_flow(dir, o, pf_hcct_sink, h) < 0) {
         pf_hcct_free(h);
         return -1;
     }
@@ -551,19 +883,27 @@ int cmd_export(int argc, char **argv)
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
         return 2;
     }
+    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH, F_PPROF,
+           F_SPEEDSCOPE };
     static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
-                                     "ringchart", "lcov" };
+                                     "ringchart", "lcov", "flamegraph", "pprof", "speedscope" };
     int format = -1;
     for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
         if (!strcmp(o.format, formats[i]))
             format = i;
     if (format < 0) {
-        jerr_error("export: --format must be cct-json, folded, chrome-trace, hcct-json, "
-                   "ringchart or lcov%s%s", o.format ? ", not " : "", o.format ? o.format : "");
+        jerr_error("export: --format must be flamegraph, cct-json, folded, chrome-trace, "
+                   "speedscope, pprof, hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
+                   o.format ? o.format : "");
         return 2;
     }
     if (!o.output) {
         jerr_error("export: -o FILE is required ('-' for standard output)");
+        return 2;
+    }
+    if ((format == F_CHROME || format == F_SPEEDSCOPE) && (o.from_kind != 'n' || o.to_kind != 'n')) {
+        jerr_error("export: --from / --to do not apply to %s (a timeline shows every time)",
+                   formats[format]);
         return 2;
     }
     const char *dir = argv[optind];
@@ -571,7 +911,7 @@ int cmd_export(int argc, char **argv)
     if (ptd_check(dir, &chk) < 0)
         return 1;
     dc_check_free(&chk);
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names)
         return 1;
     ptd_out of;
@@ -582,32 +922,44 @@ int cmd_export(int argc, char **argv)
     FILE *out = of.f;
     const char *title = o.title ? o.title : dir;
     int result = 0;
-    if (format == 2) {
-        result = export_chrome(dir, &o, names, out);
-    } else if (format == 3) {
+    if (format == F_CHROME || format == F_SPEEDSCOPE) {
+        result = export_chrome(dir, &o, names, out, format == F_SPEEDSCOPE ? title : NULL);
+    } else if (format == F_HCCT) {
         result = export_hcct(dir, &o, names, out);
-    } else if (format == 5) {
+    } else if (format == F_LCOV) {
         result = export_lcov(dir, &o, out);
     } else {
+        pf_timebase tb = load_timebase(dir, &o);
         bool partial;
         pf_cct *t = build_cct(dir, &o, &partial);
         if (!t) {
             result = -1;
-        } else if (format == 0) {
-            result = pf_export_cct_json(out, t, names, title);
-        } else if (format == 1) {
+        } else if (format == F_CCT_JSON) {
+            result = pf_export_cct_json_hz(out, t, names, title, tb.hz);
+        } else if (format == F_FOLDED) {
             result = pf_export_folded(out, t, names, o.by, o.per_thread);
+        } else if (format == F_PPROF) {
+            /* the program's class files give each function its file and line */
+            char err[1024];
+            rc_program *prog = rc_program_load(dir, err, sizeof err);
+            if (!prog)
+                jerr_warn("pprof: %s; functions without source files and lines", err);
+            result = pf_export_pprof(out, t, names, prog, tb.hz);
+            rc_program_free(prog);
         } else {
+            /* the pages embed the cct-json document */
             char *json = NULL;
             size_t len = 0;
             FILE *mem = open_memstream(&json, &len);
-            result = mem ? pf_export_cct_json(mem, t, names, title) : -1;
+            result = mem ? pf_export_cct_json_hz(mem, t, names, title, tb.hz) : -1;
             if (mem)
                 fclose(mem);
             char err[1024] = "";
-            if (result == 0 && pf_ringchart_write(out, json, len, title, err, sizeof err) != 0) {
+            int (*write_page)(FILE *, const char *, size_t, const char *, char *, size_t) =
+                format == F_RINGCHART ? pf_ringchart_write : pf_flamegraph_write;
+            if (result == 0 && write_page(out, json, len, title, err, sizeof err) != 0) {
                 if (!ferror(out))    /* else closing the file says why */
-                    jerr_error("ringchart: %s", err[0] ? err : "cannot write the page");
+                    jerr_error("%s: %s", formats[format], err[0] ? err : "cannot write the page");
                 result = -1;
             }
             free(json);
@@ -621,7 +973,255 @@ int cmd_export(int argc, char **argv)
     if (ptd_out_close(&of, result == 0 || result == -3) < 0 && result != -2)
         result = -1;
     pf_names_free(names);
+    opts_free(&o);
     return result == -2 ? 2 : result < 0 ? 1 : 0;
+}
+
+/* ---- diff ---------------------------------------------------------------- */
+
+static void diff_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdecode diff A.DIR B.DIR [-n N] [--by bytecodes|time|calls] [--json]\n"
+            "                     [-o DIFF.html] [OPTIONS]\n"
+            "\n"
+            "How run B's profile differs from run A's: the methods and the calling contexts\n"
+            "whose exclusive value changed most (B - A), with both values and B / A.\n"
+            "Contexts are matched by the names of their methods, threads merged, so two\n"
+            "recordings of a program compare whatever ids their JVMs gave the methods. Times\n"
+            "are compared in ns when both traces record their TSC frequency, else in ticks.\n"
+            "\n"
+            "  -n N               rows of each table (default 20)\n"
+            "  --by METRIC        bytecodes (default; calls when neither run has any),\n"
+            "                     time or calls\n"
+            "  --json             one JSON object instead of the tables\n"
+            "  -o, --output FILE  also write a differential flame graph page: B's frames\n"
+            "                     coloured by their change from A (red grew, blue shrank)\n"
+            "%s"
+            "\n"
+            "example:\n"
+            "  ptdecode diff branchy60.trace branchy120.trace -n 10 --by calls -o diff.html\n",
+            shared_options);
+}
+
+/* A value of the diff's metric: time with its unit, counts as they are. */
+static const char *diff_value(const pf_diff *d, pf_metric by, uint64_t v, char *buf, size_t len)
+{
+    if (by != PF_BY_TIME) {
+        snprintf(buf, len, "%" PRIu64, v);
+        return buf;
+    }
+    if (!pf_diff_time_ns(d)) {
+        snprintf(buf, len, "%" PRIu64 " ticks", v);
+        return buf;
+    }
+    pf_timebase ns = { .hz = 1e9 };
+    return pf_time_str(&ns, v, buf, len);
+}
+
+static const char *diff_ratio(uint64_t a, uint64_t b, char *buf, size_t len)
+{
+    if (!a)
+        snprintf(buf, len, b ? "new" : "-");
+    else if (!b)
+        snprintf(buf, len, "gone");
+    else
+        snprintf(buf, len, "%.3f", (double)b / (double)a);
+    return buf;
+}
+
+static const char *diff_change(const pf_diff *d, pf_metric by, uint64_t a, uint64_t b,
+                               char *buf, size_t len)
+{
+    char v[48];
+    diff_value(d, by, b >= a ? b - a : a - b, v, sizeof v);
+    snprintf(buf, len, "%c%s", b >= a ? '+' : '-', v);
+    return buf;
+}
+
+#define DIFF_PATH_MAX 4096
+
+/* The differential flame graph page of d in o->output. */
+static int diff_page(const pf_diff *d, const prof_opts *o, const char *a, const char *b)
+{
+    bool to_stdout = !strcmp(o->output, "-");
+    FILE *out = to_stdout ? stdout : fopen(o->output, "w");
+    if (!out) {
+        jerr_error("%s: %s", o->output, strerror(errno));
+        return -1;
+    }
+    char *json = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&json, &len);
+    int rc = mem ? pf_diff_export_json(mem, d, a, b) : -1;
+    if (mem)
+        fclose(mem);
+    char err[1024] = "";
+    if (rc == 0 && pf_flamegraph_write(out, json, len, NULL, err, sizeof err) != 0)
+        rc = -1;
+    if (!to_stdout && fclose(out) != 0)
+        rc = -1;
+    if (rc < 0) {
+        jerr_error("%s: %s", o->output, err[0] ? err : "cannot write the page");
+        if (!to_stdout)
+            unlink(o->output);
+    }
+    free(json);
+    return rc;
+}
+
+static void diff_print(const pf_diff *d, const prof_opts *o, const char *const dirs[2])
+{
+    uint64_t ta, tb;
+    pf_diff_totals(d, o->by, &ta, &tb);
+    pf_diff_row *methods, *contexts;
+    size_t nm = pf_diff_methods(d, o->by, &methods);
+    size_t nc = pf_diff_contexts(d, o->by, &contexts);
+    size_t sm = nm < (size_t)o->top ? nm : (size_t)o->top;
+    size_t sc = nc < (size_t)o->top ? nc : (size_t)o->top;
+    /* The tables list changes only: rows come largest change first. */
+    size_t changed_m = 0, changed_c = 0;
+    while (changed_m < nm && methods[changed_m].a != methods[changed_m].b)
+        changed_m++;
+    while (changed_c < nc && contexts[changed_c].a != contexts[changed_c].b)
+        changed_c++;
+    uint32_t *path = g_new(uint32_t, DIFF_PATH_MAX);
+    char va[48], vb[48], ch[64], ra[16];
+    if (o->json) {
+        json_w j;
+        json_init(&j, stdout, true);
+        json_obj(&j);
+        json_kstr(&j, "a", dirs[0]);
+        json_kstr(&j, "b", dirs[1]);
+        json_kstr(&j, "by", pf_metric_name(o->by));
+        if (o->by == PF_BY_TIME)
+            json_kstr(&j, "time_unit", pf_diff_time_ns(d) ? "ns" : "ticks");
+        json_key(&j, "totals");
+        json_obj(&j);
+        json_ku64(&j, "a", ta);
+        json_ku64(&j, "b", tb);
+        json_end(&j);
+        json_key(&j, "methods");
+        json_arr(&j);
+        for (size_t i = 0; i < sm; i++) {
+            json_obj(&j);
+            json_kstr(&j, "method", pf_diff_method_name(d, methods[i].key));
+            json_ku64(&j, "a", methods[i].a);
+            json_ku64(&j, "b", methods[i].b);
+            json_end(&j);
+        }
+        json_end(&j);
+        json_key(&j, "contexts");
+        json_arr(&j);
+        for (size_t i = 0; i < sc; i++) {
+            uint32_t depth = pf_diff_context(d, contexts[i].key, path, DIFF_PATH_MAX);
+            json_obj(&j);
+            json_key(&j, "context");
+            json_arr(&j);
+            for (uint32_t k = 0; k < depth && k < DIFF_PATH_MAX; k++)
+                json_str(&j, pf_diff_method_name(d, path[k]));
+            json_end(&j);
+            json_ku64(&j, "a", contexts[i].a);
+            json_ku64(&j, "b", contexts[i].b);
+            json_end(&j);
+        }
+        json_end(&j);
+        json_end(&j);
+        json_finish(&j);
+    } else {
+        const char *what = o->by == PF_BY_CALLS ? "calls" : o->by == PF_BY_TIME
+                           ? "exclusive time" : "exclusive bytecodes";
+        printf("A %s\nB %s\n%s: A %s, B %s, change %s (B / A %s)\n", dirs[0], dirs[1], what,
+               diff_value(d, o->by, ta, va, sizeof va), diff_value(d, o->by, tb, vb, sizeof vb),
+               diff_change(d, o->by, ta, tb, ch, sizeof ch), diff_ratio(ta, tb, ra, sizeof ra));
+        if (sm > changed_m)
+            sm = changed_m;
+        if (sc > changed_c)
+            sc = changed_c;
+        printf("\nmethods, largest changes first (%zu of %zu changed, of %zu):\n", sm, changed_m,
+               nm);
+        if (sm)
+            printf("%16s %16s %16s %8s  %s\n", "A", "B", "change", "B / A", "method");
+        for (size_t i = 0; i < sm; i++)
+            printf("%16s %16s %16s %8s  %s\n",
+                   diff_value(d, o->by, methods[i].a, va, sizeof va),
+                   diff_value(d, o->by, methods[i].b, vb, sizeof vb),
+                   diff_change(d, o->by, methods[i].a, methods[i].b, ch, sizeof ch),
+                   diff_ratio(methods[i].a, methods[i].b, ra, sizeof ra),
+                   pf_diff_method_name(d, methods[i].key));
+        printf("\ncontexts, largest changes first (%zu of %zu changed, of %zu; innermost frames "
+               "last):\n", sc, changed_c, nc);
+        if (sc)
+            printf("%16s %16s %16s %8s  %s\n", "A", "B", "change", "B / A", "context");
+        for (size_t i = 0; i < sc; i++) {
+            uint32_t depth = pf_diff_context(d, contexts[i].key, path, DIFF_PATH_MAX);
+            printf("%16s %16s %16s %8s  ", diff_value(d, o->by, contexts[i].a, va, sizeof va),
+                   diff_value(d, o->by, contexts[i].b, vb, sizeof vb),
+                   diff_change(d, o->by, contexts[i].a, contexts[i].b, ch, sizeof ch),
+                   diff_ratio(contexts[i].a, contexts[i].b, ra, sizeof ra));
+            uint32_t from = depth > 3 ? depth - 3 : 0;
+            if (from)
+                printf("(%u more) > ", from);
+            for (uint32_t k = from; k < depth && k < DIFF_PATH_MAX; k++)
+                printf("%s%s", k > from ? " > " : "", pf_diff_method_name(d, path[k]));
+            printf("\n");
+        }
+    }
+    g_free(path);
+    g_free(methods);
+    g_free(contexts);
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    prof_opts o;
+    int rc = parse_opts(argc, argv, &o, diff_usage);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (optind + 2 != argc) {
+        jerr_error("diff: expected two trace directories, A and B (try 'ptdecode diff --help')");
+        return 2;
+    }
+    const char *const dirs[2] = { argv[optind], argv[optind + 1] };
+    pf_names *names[2] = { NULL, NULL };
+    pf_cct *trees[2] = { NULL, NULL };
+    double ns_per_tick[2] = { 0, 0 };
+    bool partial = false;
+    int status = 0;
+    for (int r = 0; r < 2 && status == 0; r++) {
+        names[r] = load_names(dirs[r], &o);
+        bool part = false;
+        trees[r] = names[r] ? build_cct(dirs[r], &o, &part) : NULL;
+        partial |= part;
+        if (!trees[r]) {
+            status = 1;
+            break;
+        }
+        pf_timebase tb = load_timebase(dirs[r], &o);
+        ns_per_tick[r] = tb.hz > 0 ? 1e9 / tb.hz : 0;
+    }
+    pf_diff *d = status ? NULL : pf_diff_new(trees[0], names[0], ns_per_tick[0], trees[1],
+                                             names[1], ns_per_tick[1]);
+    if (!status && !d) {
+        jerr_error("diff: out of memory");
+        status = 1;
+    }
+    if (d) {
+        uint64_t ta, tb;
+        pf_diff_totals(d, PF_BY_BYTECODES, &ta, &tb);
+        if (!o.by_set && !ta && !tb)
+            o.by = PF_BY_CALLS;
+        diff_print(d, &o, dirs);
+        if (o.output && diff_page(d, &o, dirs[0], dirs[1]) < 0)
+            status = 1;
+        pf_diff_free(d);
+    }
+    for (int r = 0; r < 2; r++) {
+        pf_cct_free(trees[r]);
+        pf_names_free(names[r]);
+    }
+    opts_free(&o);
+    return status ? status : partial ? 1 : 0;
 }
 
 /* ---- context ------------------------------------------------------------- */
@@ -676,7 +1276,7 @@ int cmd_context(int argc, char **argv)
         return 1;
     }
     dc_check_free(&chk);
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names) {
         g_free(ids);
         return 1;
@@ -734,6 +1334,7 @@ int cmd_context(int argc, char **argv)
     g_free(ids);
     pf_cct_free(e);
     pf_names_free(names);
+    opts_free(&o);
     return partial ? 1 : status;
 }
 
@@ -816,7 +1417,7 @@ int cmd_summary(int argc, char **argv)
     dc_check chk;
     if (ptd_check(dir, &chk) < 0)
         return 1;
-    pf_names *names = load_names(dir);
+    pf_names *names = load_names(dir, &o);
     if (!names) {
         dc_check_free(&chk);
         return 1;
@@ -909,5 +1510,6 @@ int cmd_summary(int argc, char **argv)
     g_hash_table_destroy(c.tids);
     pf_names_free(names);
     dc_check_free(&chk);
+    opts_free(&o);
     return partial ? 1 : 0;
 }

@@ -51,6 +51,43 @@
     return Number.isInteger(v) ? String(v) : v.toFixed(2);
   }
 
+  // A value of metric k: time in s / ms / us with the trace's TSC frequency.
+  function fmtMetric(k, v) {
+    if (D.metrics[k] !== 'time') return fmt(v);
+    if (!D.tscHz) return fmt(v) + ' ticks';
+    const s = v / D.tscHz, a = Math.abs(s);
+    if (a >= 1) return s.toFixed(3) + ' s';
+    if (a >= 1e-3) return (s * 1e3).toFixed(3) + ' ms';
+    if (a >= 1e-6) return (s * 1e6).toFixed(3) + ' us';
+    return (s * 1e9).toFixed(0) + ' ns';
+  }
+
+  const PRIM = { B: 'byte', C: 'char', D: 'double', F: 'float', I: 'int', J: 'long', S: 'short',
+                 Z: 'boolean', V: 'void' };
+
+  // "(Ljava/lang/String;I)V" -> "(java.lang.String, int)", as ptdecode names methods.
+  function params(sig) {
+    const out = [];
+    let i = sig[0] === '(' ? 1 : 0;
+    while (i < sig.length && sig[i] !== ')') {
+      let dims = 0;
+      while (sig[i] === '[') { dims++; i++; }
+      const c = sig[i];
+      if (c === undefined) break;
+      i++;
+      let t;
+      if (c === 'L') {
+        const e = sig.indexOf(';', i), end = e < 0 ? sig.length : e;
+        t = sig.slice(i, end).replace(/\//g, '.');
+        i = e < 0 ? end : end + 1;
+      } else {
+        t = PRIM[c] || c;
+      }
+      out.push(t + '[]'.repeat(dims));
+    }
+    return '(' + out.join(', ') + ')';
+  }
+
   function pct(v, total) {
     return total > 0 ? (100 * v / total).toFixed(v / total < 0.001 ? 3 : 1) + '%' : '-';
   }
@@ -142,10 +179,12 @@
       const nm = String(me.name || '?');
       mname.push(cls + '.' + nm);
       mshort.push(cls.slice(cls.lastIndexOf('.') + 1) + '.' + nm);
-      msig.push(String(me.sig || ''));
+      msig.push(me.sig ? params(String(me.sig)) : '');
       mcolor[m] = (hash(cls) % N_HUES) * 2 + (hash(nm) & 1);
     }
+    const hz = Number(doc.tsc_hz);
     D = { title: String(doc.title || ''), metrics, perNode, methods, mname, mshort, msig, mcolor,
+          tscHz: hz > 0 ? hz : 0,
           base: index({ kind: 'cct', n, parent, method, self, incl, labels, rep: null, map: null }) };
     cache.fold = null;
     cache.methods = null;
@@ -492,7 +531,7 @@
     ctx.fillText(name, cx, cy - 8);
     ctx.font = '11px system-ui, sans-serif';
     if (D.metrics.length) {
-      ctx.fillText(D.metrics[st.metric] + ' ' + fmt(t.incl[st.metric][st.root]), cx, cy + 7);
+      ctx.fillText(D.metrics[st.metric] + ' ' + fmtMetric(st.metric, t.incl[st.metric][st.root]), cx, cy + 7);
     }
     if (st.hist.length) {
       ctx.fillStyle = '#446';
@@ -678,7 +717,7 @@
       const byMetric = v && st.sizing !== 'equal';
       const sum = byMetric ? S.span[s] / TAU * v[st.root] : 0;
       html += '<b>' + agg.toLocaleString('en') + ' small callees</b> of ' + esc(nodeName(t, u)) +
-        (byMetric ? ' (together ' + D.metrics[st.metric] + ' ' + fmt(sum) + ')' : '') +
+        (byMetric ? ' (together ' + D.metrics[st.metric] + ' ' + fmtMetric(st.metric, sum) + ')' : '') +
         '<br>click: make their caller the root';
       html += '<div class="ctx">' + shown.join('\n') + '</div>';
       return html;
@@ -689,10 +728,10 @@
       const inc = t.incl[k][u], self = t.self[k][u];
       html += '<tr><td>' + esc(D.metrics[k]) + '</td>';
       if (D.perNode[k]) {
-        html += '<td>' + fmt(self) + ' here</td><td>' + fmt(inc) + ' in subtree</td><td>' +
+        html += '<td>' + fmtMetric(k, self) + ' here</td><td>' + fmtMetric(k, inc) + ' in subtree</td><td>' +
           pct(inc, total[k][st.root]) + ' of root</td>';
       } else {
-        html += '<td>' + fmt(inc) + ' total</td><td>' + fmt(self) + ' self</td><td>' +
+        html += '<td>' + fmtMetric(k, inc) + ' total</td><td>' + fmtMetric(k, self) + ' self</td><td>' +
           pct(inc, total[k][st.root]) + ' of root</td>';
       }
       html += '</tr>';

@@ -42,6 +42,9 @@ def main():
         (['context', empty, '1', '-5'], 2, '-5'),
         (['flow', empty, '--context-ids'], 1, empty),
         (['flow', damaged, '--context-ids', '--json'], 1, damaged),
+        (['diff', empty], 2, 'two trace directories'),
+        (['diff', empty, damaged], 1, empty),
+        (['diff', damaged, damaged, '-o', out], 1, damaged),
     ]
     failed = 0
     for args, status, text in cases:
@@ -64,7 +67,7 @@ def main():
             print('  stderr: ' + p.stderr.strip().replace('\n', '\n          '))
             failed += 1
     # --help of every profile command teaches with an example
-    for cmd in (['hot'], ['export'], ['context'], ['summary'], ['flow']):
+    for cmd in (['hot'], ['export'], ['context'], ['summary'], ['flow'], ['diff']):
         p = subprocess.run([ptdecode] + cmd + ['--help'], capture_output=True, text=True,
                            timeout=60)
         good = p.returncode == 0 and 'example' in p.stdout and 'ptdecode' in p.stdout

@@ -11,9 +11,17 @@ here from `ptdecode dump` (independently of profile/):
     thread, and (with -Xint) one bytecode per SINGLE_STEP;
   - folded stacks are well formed and sum to the calls (and are accepted by
     flamegraph.pl when it is installed);
-  - the Chrome trace parses, has one span per call, and spans nest per thread;
+  - the Chrome trace parses, has one B/E pair per call, nested per thread in
+    file order with strictly increasing times;
   - `ptdecode hot` prints a top 10; hcct-json has no false negatives;
-    `ptdecode context` decodes the ids it lists.
+    `ptdecode context` decodes the ids it lists;
+  - times are in s/ms/us with the TSC frequency of info.json (or --tsc-hz),
+    in ticks (said so) without one, and a damaged info.json only warns;
+  - --thread keeps one thread's calls, --include / --exclude PATTERN split
+    the calls between the stacks with and without a matching frame, and
+    --to / --from 40% the calls, bytecodes and time between the two parts of
+    the run;
+  - lcov covers the program's own classes by default, and genhtml renders it.
 """
 import collections
 import json
@@ -148,26 +156,143 @@ def check_folded(path, total_calls):
 
 
 def check_chrome(path, total_calls):
+    """B/E events per thread: in file order, each at a later time than the
+    thread's previous event, every E closing the frame the B before it opened
+    (same name), none left open: what Perfetto and speedscope need to nest
+    frames as the flow did."""
     with open(path) as f:
         doc = json.load(f)
-    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
-    check(len(spans) == total_calls, f"chrome trace: {len(spans)} spans == {total_calls} calls")
-    check(all(e["dur"] >= 0 and isinstance(e["name"], str) for e in spans),
-          "spans have names and non-negative durations")
-    by_tid = collections.defaultdict(list)
-    for e in spans:
-        by_tid[e["tid"]].append(e)
-    eps = 1e-6
-    for tid, es in by_tid.items():
-        es.sort(key=lambda e: (e["ts"], -e["dur"]))
-        stack = []
-        for e in es:
-            while stack and stack[-1] <= e["ts"] + eps:
-                stack.pop()     # spans that ended before this one starts
-            if stack and e["ts"] + e["dur"] > stack[-1] + eps:
-                raise Fail(f"tid {tid}: span {e} overlaps its parent ending at {stack[-1]}")
-            stack.append(e["ts"] + e["dur"])
-    check(True, f"spans nest within each of {len(by_tid)} threads")
+    events = [e for e in doc["traceEvents"] if e["ph"] in ("B", "E", "X")]
+    check(all(e["ph"] != "X" for e in events), "chrome trace: duration events only (B/E)")
+    begins = sum(1 for e in events if e["ph"] == "B")
+    check(begins == total_calls, f"chrome trace: {begins} frames begun == {total_calls} calls")
+    stacks, last = collections.defaultdict(list), {}
+    for e in events:
+        tid, ts = e["tid"], e["ts"]
+        if tid in last and not ts > last[tid]:
+            raise Fail(f"tid {tid}: event at {ts} us not after the thread's previous one ({last[tid]})")
+        last[tid] = ts
+        st = stacks[tid]
+        if e["ph"] == "B":
+            st.append(e["name"])
+        elif not st or st.pop() != e["name"]:
+            raise Fail(f"tid {tid}: end of {e['name']} at {ts} does not close the frame on top")
+    open_frames = sum(len(st) for st in stacks.values())
+    check(open_frames == 0, f"every frame closed, times strictly increasing in {len(stacks)} threads")
+
+
+def check_time(ptdecode, trace, tmp):
+    """Times in real units with the frequency info.json records, in ticks (said
+    so) without one, and a damaged info.json costs only the units."""
+    hot = ptd(ptdecode, "hot", trace, "-n", "3")
+    check("time in TSC ticks: the trace records no TSC frequency" in hot and " ticks " in hot,
+          "without a TSC frequency, hot's times are ticks and it says so")
+    doc = json.loads(ptd(ptdecode, "export", trace, "--format", "cct-json", "-o", "-"))
+    check("tsc_hz" not in doc, "cct-json has no tsc_hz without one")
+    info = os.path.join(trace, "info.json")
+    try:
+        with open(info, "w") as f:
+            json.dump({"backend": "perf", "time": {"time_mult": 1, "tsc_hz": 2000000000,
+                                                   "tsc_hz_source": "perf_mmap_page"}}, f)
+        hot = ptd(ptdecode, "hot", trace, "-n", "3")
+        check("2.000 GHz, info.json (perf_mmap_page)" in hot and re.search(r" \d+\.\d{3} [mu]?s ", hot),
+              "hot shows s/ms/us with the frequency of info.json")
+        rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "5", "--json"))
+        check(all(abs(r["time_ns"] - r["time"] / 2) < 1e-6 * r["time"] + 1 and
+                  abs(r["self_time_ns"] - r["self_time"] / 2) < 1e-6 * r["self_time"] + 1
+                  for r in rows), "hot --json: time_ns is ticks / 2 GHz")
+        rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "5", "--json", "--tsc-hz", "1e9"))
+        check(all(abs(r["time_ns"] - r["time"]) < 1e-6 * r["time"] + 1 for r in rows),
+              "--tsc-hz overrides info.json")
+        doc = json.loads(ptd(ptdecode, "export", trace, "--format", "cct-json", "-o", "-"))
+        check(doc.get("tsc_hz") == 2000000000, "cct-json carries tsc_hz")
+        ring = os.path.join(tmp, "ring.html")
+        ptd(ptdecode, "export", trace, "--format", "ringchart", "-o", ring)
+        with open(ring) as f:
+            check('"tsc_hz":2000000000' in f.read(), "the ring chart's data carries tsc_hz")
+        with open(info, "w") as f:
+            f.write('{"time": {"tsc_hz": 12}}')
+        p = run([ptdecode, "hot", trace, "-n", "3"])
+        warn = [l for l in p.stderr.splitlines() if "info.json: offset 20:" in l]
+        check(p.returncode == 0 and len(warn) == 1 and "times stay in TSC ticks" in warn[0] and
+              " ticks " in p.stdout, "an implausible tsc_hz: one warning naming file and offset, ticks")
+        with open(info, "w") as f:
+            f.write('{"time": {"tsc_hz": 2e9')
+        p = run([ptdecode, "hot", trace, "-n", "3"])
+        check(p.returncode == 0 and "info.json: offset 23:" in p.stderr,
+              "malformed info.json: a warning naming file and offset")
+    finally:
+        os.unlink(info)
+
+
+def check_focus(ptdecode, trace, tmp, per_tid):
+    """--thread keeps a thread's events, --include / --exclude PATTERN the
+    stacks with / without a matching frame: the two parts of a pattern add up
+    to the whole, in either naming style."""
+    def total(*args, by="calls"):
+        rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "100000", "--json", "--by", by, *args))
+        return sum(r["calls" if by == "calls" else "self_bytecodes"] for r in rows), rows
+    whole, _ = total()
+    tid, calls = max(per_tid.items(), key=lambda kv: kv[1])
+    one, _ = total("--thread", str(tid))
+    check(one == calls, f"--thread {tid}: its {calls} calls only")
+    p = run([ptdecode, "hot", trace, "--thread", "no-such-thread"])
+    check(p.returncode == 0 and "no thread matches --thread 'no-such-thread'" in p.stderr,
+          "--thread matching nothing says so")
+    for pat, alt in (("java.lang.String*", "java/lang/String*"), ("java.util.*", "java/util/*")):
+        inc, rows = total("--include", pat)
+        exc, _ = total("--exclude", alt)
+        check(inc + exc == whole and inc > 0 and exc > 0,
+              f"--include {pat} ({inc} calls) and --exclude {alt} ({exc}) add up to {whole}")
+    inc, rows = total("--include", "java.lang.String*", "--include", "java.util.*")
+    check(inc >= max(total("--include", "java.lang.String*")[0], total("--include", "java.util.*")[0]),
+          "two --include patterns: stacks with either")
+    p = run([ptdecode, "hot", trace, "--include", "no.such.Class"])
+    check(p.returncode == 0 and "no method matches 'no.such.Class'" in p.stderr,
+          "a pattern matching nothing says so")
+    for by, key in (("calls", "calls"), ("bytecodes", "self_bytecodes"), ("time", "self_time")):
+        def part(*args):
+            rows = json.loads(ptd(ptdecode, "hot", trace, "-n", "100000", "--json", "--by", by, *args))
+            return sum(r[key] for r in rows)
+        first, second, every = part("--to", "40%"), part("--from", "40%"), part()
+        check(first + second == every and (first > 0 or every == 0),
+              f"--to 40% and --from 40% split the {by}: {first} + {second} = {every}")
+    p = run([ptdecode, "hot", trace, "--from", "1s"])
+    check(p.returncode == 1 and "need the TSC frequency" in p.stderr,
+          "--from in seconds without a TSC frequency says so")
+    p = run([ptdecode, "export", trace, "--format", "chrome-trace", "--from", "10%", "-o", "-"])
+    check(p.returncode == 2 and "do not apply to chrome-trace" in p.stderr,
+          "--from is refused by the timeline exports")
+    chrome = os.path.join(tmp, "one.json")
+    ptd(ptdecode, "export", trace, "--format", "chrome-trace", "--thread", str(tid), "-o", chrome)
+    with open(chrome) as f:
+        tids = {e["tid"] for e in json.load(f)["traceEvents"] if e["ph"] in ("B", "E")}
+    check(tids == {tid}, f"chrome-trace --thread {tid}: that thread's frames only")
+
+
+JDK_PACKAGES = ("java/", "javax/", "jdk/", "sun/", "com/sun/", "org/ietf/jgss/", "org/w3c/dom/",
+                "org/xml/sax/", "org/jcp/xml/")
+
+
+def check_lcov_default(ptdecode, trace, tmp, samples, main_class):
+    """lcov without --classes covers the program's own classes, and the
+    genhtml of Debian's lcov renders it from the source root."""
+    info = os.path.join(tmp, "default.info")
+    ptd(ptdecode, "export", trace, "--format", "lcov", "-o", info)
+    with open(info) as f:
+        files = [l[3:].strip() for l in f if l.startswith("SF:")]
+    check(f"{main_class}.java" in files and not any(f.startswith(JDK_PACKAGES) for f in files),
+          f"lcov by default: the program's classes only ({', '.join(files)})")
+    every = os.path.join(tmp, "all.info")
+    ptd(ptdecode, "export", trace, "--format", "lcov", "--classes", "*", "-o", every)
+    with open(every) as f:
+        check(any(l.startswith("SF:java/lang/") for l in f), "lcov --classes '*': the JDK's too")
+    if shutil.which("genhtml"):
+        p = run(["genhtml", "--branch-coverage", "-o", os.path.join(tmp, "html"), info],
+                cwd=samples)
+        check(p.returncode == 0, "genhtml renders it from the source root, as documented")
+    else:
+        print("note: no genhtml (Debian package lcov): not rendered")
 
 
 def main():
@@ -207,6 +332,10 @@ def main():
         chrome = os.path.join(tmp, "trace.json")
         ptd(ptdecode, "export", trace, "--format", "chrome-trace", "-o", chrome)
         check_chrome(chrome, total)
+
+        check_time(ptdecode, trace, tmp)
+        check_focus(ptdecode, trace, tmp, per_tid)
+        check_lcov_default(ptdecode, trace, tmp, samples, main_class)
 
         hot = ptd(ptdecode, "hot", trace, "-n", "10", "--by", "calls")
         print(hot, end="")

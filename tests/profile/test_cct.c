@@ -206,6 +206,49 @@ typedef struct gen_thread {
 /* A random flow of nthreads interleaved threads; with segments, FL_SEGMENT
  * events are inserted at random points with the true stack (or, rarely, an
  * unknown one: depth 0). The same flow without segments is `plain`. */
+/* How frames ran: from the calls' flags and the bytecodes', and a frame found
+ * already running right at the thread root is marked truncated. */
+Test(cct, frame_kinds)
+{
+    flow *f = flow_new();
+    seg_add(f, 7, 10, 0, NULL, 0);
+    fl_event ev[] = {
+        { .kind = FL_CALL, .tid = 7, .tsc = 11, .method_id = 1, .flags = FL_F_CONTEXT },
+        { .kind = FL_CALL, .tid = 7, .tsc = 12, .method_id = 2 },
+        { .kind = FL_BYTECODE, .tid = 7, .tsc = 13, .method_id = 2, .count = 1 },
+        { .kind = FL_BYTECODE, .tid = 7, .tsc = 14, .method_id = 2, .count = 1,
+          .flags = FL_F_COMPILED },
+        { .kind = FL_CALL, .tid = 7, .tsc = 15, .method_id = 3, .flags = FL_F_COMPILED },
+        { .kind = FL_CALL, .tid = 7, .tsc = 16, .method_id = 4,
+          .flags = FL_F_COMPILED | FL_F_INLINED },
+        { .kind = FL_RETURN, .tid = 7, .tsc = 17, .method_id = 4 },
+        { .kind = FL_CALL, .tid = 7, .tsc = 18, .method_id = 5, .flags = FL_F_NATIVE },
+        { .kind = FL_CALL, .tid = 7, .tsc = 19, .method_id = 6, .flags = FL_F_CONTEXT },
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+        g_array_append_val(f->events, ev[i]);
+    pf_cct_opts o = pf_cct_default_opts();
+    pf_cct *t = build_seq(f, &o);
+    int32_t root = pf_cct_find(t, 0, PF_NO_METHOD, 7);
+    int32_t n1 = pf_cct_find(t, root, 1, -1), n2 = pf_cct_find(t, n1, 2, -1);
+    int32_t n3 = pf_cct_find(t, n2, 3, -1), n4 = pf_cct_find(t, n3, 4, -1);
+    int32_t n5 = pf_cct_find(t, n3, 5, -1), n6 = pf_cct_find(t, n5, 6, -1);
+    cr_assert(n1 > 0 && n2 > 0 && n3 > 0 && n4 > 0 && n5 > 0 && n6 > 0);
+    cr_assert_eq(t->nodes[n1].kinds, PF_KIND_INTERPRETED | PF_KIND_TRUNCATED);
+    cr_assert_eq(t->nodes[n2].kinds, PF_KIND_INTERPRETED | PF_KIND_COMPILED);
+    cr_assert_eq(t->nodes[n3].kinds, PF_KIND_COMPILED);
+    cr_assert_eq(t->nodes[n4].kinds, PF_KIND_INLINED);
+    cr_assert_eq(t->nodes[n5].kinds, PF_KIND_NATIVE);
+    /* already running, but below a known frame: its callers are known */
+    cr_assert_eq(t->nodes[n6].kinds, PF_KIND_INTERPRETED);
+    pf_cct *p = build_par(f, &o, 2, 3);
+    char why[128];
+    cr_assert(pf_cct_equal(t, p, why, sizeof why), "%s", why);
+    pf_cct_free(p);
+    pf_cct_free(t);
+    flow_free(f);
+}
+
 static void random_flows(GRand *r, flow *plain, flow *segmented, uint32_t nthreads,
                          uint32_t nevents, bool unknown_contexts)
 {
@@ -232,8 +275,12 @@ static void random_flows(GRand *r, flow *plain, flow *segmented, uint32_t nthrea
         uint64_t m = (uint64_t)g_rand_int_range(r, 1, 12);
         int32_t bci = g_rand_int_range(r, -1, 3);
         fl_event e = { .tid = tid, .tsc = g->tsc, .origin = origin, .bci = bci, .opcode = -1 };
+        /* how frames ran: the trees must agree on their kinds too */
+        static const uint32_t call_flags[] = { 0, FL_F_COMPILED, FL_F_COMPILED | FL_F_INLINED,
+                                               FL_F_NATIVE, FL_F_CONTEXT };
         if (k < 4 && g->depth < 64) {
             e.kind = FL_CALL;
+            e.flags = call_flags[g_rand_int_range(r, 0, 5)];
             e.method_id = m;
             g->stack[g->depth++] = m;
         } else if (k < 7) {
@@ -243,6 +290,7 @@ static void random_flows(GRand *r, flow *plain, flow *segmented, uint32_t nthrea
                 g->depth--;
         } else {
             e.kind = FL_BYTECODE;
+            e.flags = g_rand_int_range(r, 0, 3) == 0 ? FL_F_COMPILED : 0;
             e.method_id = g->depth ? g->stack[g->depth - 1] : 0;
             e.count = (uint64_t)g_rand_int_range(r, 1, 4);
         }

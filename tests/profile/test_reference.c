@@ -136,3 +136,49 @@ Test(names, readable_params)
     s = pf_readable_params("(L");
     g_free(s);   /* malformed: no crash */
 }
+
+Test(names, patterns_in_both_styles)
+{
+    static const struct { const char *glob; bool hit; } cases[] = {
+        { "java.lang.String.indexOf(java.lang.String, int)", true },
+        { "java/lang/String.indexOf(Ljava/lang/String;I)I", true },
+        { "java.lang.String.indexOf", true },
+        { "java.lang.String.index*", true },
+        { "java/lang/String.index*", true },
+        { "*.indexOf(*int)", true },
+        { "java.lang.String.indexOf(int)", false },
+        { "java/lang/String.indexOf", false },     /* a JVM name has its descriptor */
+        { "java.lang.Strin", false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pf_method_pattern *p = pf_method_pattern_new(cases[i].glob);
+        cr_assert_eq(pf_method_pattern_match(p, "java/lang/String", "indexOf",
+                                             "(Ljava/lang/String;I)I"), cases[i].hit, "%s",
+                     cases[i].glob);
+        cr_assert_eq(pf_method_pattern_matched(p), cases[i].hit);
+        /* the flow names methods in JVM style */
+        cr_assert_eq(pf_method_pattern_match_jvm(p, "java/lang/String.indexOf("
+                                                    "Ljava/lang/String;I)I"), cases[i].hit,
+                     "%s (JVM name)", cases[i].glob);
+        pf_method_pattern_free(p);
+    }
+    pf_method_pattern *p = pf_method_pattern_new("?");
+    cr_assert(pf_method_pattern_match_jvm(p, "?"));   /* a frame the trace could not name */
+    pf_method_pattern_free(p);
+    cr_assert(pf_class_pattern_match("com.example.?*", "com/example/Foo"));
+    cr_assert(pf_class_pattern_match("com/example/?*", "com/example/Foo"));
+    cr_assert(!pf_class_pattern_match("com.example.?*", "com/examples/Foo"));
+}
+
+Test(names, simple_names)
+{
+    pf_names *n = pf_names_new();
+    pf_names_add_method(n, 7, "Ljava/util/List;", "add", "(Ljava/lang/Object;)Z", 0x401);
+    char buf[32];
+    cr_assert_str_eq(pf_names_readable(n, 7, buf, sizeof buf), "java.util.List.add(java.lang.Object)");
+    pf_names_set_simple(n, true);
+    cr_assert_str_eq(pf_names_readable(n, 7, buf, sizeof buf), "java.util.List.add");
+    cr_assert_eq(pf_names_method(n, 7)->modifiers, 0x401);
+    cr_assert_str_eq(pf_names_readable(n, 0, buf, sizeof buf), "?");
+    pf_names_free(n);
+}

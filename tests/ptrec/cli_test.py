@@ -297,7 +297,10 @@ def case_handshake():
                                 "ranges": [[0x7f0000000000, 0x7f0010000000]]}, "filter")
     check(j["pt"]["tsc"] is True and j["pt"]["noretcomp"] is True and j["pt"]["mtc"] is False,
           "pt config")
-    check(j["time"] == {"time_zero": 0, "time_mult": 1, "time_shift": 0}, "time conversion")
+    check({k: j["time"].get(k) for k in ("time_zero", "time_mult", "time_shift")} ==
+          {"time_zero": 0, "time_mult": 1, "time_shift": 0}, "time conversion")
+    check(j["time"].get("tsc_hz_source") == "measured" and 1e8 < j["time"].get("tsc_hz", 0) < 1e11,
+          f"TSC frequency measured over the recording: {j['time']}")
     check(j["jvm"]["handshake"] == "ok" and j["jvm"]["pid"] == 4242, "jvm handshake")
     check(isinstance(j["cpu"]["family"], int), "cpu family")
     st = j["streams"]

@@ -1,14 +1,23 @@
-/* mkring CCT.json OUT.html [TITLE]: the ring chart page for a cct-json file,
- * through pf_ringchart_write (what ptdecode's exporter calls). */
+/* mkring [--flamegraph] CCT.json OUT.html [TITLE]: the ring chart page (or
+ * the flame graph's) for a cct-json file, through pf_ringchart_write
+ * (pf_flamegraph_write), what ptdecode's exporter calls. */
+#include "profile/flamegraph.h"
 #include "profile/ringchart.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
+    bool flame = argc > 1 && !strcmp(argv[1], "--flamegraph");
+    if (flame) {
+        argv++;
+        argc--;
+    }
     if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: mkring CCT.json OUT.html [TITLE]\n");
+        fprintf(stderr, "usage: mkring [--flamegraph] CCT.json OUT.html [TITLE]\n");
         return 2;
     }
     FILE *in = fopen(argv[1], "rb");
@@ -42,7 +51,9 @@ int main(int argc, char **argv)
         return 1;
     }
     char err[256];
-    int rc = pf_ringchart_write(out, buf, len, argc > 3 ? argv[3] : NULL, err, sizeof err);
+    int rc = (flame ? pf_flamegraph_write : pf_ringchart_write)(out, buf, len,
+                                                                argc > 3 ? argv[3] : NULL, err,
+                                                                sizeof err);
     if (fclose(out) != 0 && rc == 0) {
         snprintf(err, sizeof err, "mkring: cannot write %s", argv[2]);
         rc = -1;

@@ -1,4 +1,5 @@
 /* pf_ringchart_write: template filled, data escaped, bad input refused. */
+#include "profile/flamegraph.h"
 #include "profile/ringchart.h"
 
 #include <criterion/criterion.h>
@@ -82,4 +83,36 @@ Test(ringchart, template_exported)
     cr_assert_gt(pf_ringchart_template_len, 1000);
     cr_assert_eq(strlen(pf_ringchart_template), pf_ringchart_template_len);
     cr_assert_not_null(strstr(pf_ringchart_template, "@JPT_CCT_JSON@"));
+}
+
+/* The flame graph's page is filled the same way: self-contained, the data
+ * escaped, bad input refused. */
+Test(flamegraph, template_filled)
+{
+    const char *json = "{\"format\":\"jpt-cct\",\"version\":1,\"title\":\"</script>\","
+                       "\"nodes\":{\"parent\":[-1],\"method\":[-1]}}";
+    char *buf = NULL, err[128] = "";
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    int rc = pf_flamegraph_write(f, json, strlen(json), "A & B", err, sizeof err);
+    fclose(f);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert(strstr(buf, "<!DOCTYPE html>") == buf);
+    cr_assert_not_null(strstr(buf, "<title>A &amp; B</title>"));
+    cr_assert_not_null(strstr(buf, "\"title\":\"<\\/script>\""));
+    cr_assert_not_null(strstr(buf, "window.jptFlame"));
+    cr_assert_null(strstr(buf, "@JPT_"));
+    cr_assert_null(strstr(buf, "<script src="));
+    cr_assert_null(strstr(buf, "<link "));
+    cr_assert_null(strstr(buf, "http://"));
+    cr_assert_null(strstr(buf, "https://"));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    rc = pf_flamegraph_write(f, "{\"format\":\"x\"}", 14, NULL, err, sizeof err);
+    fclose(f);
+    cr_assert_eq(rc, -1);
+    cr_assert_not_null(strstr(err, "flamegraph: input is not cct-json"), "%s", err);
+    free(buf);
 }

@@ -1,4 +1,6 @@
-/* Calling Context Ring Chart page writer: see ringchart.h. */
+/* The pages of a cct-json document: the ring chart (ringchart.h) and the
+ * flame graph (flamegraph.h) are one template each, filled the same way. */
+#include "profile/flamegraph.h"
 #include "profile/ringchart.h"
 
 #include <stdarg.h>
@@ -71,36 +73,51 @@ static bool put_json_escaped(FILE *out, const char *s, size_t n)
     return put(out, s + start, n - start);
 }
 
-int pf_ringchart_write(FILE *out, const char *cct_json, size_t len, const char *title,
-                       char *err, size_t errlen)
+/* The template tpl with its title and data marks replaced; what names the
+ * page in messages, default_title is the title when none is given. */
+static int page_write(FILE *out, const char *tpl, size_t tlen, const char *what,
+                      const char *default_title, const char *cct_json, size_t len,
+                      const char *title, char *err, size_t errlen)
 {
     if (!out || !cct_json)
-        return fail(err, errlen, "ringchart: no output or no input");
+        return fail(err, errlen, "%s: no output or no input", what);
     size_t i = 0;
     while (i < len && (cct_json[i] == ' ' || cct_json[i] == '\t' || cct_json[i] == '\n' ||
                        cct_json[i] == '\r'))
         i++;
     if (i == len || cct_json[i] != '{')
-        return fail(err, errlen, "ringchart: input is not a JSON object");
+        return fail(err, errlen, "%s: input is not a JSON object", what);
     if (memchr(cct_json, '\0', len))
-        return fail(err, errlen, "ringchart: input contains a NUL byte");
+        return fail(err, errlen, "%s: input contains a NUL byte", what);
     if (!find(cct_json, len, "\"jpt-cct\""))
-        return fail(err, errlen, "ringchart: input is not cct-json (no \"format\":\"jpt-cct\")");
+        return fail(err, errlen, "%s: input is not cct-json (no \"format\":\"jpt-cct\")", what);
 
-    const char *tpl = pf_ringchart_template;
-    size_t tlen = pf_ringchart_template_len;
     const char *tmark = find(tpl, tlen, TITLE_MARK);
     const char *dmark = find(tpl, tlen, DATA_MARK);
     if (!tmark || !dmark || tmark > dmark)
-        return fail(err, errlen, "ringchart: page template is damaged");
+        return fail(err, errlen, "%s: page template is damaged", what);
     const char *after_t = tmark + strlen(TITLE_MARK);
     const char *after_d = dmark + strlen(DATA_MARK);
 
     bool ok = put(out, tpl, (size_t)(tmark - tpl)) &&
-              put_html_escaped(out, title ? title : "Calling Context Ring Chart") &&
+              put_html_escaped(out, title ? title : default_title) &&
               put(out, after_t, (size_t)(dmark - after_t)) &&
               put_json_escaped(out, cct_json + i, len - i) &&
               put(out, after_d, (size_t)(tpl + tlen - after_d)) && fflush(out) == 0 &&
               !ferror(out);
-    return ok ? 0 : fail(err, errlen, "ringchart: write failed");
+    return ok ? 0 : fail(err, errlen, "%s: write failed", what);
+}
+
+int pf_ringchart_write(FILE *out, const char *cct_json, size_t len, const char *title,
+                       char *err, size_t errlen)
+{
+    return page_write(out, pf_ringchart_template, pf_ringchart_template_len, "ringchart",
+                      "Calling Context Ring Chart", cct_json, len, title, err, errlen);
+}
+
+int pf_flamegraph_write(FILE *out, const char *cct_json, size_t len, const char *title,
+                        char *err, size_t errlen)
+{
+    return page_write(out, pf_flamegraph_template, pf_flamegraph_template_len, "flamegraph",
+                      "Flame graph", cct_json, len, title, err, errlen);
 }
