@@ -170,10 +170,23 @@ def main():
     # The same run as a per-thread trace.
     thr = os.path.join(work, 'thread.trace')
     os.makedirs(thr)
-    shutil.copy(os.path.join(trace, 'info.json'), thr)
     os.symlink(os.path.join(trace, 'jvm'), os.path.join(thr, 'jvm'))
     for sub in ('pt', 'sideband'):
         shutil.copytree(os.path.join(trace, 'eval', 'per-thread', sub), os.path.join(thr, sub))
+    # its info.json lists the per-thread streams, as a per-thread recording's does
+    info = json.load(open(os.path.join(trace, 'info.json')))
+    info.pop('cpus', None)
+    info['streams'] = []
+    for f in sorted(os.listdir(os.path.join(thr, 'pt'))):
+        if f.endswith('.pt'):
+            size = os.path.getsize(os.path.join(thr, 'pt', f))
+            idx = os.path.getsize(os.path.join(thr, 'pt', f[:-3] + '.idx'))
+            info['streams'].append({'name': f[:-3], 'pt_bytes': size, 'lost_bytes': 0,
+                                    'aux_records': (idx - 16) // 40, 'truncated': 0})
+    info['totals'] = {'streams': len(info['streams']), 'lost_bytes': 0, 'truncated': 0,
+                      'pt_bytes': sum(x['pt_bytes'] for x in info['streams'])}
+    with open(os.path.join(thr, 'info.json'), 'w') as f:
+        json.dump(info, f)
 
     sched = json.load(open(os.path.join(trace, 'eval', 'percpu.json')))
     delay = {t['tid']: t['delay'] for t in sched['threads']}

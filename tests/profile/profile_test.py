@@ -219,8 +219,8 @@ def check_time(ptdecode, trace, tmp):
         with open(info, "w") as f:
             f.write('{"time": {"tsc_hz": 2e9')
         p = run([ptdecode, "hot", trace, "-n", "3"])
-        check(p.returncode == 0 and "info.json: offset 23:" in p.stderr,
-              "malformed info.json: a warning naming file and offset")
+        check(p.returncode == 1 and "info.json: offset 23:" in p.stderr and not p.stdout,
+              "malformed info.json: fatal (docs/FORMAT.md), one line naming file and offset")
     finally:
         os.unlink(info)
 
