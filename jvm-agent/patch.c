@@ -565,7 +565,9 @@ static void *watcher_main(void *arg)
             break;
         pthread_mutex_unlock(&pw.wait_lock);
         if (mono_ms() >= next_full) {
-            rest = scan() / 1000000u * (100 / FULL_SCAN_SHARE - 1);
+            /* in ns, rounded up: whole milliseconds first would let a scan
+             * under 1 ms run every interval */
+            rest = (scan() * (100 / FULL_SCAN_SHARE - 1) + 999999u) / 1000000u;
             last_full = mono_ms();
             next_full = last_full + (pw.interval_ms > rest ? pw.interval_ms : rest);
         } else if (closely && close_scan()) {
