@@ -8,13 +8,14 @@ cd "$(dirname "$0")"
 
 # Build and test dependencies; rhino, libxalan2-java and liblucene4.10-java are the workloads the
 # integration tests run (the rest of ../shared/workloads install on demand);
-# chromium runs the ring chart's browser test; lcov's genhtml checks the coverage export.
+# chromium runs the ring chart's browser test; lcov's genhtml checks the coverage export;
+# slurm-wlm and munge run the sharded decoding's job array on a one-node cluster (scale/).
 packages=(
     gcc meson ninja-build pkg-config python3
     libipt-dev libcapstone-dev libelf-dev libglib2.0-dev libcriterion-dev
     openjdk-17-jdk-headless qemu-user
     rhino libxalan2-java liblucene4.10-java lcov
-    chromium
+    chromium slurm-wlm munge
 )
 
 if [ "${1:-}" != "--no-apt" ]; then

@@ -35,9 +35,9 @@
 
 typedef struct emu {
     char *qemu, *plugin;
-    int ctl[2];            /* [0] ptrec's end, [1] the plugin's (inherited) */
-    char linebuf[256];
-    size_t linelen;
+    pr_ctl ctl;            /* the command's own: ptrec's end */
+    int plugin_end;        /* the plugin's end (inherited by qemu), -1 once closed */
+    char *tree_plugin;     /* process tree: the -plugin argument less out= and ctl= */
     pr_perf_info hw;       /* --cpus: info.json describes a per-CPU recording */
 } emu;
 
@@ -62,12 +62,11 @@ static void append_escaped(GString *s, const char *v)
     }
 }
 
-static char *plugin_arg(const emu *e, const pr_opts *o, const char *out, int ctl_fd)
+/* The -plugin argument but for out= and ctl=, which name one recording. */
+static GString *plugin_opts(const emu *e, const pr_opts *o)
 {
     GString *s = g_string_new(NULL);
     append_escaped(s, e->plugin);
-    g_string_append(s, ",out=");
-    append_escaped(s, out);
     switch (o->filter) {
     case PR_FILTER_CODECACHE: g_string_append(s, ",filter=none"); break;
     case PR_FILTER_ALL: g_string_append(s, ",filter=all"); break;
@@ -76,13 +75,21 @@ static char *plugin_arg(const emu *e, const pr_opts *o, const char *out, int ctl
                                (guint64)o->range_lo, (guint64)o->range_hi);
         break;
     }
-    g_string_append_printf(s, ",ctl=%d,psb_period=%" G_GUINT64_FORMAT, ctl_fd,
-                           (guint64)o->psb_period);
+    g_string_append_printf(s, ",psb_period=%" G_GUINT64_FORMAT, (guint64)o->psb_period);
     if (o->aux_size) g_string_append_printf(s, ",aux_size=%" G_GUINT64_FORMAT, (guint64)o->aux_size);
     if (o->drain_rate)
         g_string_append_printf(s, ",drain_rate=%" G_GUINT64_FORMAT, (guint64)o->drain_rate);
     if (o->keep_lossless) g_string_append(s, ",keep_lossless=on");
     if (o->test_log) g_string_append(s, ",testlog=on");
+    return s;
+}
+
+static char *plugin_arg(const emu *e, const pr_opts *o, const char *out, int ctl_fd)
+{
+    GString *s = plugin_opts(e, o);
+    g_string_append(s, ",out=");
+    append_escaped(s, out);
+    g_string_append_printf(s, ",ctl=%d", ctl_fd);
     return g_string_free(s, FALSE);
 }
 
@@ -233,7 +240,7 @@ static int emu_prepare(pr_backend *b, const pr_opts *o, char ***exec_argv,
                        char *err, size_t errlen)
 {
     emu *e = g_new0(emu, 1);
-    e->ctl[0] = e->ctl[1] = -1;
+    e->ctl.fd = e->plugin_end = -1;
     b->priv = e;
     if (o->qemu) {
         if (!is_exec_file(o->qemu)) {
@@ -270,14 +277,25 @@ static int emu_prepare(pr_backend *b, const pr_opts *o, char ***exec_argv,
         b->perf = hw;
     }
 
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, e->ctl) != 0) {
-        snprintf(err, errlen, "socketpair: %s", strerror(errno));
-        return 1;
-    }
     GPtrArray *av = g_ptr_array_new();
-    g_ptr_array_add(av, g_strdup(e->qemu));
-    g_ptr_array_add(av, g_strdup("-plugin"));
-    g_ptr_array_add(av, plugin_arg(e, o, o->out_dir, e->ctl[1]));
+    if (o->tree) {
+        /* The command runs natively; libjptexec.so runs its JVMs under qemu. */
+        e->tree_plugin = g_string_free(plugin_opts(e, o), FALSE);
+        b->tree_qemu = e->qemu;
+        b->tree_plugin = e->tree_plugin;
+    } else {
+        int ctl[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+            snprintf(err, errlen, "socketpair: %s", strerror(errno));
+            g_ptr_array_free(av, TRUE);
+            return 1;
+        }
+        e->ctl.fd = ctl[0];
+        e->plugin_end = ctl[1];
+        g_ptr_array_add(av, g_strdup(e->qemu));
+        g_ptr_array_add(av, g_strdup("-plugin"));
+        g_ptr_array_add(av, plugin_arg(e, o, o->out_dir, e->plugin_end));
+    }
     /* qemu-user does not search PATH: give it the resolved program. */
     g_ptr_array_add(av, g_strdup(o->resolved));
     for (size_t i = 1; o->command[i]; i++) g_ptr_array_add(av, g_strdup(o->command[i]));
@@ -289,8 +307,8 @@ static int emu_prepare(pr_backend *b, const pr_opts *o, char ***exec_argv,
 static size_t emu_child_fds(pr_backend *b, int *fds, size_t max)
 {
     emu *e = b->priv;
-    if (max < 1 || e->ctl[1] < 0) return 0;
-    fds[0] = e->ctl[1];
+    if (max < 1 || e->plugin_end < 0) return 0;
+    fds[0] = e->plugin_end;
     return 1;
 }
 
@@ -299,18 +317,24 @@ static int emu_start(pr_backend *b, pid_t child, char *err, size_t errlen)
     (void)child; (void)err; (void)errlen;
     emu *e = b->priv;
     /* Only qemu keeps the plugin's end: EOF on ours then means qemu is gone. */
-    close(e->ctl[1]);
-    e->ctl[1] = -1;
+    if (e->plugin_end >= 0) close(e->plugin_end);
+    e->plugin_end = -1;
     return 0;
 }
 
-static int emu_on_filter(pr_backend *b, uint64_t lo, uint64_t hi, char *err, size_t errlen)
+static int emu_on_filter(pr_backend *b, pr_ctl *c, uint64_t lo, uint64_t hi, char *err,
+                         size_t errlen)
 {
     emu *e = b->priv;
+    if (!c) c = &e->ctl;
+    if (c->fd < 0) {
+        snprintf(err, errlen, "the plugin is not connected");
+        return -1;
+    }
     char cmd[64];
     int n = snprintf(cmd, sizeof cmd, "filter 0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x\n",
                      (guint64)lo, (guint64)hi);
-    if (send(e->ctl[0], cmd, (size_t)n, MSG_NOSIGNAL) != n) {
+    if (send(c->fd, cmd, (size_t)n, MSG_NOSIGNAL) != n) {
         snprintf(err, errlen, "cannot send the filter to the plugin: %s", strerror(errno));
         return -1;
     }
@@ -318,25 +342,25 @@ static int emu_on_filter(pr_backend *b, uint64_t lo, uint64_t hi, char *err, siz
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         /* Complete lines already buffered? */
-        char *nl = memchr(e->linebuf, '\n', e->linelen);
+        char *nl = memchr(c->linebuf, '\n', c->linelen);
         while (nl) {
-            size_t len = (size_t)(nl - e->linebuf);
-            char line[sizeof e->linebuf];
-            memcpy(line, e->linebuf, len);
+            size_t len = (size_t)(nl - c->linebuf);
+            char line[sizeof c->linebuf];
+            memcpy(line, c->linebuf, len);
             line[len] = '\0';
-            memmove(e->linebuf, nl + 1, e->linelen - len - 1);
-            e->linelen -= len + 1;
+            memmove(c->linebuf, nl + 1, c->linelen - len - 1);
+            c->linelen -= len + 1;
             if (strcmp(line, "ok") == 0) return 0;
             if (strncmp(line, "no", 2) == 0 || strncmp(line, "error", 5) == 0) {
-                for (char *c = line; *c; c++)
-                    if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
+                for (char *q = line; *q; q++)
+                    if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e) *q = '?';
                 snprintf(err, errlen, "the plugin refused the filter: %s", line);
                 return -1;
             }
             /* Anything else is informational: keep waiting for the answer. */
-            nl = memchr(e->linebuf, '\n', e->linelen);
+            nl = memchr(c->linebuf, '\n', c->linelen);
         }
-        if (e->linelen == sizeof e->linebuf) e->linelen = 0;   /* junk without newline */
+        if (c->linelen == sizeof c->linebuf) c->linelen = 0;   /* junk without newline */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long spent = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
@@ -345,18 +369,18 @@ static int emu_on_filter(pr_backend *b, uint64_t lo, uint64_t hi, char *err, siz
                      PLUGIN_REPLY_TIMEOUT_MS);
             return -1;
         }
-        struct pollfd pfd = { .fd = e->ctl[0], .events = POLLIN };
+        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
         int r = poll(&pfd, 1, (int)(PLUGIN_REPLY_TIMEOUT_MS - spent));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) continue;   /* the deadline check above ends the wait */
-        ssize_t got = recv(e->ctl[0], e->linebuf + e->linelen,
-                           sizeof e->linebuf - e->linelen, MSG_DONTWAIT);
+        ssize_t got = recv(c->fd, c->linebuf + c->linelen,
+                           sizeof c->linebuf - c->linelen, MSG_DONTWAIT);
         if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (got <= 0) {
             snprintf(err, errlen, "the plugin closed its control socket");
             return -1;
         }
-        e->linelen += (size_t)got;
+        c->linelen += (size_t)got;
     }
 }
 
@@ -369,7 +393,9 @@ static void percpu_progress(uint64_t done, uint64_t total, void *ctx)
     if (done >= total) fputc('\n', stderr);
 }
 
-static int emu_finish(pr_backend *b, pr_summary *sum)
+/* Per-CPU conversion (--cpus) and the streams of one trace directory; own:
+ * the trace directory itself, whose info.json follows e->hw. */
+static void finish_dir(pr_backend *b, const char *dir, bool own, pr_summary *sum)
 {
     emu *e = b->priv;
     if (b->opts->cpus) {
@@ -382,33 +408,48 @@ static int emu_finish(pr_backend *b, pr_summary *sum)
         };
         pc_result r;
         char err[1024];
-        if (pc_convert(b->opts->out_dir, &p, &r, err, sizeof err) != 0) {
-            jerr_error("per-CPU conversion failed, the trace stays per thread: %s", err);
+        if (pc_convert(dir, &p, &r, err, sizeof err) != 0) {
+            jerr_error("per-CPU conversion of %s failed, the trace stays per thread: %s", dir,
+                       err);
             /* The final info.json must describe what stays: per-thread
              * streams whose sideband times are TSC values. pr_session.perf
              * points at e->hw (copied after prepare), so clearing b->perf
-             * alone would not reach it: rewrite hw too. */
-            e->hw.ncpus = 0;
-            e->hw.time_valid = false;
-            e->hw.time_zero = 0;
-            e->hw.time_mult = 1;
-            e->hw.time_shift = 0;
-            b->perf = NULL;
+             * alone would not reach it: rewrite hw too. A later JVM's
+             * directory shares e->hw: the failure is only reported. */
+            if (own) {
+                e->hw.ncpus = 0;
+                e->hw.time_valid = false;
+                e->hw.time_zero = 0;
+                e->hw.time_mult = 1;
+                e->hw.time_shift = 0;
+                b->perf = NULL;
+            }
         } else if (r.delayed)
             jerr_warn("%u CPUs: %" PRIu64 " of %" PRIu64 " stretches waited for a CPU (up to %"
                       PRIu64 " TSC ticks); their thread's time is shifted by the wait",
                       b->opts->cpus, r.delayed, r.stretches, r.max_delay);
     }
-    pr_scan_streams(b->opts->out_dir, sum);
+    pr_scan_streams(dir, sum);
+}
+
+static int emu_finish(pr_backend *b, pr_summary *sum)
+{
+    finish_dir(b, b->opts->out_dir, true, sum);
     return 0;
+}
+
+static void emu_finish_dir(pr_backend *b, const char *dir, pr_summary *sum)
+{
+    finish_dir(b, dir, false, sum);
 }
 
 static void emu_destroy(pr_backend *b)
 {
     emu *e = b->priv;
     if (!e) return;
-    if (e->ctl[0] >= 0) close(e->ctl[0]);
-    if (e->ctl[1] >= 0) close(e->ctl[1]);
+    if (e->ctl.fd >= 0) close(e->ctl.fd);
+    if (e->plugin_end >= 0) close(e->plugin_end);
+    g_free(e->tree_plugin);
     g_free(e->qemu);
     g_free(e->plugin);
     g_free(e);
@@ -422,5 +463,6 @@ const pr_backend_ops pr_emulated_ops = {
     .start = emu_start,
     .on_filter = emu_on_filter,
     .finish = emu_finish,
+    .finish_dir = emu_finish_dir,
     .destroy = emu_destroy,
 };

@@ -579,8 +579,10 @@ static int perf_start(pr_backend *b, pid_t child, char *err, size_t errlen)
     return 0;
 }
 
-static int perf_on_filter(pr_backend *b, uint64_t lo, uint64_t hi, char *err, size_t errlen)
+static int perf_on_filter(pr_backend *b, pr_ctl *ctl, uint64_t lo, uint64_t hi, char *err,
+                          size_t errlen)
 {
+    (void)ctl;   /* one filter for every process */
     perf_be *be = b->priv;
     if (be->opts->sideband_only) return 0;   /* no PT to filter */
     set_filters(be, lo, hi);
@@ -642,6 +644,14 @@ static int perf_finish(pr_backend *b, pr_summary *sum)
     return 0;
 }
 
+/* A later JVM of a process tree: the per-CPU streams of the trace directory
+ * hold the PT; its own directory holds its metadata only. */
+static void perf_finish_dir(pr_backend *b, const char *dir, pr_summary *sum)
+{
+    (void)b;
+    pr_scan_streams(dir, sum);
+}
+
 static void perf_destroy(pr_backend *b)
 {
     perf_be *be = b->priv;
@@ -679,5 +689,6 @@ const pr_backend_ops pr_perf_ops = {
     .start = perf_start,
     .on_filter = perf_on_filter,
     .finish = perf_finish,
+    .finish_dir = perf_finish_dir,
     .destroy = perf_destroy,
 };

@@ -21,11 +21,13 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <glib.h>
 
+#include "collector/exec_rewrite.h"
 #include "common/jerr.h"
 
 #ifndef JPT_LIBDIR
@@ -43,10 +45,17 @@ static void usage(FILE *f)
 "Runs COMMAND and records Intel Processor Trace of it into a trace directory\n"
 "(pt/, sideband/, jvm/, info.json) that ptdecode reads.\n"
 "\n"
-"When COMMAND is a java launcher, ptrec loads the jpt agent (libjpt.so) into it\n"
-"through JAVA_TOOL_OPTIONS, with -XX:+DebugNonSafepoints for exact JIT maps,\n"
-"unless the command line or JAVA_TOOL_OPTIONS already loads it. The agent\n"
-"reports the JVM's code cache and ptrec limits tracing to it (--filter).\n"
+"ptrec follows COMMAND's processes: each java launcher among them (COMMAND\n"
+"itself, or one a script or a JVM execs) runs with the jpt agent (libjpt.so)\n"
+"added to its command line with -XX:+DebugNonSafepoints for exact JIT maps,\n"
+"under emulation in qemu-x86_64 with the plugin; everything else runs\n"
+"natively. The agent reports the JVM's code cache and ptrec limits tracing to\n"
+"it (--filter). The first JVM is traced into DIR, the n-th into DIR/java-<n>/,\n"
+"a trace directory of its own. The execs of statically linked programs are not\n"
+"followed. A command that loads the agent itself (-agentpath:...libjpt.so on\n"
+"its command line or in JAVA_TOOL_OPTIONS) is run as it is, and so is any\n"
+"command with --filter all or a range: under emulation the command itself is\n"
+"traced, and what it execs runs natively.\n"
 "\n"
 "Options:\n"
 "  -o, --output DIR     trace directory (default ./" PR_DEFAULT_OUT "), in a directory\n"
@@ -95,9 +104,8 @@ static void usage(FILE *f)
 "  ptrec --emulate -o hello.trace -- java -cp samples/classes Hello\n"
 "  ptdecode info hello.trace\n"
 "\n"
-"  # a workload script that runs ${JAVA}: put ptrec in front of the java binary\n"
-"  JAVA=\"ptrec --emulate -o /tmp/x.trace -- /usr/lib/jvm/java-17-openjdk-amd64/bin/java\" \\\n"
-"      ./rhino.sh\n"
+"  # a script that starts java: its JVMs are traced, the rest runs natively\n"
+"  ptrec --emulate -o x.trace -- bash -c 'java -cp samples/classes Hello'\n"
 "\n"
 "  # lose trace like a 256 KiB buffer drained at 4 bytes per 1000 TSC ticks\n"
 "  ptrec --emulate --aux-size 256K --drain-rate 4 -o lossy.trace -- java Jit\n"
@@ -162,7 +170,8 @@ static bool dir_is_empty(const char *path)
 
 /* --force must not wipe a directory that was never a trace (a typo such as
  * "-o ~" or "-o ''" would otherwise be fatal): a trace holds nothing but what
- * ptrec and ptdecode write there, and some of it. *stranger names the first
+ * ptrec and ptdecode write there (and the java-<n> traces of later JVMs), and
+ * some of it. *stranger names the first
  * other entry (to be freed), if any. */
 static bool looks_like_trace(const char *path, char **stranger)
 {
@@ -177,6 +186,10 @@ static bool looks_like_trace(const char *path, char **stranger)
         bool known = false;
         for (size_t i = 0; i < G_N_ELEMENTS(names) && !known; i++)
             known = !strcmp(e, names[i]);
+        /* a process tree's later JVMs (java-<n>) */
+        if (!known && !strncmp(e, "java-", 5) && e[5] && strspn(e + 5, "0123456789") ==
+            strlen(e + 5))
+            known = true;
         if (known)
             marked = true;
         else
@@ -201,13 +214,6 @@ static bool has_bad_chars(const char *s)
 {
     for (; *s; s++)
         if (*s == ',' || *s == '"' || *s == '\'' || (unsigned char)*s < 0x20) return true;
-    return false;
-}
-
-static bool has_space(const char *s)
-{
-    for (; *s; s++)
-        if (g_ascii_isspace(*s)) return true;
     return false;
 }
 
@@ -367,6 +373,9 @@ typedef struct hs_state {
     size_t len;
     bool skipping;              /* discarding an overlong line up to its '\n' */
     int bad;
+    pr_session *s;              /* the session the JVM's handshake fills in */
+    pr_ctl *ctl;                /* its plugin's control connection; NULL: the command's */
+    const char *decline;        /* not NULL: no filter for this JVM, and why */
 } hs_state;
 
 static void hs_reply(hs_state *h, const char *msg)
@@ -394,8 +403,9 @@ static void hs_bad(hs_state *h, const char *why, const char *line, size_t n)
     }
 }
 
-static void hs_line(hs_state *h, pr_session *s, pr_backend *b, const char *line, size_t n)
+static void hs_line(hs_state *h, pr_backend *b, const char *line, size_t n)
 {
+    pr_session *s = h->s;
     pr_handshake hs;
     const char *why;
     if (!pr_parse_handshake(line, n, &hs, &why)) {
@@ -411,6 +421,13 @@ static void hs_line(hs_state *h, pr_session *s, pr_backend *b, const char *line,
     s->jvm_pid = hs.pid;
     s->cc_lo = hs.low;
     s->cc_hi = hs.high;
+    if (h->decline) {
+        char reply[80];
+        snprintf(reply, sizeof reply, "no %s\n", h->decline);
+        s->handshake = "failed";
+        hs_reply(h, reply);
+        return;
+    }
     if (s->opts->filter != PR_FILTER_CODECACHE) {
         /* The filter was fixed at start; tracing is on. */
         s->handshake = "ok";
@@ -418,7 +435,7 @@ static void hs_line(hs_state *h, pr_session *s, pr_backend *b, const char *line,
         return;
     }
     char err[256];
-    if (b->ops->on_filter(b, hs.low, hs.high, err, sizeof err) != 0) {
+    if (b->ops->on_filter(b, h->ctl, hs.low, hs.high, err, sizeof err) != 0) {
         jerr_warn("cannot trace the code cache: %s", err);
         s->handshake = "failed";
         hs_reply(h, "no filter-failed\n");
@@ -431,7 +448,7 @@ static void hs_line(hs_state *h, pr_session *s, pr_backend *b, const char *line,
     hs_reply(h, "ok\n");
 }
 
-static void hs_read(hs_state *h, pr_session *s, pr_backend *b)
+static void hs_read(hs_state *h, pr_backend *b)
 {
     ssize_t got = recv(h->fd, h->buf + h->len, sizeof h->buf - h->len, MSG_DONTWAIT);
     if (got < 0) {
@@ -455,12 +472,249 @@ static void hs_read(hs_state *h, pr_session *s, pr_backend *b)
             return;
         }
         size_t n = (size_t)(nl - h->buf);
-        if (!h->skipping) hs_line(h, s, b, h->buf, n);
+        if (!h->skipping) hs_line(h, b, h->buf, n);
         h->skipping = false;
         if (h->fd < 0) return;
         memmove(h->buf, nl + 1, h->len - n - 1);
         h->len -= n + 1;
     }
+}
+
+/* ---- the process tree ------------------------------------------------------ */
+
+/* A command that is not a java launcher runs natively with libjptexec.so
+ * preloaded; each java launcher exec'd in its tree asks ptrec, on a socket in
+ * a private directory, where to write (exec_rewrite.h). The first JVM is
+ * traced into the trace directory itself, so a script that runs one JVM
+ * gives the same trace as the JVM run directly; the n-th (n >= 2) into
+ * DIR/java-<n>/, a trace directory of its own. */
+
+typedef struct tree_jvm {
+    unsigned long index;
+    char *dir, *rel;            /* rel: "java-<index>" (index >= 2) */
+    pr_session own;             /* index >= 2: its info.json */
+    hs_state hs;                /* the agent's handshake */
+    pr_ctl ctl;                 /* the plugin's control connection (emulated) */
+    bool ended;
+} tree_jvm;
+
+typedef struct tree {
+    int listen_fd;
+    char *sockdir, *sock;
+    GPtrArray *jvms;            /* tree_jvm* in exec order */
+    bool waiting_said;
+} tree;
+
+static char *find_exec_lib(char *err, size_t errlen)
+{
+    char *cands[] = {
+        g_build_filename(pr_self_dir(), "libjptexec.so", NULL),
+        g_build_filename(JPT_LIBDIR, "jpt", "libjptexec.so", NULL),
+    };
+    char *found = NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(cands); i++)
+        if (!found && access(cands[i], R_OK) == 0) found = g_canonicalize_filename(cands[i], NULL);
+    if (!found)
+        snprintf(err, errlen, "cannot find libjptexec.so, which follows the command's processes "
+                 "to its java launchers (looked in %s and %s)", cands[0], cands[1]);
+    for (size_t i = 0; i < G_N_ELEMENTS(cands); i++) g_free(cands[i]);
+    return found;
+}
+
+static void tree_listen(tree *t)
+{
+    t->jvms = g_ptr_array_new();
+    GError *ge = NULL;
+    /* A directory only this user can enter: only the command's processes
+     * (or the user's own) can connect. */
+    t->sockdir = g_dir_make_tmp("ptrec-XXXXXX", &ge);
+    if (!t->sockdir) jerr_die(1, "cannot create a private directory for ptrec's socket: %s",
+                             ge->message);
+    t->sock = g_build_filename(t->sockdir, "exec.sock", NULL);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(t->sock) >= sizeof sa.sun_path)
+        jerr_die(1, "%s: path too long for a socket (set TMPDIR to a shorter directory)",
+                 t->sock);
+    strcpy(sa.sun_path, t->sock);
+    t->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (t->listen_fd < 0 || bind(t->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(t->listen_fd, 64) != 0)
+        jerr_die(1, "cannot listen on %s: %s", t->sock, strerror(errno));
+}
+
+static void tree_unlisten(tree *t)
+{
+    if (t->listen_fd >= 0) close(t->listen_fd);
+    t->listen_fd = -1;
+    if (t->sock) unlink(t->sock);
+    if (t->sockdir) rmdir(t->sockdir);
+}
+
+/* A request line: the library writes it right after connecting. */
+static bool read_request(int fd, char *line, size_t cap, size_t *len)
+{
+    size_t n = 0;
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int r = poll(&p, 1, 2000);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        char c;
+        ssize_t k = recv(fd, &c, 1, 0);   /* byte by byte: what follows is the agent's */
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        if (c == '\n') { *len = n; return true; }
+        if (n + 1 >= cap) return false;
+        line[n++] = c;
+    }
+}
+
+static bool make_trace_dirs(const char *dir)
+{
+    static const char *const subdirs[] = { "pt", "sideband", "jvm" };
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return false;
+    for (size_t i = 0; i < G_N_ELEMENTS(subdirs); i++) {
+        char *p = g_build_filename(dir, subdirs[i], NULL);
+        bool ok = mkdir(p, 0777) == 0 || errno == EEXIST;
+        g_free(p);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* A new JVM of the tree, with its trace directory made; NULL on failure. */
+static tree_jvm *tree_add_jvm(tree *t, pr_session *s, pr_backend *b)
+{
+    tree_jvm *j = g_new0(tree_jvm, 1);
+    j->index = t->jvms->len + 1;
+    j->ctl.fd = j->hs.fd = -1;
+    if (j->index == 1) {
+        j->dir = g_strdup(s->opts->out_dir);
+        j->hs.s = s;
+    } else {
+        j->rel = g_strdup_printf("java-%lu", j->index);
+        j->dir = g_build_filename(s->opts->out_dir, j->rel, NULL);
+        j->own = *s;
+        j->own.dir = j->dir;
+        j->own.jvm_index = j->index;
+        j->own.handshake = "none";
+        j->own.jvm_pid = 0;
+        j->own.range_set = false;
+        j->own.no_exit_status = true;
+        j->own.pid = 0;
+        memset(&j->own.sum, 0, sizeof j->own.sum);
+        clock_gettime(CLOCK_REALTIME, &j->own.start);
+        pr_clock_now(&j->own.clock_start);
+        j->hs.s = &j->own;
+        char err[1024];
+        if (!make_trace_dirs(j->dir) || pr_write_info(&j->own, err, sizeof err) != 0) {
+            jerr_warn("cannot create %s (%s): JVM %lu runs untraced", j->dir, strerror(errno),
+                      j->index);
+            g_free(j->dir);
+            g_free(j->rel);
+            g_free(j);
+            return NULL;
+        }
+        /* One PT filter serves every process on hardware: the first JVM's. */
+        if (!s->opts->emulate && s->opts->filter == PR_FILTER_CODECACHE && !s->opts->sideband_only)
+            j->hs.decline = "filter-taken-by-the-first-jvm";
+    }
+    j->hs.ctl = b->ops == &pr_emulated_ops ? &j->ctl : NULL;
+    g_ptr_array_add(t->jvms, j);
+    return j;
+}
+
+/* An exec request: the connection becomes the JVM's handshake. */
+static void tree_new_jvm(tree *t, int fd, pr_session *s, pr_backend *b)
+{
+    tree_jvm *j = tree_add_jvm(t, s, b);
+    if (!j) {
+        send(fd, "no cannot-create-directory\n", 27, MSG_DONTWAIT | MSG_NOSIGNAL);
+        close(fd);
+        return;
+    }
+    j->hs.fd = fd;
+    char *reply = g_strdup_printf("ok %lu %s\n", j->index, j->dir);
+    if (send(fd, reply, strlen(reply), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        jerr_warn("cannot answer the exec of JVM %lu: %s", j->index, strerror(errno));
+    g_free(reply);
+}
+
+static void tree_accept(tree *t, pr_session *s, pr_backend *b)
+{
+    int fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    char line[64], ex[100];
+    size_t len = 0;
+    pr_exec_req req;
+    unsigned long n;
+    if (!read_request(fd, line, sizeof line, &len) ||
+        !pr_parse_exec_request(line, len, &req, &n)) {
+        sanitize(line, len, ex, sizeof ex);
+        jerr_warn("bad request on %s from the traced processes: '%s'", t->sock, ex);
+        close(fd);
+        return;
+    }
+    if (req == PR_EXEC_REQ_EXEC) {
+        tree_new_jvm(t, fd, s, b);
+        return;
+    }
+    tree_jvm *j = n <= t->jvms->len ? g_ptr_array_index(t->jvms, n - 1) : NULL;
+    if (!j || j->ctl.fd >= 0 || j->ended || b->ops != &pr_emulated_ops) {
+        jerr_warn("a plugin connection for JVM %lu, which has none to make: ignored", n);
+        close(fd);
+        return;
+    }
+    j->ctl.fd = fd;
+}
+
+/* The JVM's plugin closed its connection: qemu has exited. */
+static void tree_jvm_end(tree_jvm *j, pr_backend *b)
+{
+    if (j->ctl.fd >= 0) close(j->ctl.fd);
+    j->ctl.fd = -1;
+    if (j->ended || j->index == 1) {
+        j->ended = true;
+        return;
+    }
+    j->ended = true;
+    j->own.finished = true;
+    j->own.pid = (pid_t)j->own.jvm_pid;
+    clock_gettime(CLOCK_REALTIME, &j->own.end);
+    pr_clock_end(&j->own.clock_start, &j->own.clock_end);
+    b->ops->finish_dir(b, j->dir, &j->own.sum);
+    char err[1024];
+    if (pr_write_info(&j->own, err, sizeof err) != 0) jerr_error("%s", err);
+}
+
+static void tree_ctl_read(tree_jvm *j, pr_backend *b)
+{
+    pr_ctl *c = &j->ctl;
+    if (c->linelen == sizeof c->linebuf) c->linelen = 0;   /* nothing is waiting for it */
+    ssize_t got = recv(c->fd, c->linebuf + c->linelen, sizeof c->linebuf - c->linelen,
+                       MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (got <= 0) tree_jvm_end(j, b);
+    else c->linelen += (size_t)got;
+}
+
+/* Emulated JVMs still running: their plugin is connected, or their exec
+ * was answered and the connections it holds are open. */
+static size_t tree_running(const tree *t)
+{
+    size_t n = 0;
+    for (guint i = 0; t->jvms && i < t->jvms->len; i++) {
+        const tree_jvm *j = g_ptr_array_index(t->jvms, i);
+        n += j->hs.ctl && !j->ended && (j->ctl.fd >= 0 || j->hs.fd >= 0);
+    }
+    return n;
+}
+
+/* A JVM's exec is waiting to be answered. */
+static bool tree_pending(const tree *t)
+{
+    struct pollfd p = { .fd = t->listen_fd, .events = POLLIN };
+    return t->listen_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
 /* ---- main ----------------------------------------------------------------- */
@@ -513,7 +767,18 @@ int main(int argc, char **argv)
         jerr_die(PR_EXIT_NOTFOUND, "%s: command not found", o.command[0]);
     }
     char *real = realpath(o.resolved, NULL);
-    if (o.emulate) {
+    pr_session s = { .opts = &o, .handshake = "none" };
+    /* A script named java (a version manager's shim) runs natively and
+     * execs the real launcher, which is followed. */
+    s.java = pr_is_java_launcher(o.command[0], real) && pr_is_elf_file(o.resolved);
+    bool has_agent = pr_has_jpt_agent_argv(o.command + 1) ||
+                     pr_has_jpt_agent_opts(getenv("JAVA_TOOL_OPTIONS")) ||
+                     pr_has_jpt_agent_opts(getenv("JDK_JAVA_OPTIONS")) ||
+                     pr_has_jpt_agent_opts(getenv("_JAVA_OPTIONS"));
+    /* Follow the process tree to its JVMs, unless the command brings its own
+     * agent or (not a JVM) is itself what --filter all or a range traces. */
+    o.tree = !has_agent && (s.java || o.filter == PR_FILTER_CODECACHE);
+    if (o.emulate && !o.tree) {
         /* qemu-user emulates one program; what a script execs runs natively. */
         FILE *f = fopen(o.resolved, "rb");
         char head[2] = { 0, 0 };
@@ -522,17 +787,11 @@ int main(int argc, char **argv)
             fclose(f);
         }
         if (head[0] == '#' && head[1] == '!')
-            jerr_die(PR_EXIT_USAGE, "%s is a script: under emulation the programs it starts "
-                     "would run untraced; put ptrec in front of the java command itself "
-                     "(e.g. JAVA=\"ptrec --emulate -o X -- java\" %s)", o.command[0], o.command[0]);
+            jerr_die(PR_EXIT_USAGE, "%s is a script: with --filter other than codecache, "
+                     "the command itself runs under emulation and the programs it starts run "
+                     "untraced; give the program itself", o.command[0]);
     }
 
-    pr_session s = { .opts = &o, .handshake = "none" };
-    s.java = pr_is_java_launcher(o.command[0], real);
-    bool has_agent = pr_has_jpt_agent_argv(o.command + 1) ||
-                     pr_has_jpt_agent_opts(getenv("JAVA_TOOL_OPTIONS")) ||
-                     pr_has_jpt_agent_opts(getenv("JDK_JAVA_OPTIONS")) ||
-                     pr_has_jpt_agent_opts(getenv("_JAVA_OPTIONS"));
     char err[1024];
     char *agent = NULL;
     pr_backend b = { .ops = o.emulate ? &pr_emulated_ops : &pr_perf_ops, .opts = &o };
@@ -540,7 +799,12 @@ int main(int argc, char **argv)
     int rc = b.ops->prepare(&b, &o, &s.exec_argv, err, sizeof err);
     if (rc) jerr_die(rc, "%s", err);
     s.perf = b.perf;
-    if (s.java && !has_agent) {
+    char *exec_lib = NULL;
+    if (o.tree && !(exec_lib = find_exec_lib(err, sizeof err))) jerr_die(PR_EXIT_USAGE, "%s", err);
+    if (exec_lib && has_bad_chars(exec_lib))
+        jerr_die(PR_EXIT_USAGE, "%s: the path must not contain commas, quotes or control "
+                 "characters", exec_lib);
+    if (o.tree) {
         if (!(agent = find_agent(o.agent, err, sizeof err))) jerr_die(PR_EXIT_USAGE, "%s", err);
         if (has_bad_chars(agent))
             jerr_die(PR_EXIT_USAGE, "the agent's path %s must not contain commas, quotes or "
@@ -548,10 +812,6 @@ int main(int argc, char **argv)
         s.agent_path = agent;
         s.agent_added = true;
     }
-
-    if (!s.java && !has_agent && o.filter == PR_FILTER_CODECACHE)
-        jerr_warn("%s is not a java launcher and loads no jpt agent: with --filter codecache "
-                  "nothing will be traced (use --filter all)", o.command[0]);
 
     /* The trace directory. */
     if (replace) {
@@ -562,15 +822,9 @@ int main(int argc, char **argv)
             jerr_die(PR_EXIT_USAGE, "cannot replace %s", out_given);
         free(top);
     }
-    static const char *const subdirs[] = { "pt", "sideband", "jvm" };
-    if (mkdir(out, 0777) != 0 && errno != EEXIST)
-        jerr_die(PR_EXIT_USAGE, "cannot create %s: %s", out, strerror(errno));
-    for (size_t i = 0; i < G_N_ELEMENTS(subdirs); i++) {
-        char *p = g_build_filename(out, subdirs[i], NULL);
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            jerr_die(PR_EXIT_USAGE, "cannot create %s: %s", p, strerror(errno));
-        g_free(p);
-    }
+    if (!make_trace_dirs(out))
+        jerr_die(PR_EXIT_USAGE, "cannot create %s and its pt/, sideband/, jvm/: %s", out,
+                 strerror(errno));
 
     char *cpuinfo = NULL;
     if (g_file_get_contents("/proc/cpuinfo", &cpuinfo, NULL, NULL)) pr_cpu_parse(cpuinfo, &s.cpu);
@@ -582,22 +836,52 @@ int main(int argc, char **argv)
     if (pr_write_info(&s, err, sizeof err) != 0) jerr_die(PR_EXIT_USAGE, "%s", err);
 
     /* Environment of the child. */
-    int hsp[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hsp) != 0)
-        jerr_die(1, "socketpair: %s", strerror(errno));
-    char fdstr[16];
-    snprintf(fdstr, sizeof fdstr, "%d", hsp[1]);
-    setenv("JPT_HANDSHAKE_FD", fdstr, 1);
-    setenv("JPT_TRACE_DIR", out, 1);
-    if (agent) {
-        GString *jto = g_string_new(getenv("JAVA_TOOL_OPTIONS"));
-        if (jto->len) g_string_append_c(jto, ' ');
-        /* The JVM splits JAVA_TOOL_OPTIONS at white space unless quoted. */
-        const char *q = has_space(agent) || has_space(out) ? "\"" : "";
-        g_string_append_printf(jto, "%s-agentpath:%s=out=%s%s -XX:+UnlockDiagnosticVMOptions "
-                               "-XX:+DebugNonSafepoints", q, agent, out, q);
-        setenv("JAVA_TOOL_OPTIONS", jto->str, 1);
-        g_string_free(jto, TRUE);
+    int hsp[2] = { -1, -1 };
+    tree t = { .listen_fd = -1 };
+    if (o.tree) {
+        tree_listen(&t);
+        /* Only the JVMs get a handshake descriptor, their own. */
+        unsetenv("JPT_HANDSHAKE_FD");
+        unsetenv("JPT_TRACE_DIR");
+        const char *pre = getenv("LD_PRELOAD");
+        char *preload = pre && *pre ? g_strdup_printf("%s %s", exec_lib, pre) : g_strdup(exec_lib);
+        setenv("LD_PRELOAD", preload, 1);
+        g_free(preload);
+        setenv(PR_EXEC_ENV_SOCK, t.sock, 1);
+        setenv(PR_EXEC_ENV_AGENT, agent, 1);
+        if (b.tree_qemu) {
+            setenv(PR_EXEC_ENV_QEMU, b.tree_qemu, 1);
+            setenv(PR_EXEC_ENV_PLUGIN, b.tree_plugin, 1);
+        } else {
+            unsetenv(PR_EXEC_ENV_QEMU);
+            unsetenv(PR_EXEC_ENV_PLUGIN);
+        }
+    } else {
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hsp) != 0)
+            jerr_die(1, "socketpair: %s", strerror(errno));
+        char fdstr[16];
+        snprintf(fdstr, sizeof fdstr, "%d", hsp[1]);
+        setenv("JPT_HANDSHAKE_FD", fdstr, 1);
+        setenv("JPT_TRACE_DIR", out, 1);
+    }
+    /* The command is itself a JVM: the exec a JVM of the tree gets, with
+     * the connections made here rather than asked for on the socket. */
+    int ctlp[2] = { -1, -1 };
+    pr_exec_plan plan = { 0 };
+    if (o.tree && s.java) {
+        pr_exec_cfg cfg;
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hsp) != 0 ||
+            (b.tree_qemu && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctlp) != 0))
+            jerr_die(1, "socketpair: %s", strerror(errno));
+        if (!pr_exec_cfg_get(&cfg, getenv) ||
+            !pr_exec_plan_make(&cfg, o.resolved, o.command, environ, out, hsp[1], ctlp[1], &plan))
+            jerr_die(1, "cannot build the command's exec: out of memory");
+        tree_jvm *j = tree_add_jvm(&t, &s, &b);
+        if (!j) jerr_die(1, "cannot trace the command");
+        j->hs.fd = hsp[0];
+        j->ctl.fd = ctlp[0];
+        g_strfreev(s.exec_argv);
+        s.exec_argv = g_strdupv(plan.argv);
     }
 
     sigset_t mask, oldmask;
@@ -611,7 +895,8 @@ int main(int argc, char **argv)
 
     int inherit[8];
     size_t ninherit = b.ops->child_fds(&b, inherit, G_N_ELEMENTS(inherit) - 1);
-    inherit[ninherit++] = hsp[1];
+    if (hsp[1] >= 0) inherit[ninherit++] = hsp[1];
+    if (ctlp[1] >= 0) inherit[ninherit++] = ctlp[1];
     int errp[2];
     if (pipe2(errp, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
     /* With an attach step the child waits on this pipe before its exec. */
@@ -639,7 +924,8 @@ int main(int argc, char **argv)
             if (fl >= 0) fcntl(inherit[i], F_SETFD, fl & ~FD_CLOEXEC);
         }
         sigprocmask(SIG_SETMASK, &oldmask, NULL);
-        execv(s.exec_argv[0], s.exec_argv);
+        if (plan.path) execve(plan.path, plan.argv, plan.envp);
+        else execv(s.exec_argv[0], s.exec_argv);
         int e = errno;
         ssize_t w = write(errp[1], &e, sizeof e);
         (void)w;
@@ -647,7 +933,9 @@ int main(int argc, char **argv)
     }
     s.pid = pid;
     close(errp[1]);
-    close(hsp[1]);
+    if (hsp[1] >= 0) close(hsp[1]);
+    if (ctlp[1] >= 0) close(ctlp[1]);
+    pr_exec_plan_free(&plan);
     if (gate[0] >= 0) {
         close(gate[0]);
         if (b.ops->attach(&b, pid, err, sizeof err) != 0) {
@@ -675,40 +963,109 @@ int main(int argc, char **argv)
         jerr_die(1, "%s", err);
     }
 
-    hs_state hs = { .fd = hsp[0] };
-    while (!s.finished) {
-        struct pollfd pfd[2] = {
-            { .fd = sfd, .events = POLLIN },
-            { .fd = hs.fd, .events = POLLIN },
-        };
-        int n = poll(pfd, hs.fd >= 0 ? 2 : 1, -1);
+    hs_state hs = { .fd = o.tree ? -1 : hsp[0], .s = &s };
+    GArray *pfds = g_array_new(FALSE, TRUE, sizeof(struct pollfd));
+    /* In a process tree, emulated JVMs may outlive the command: their
+     * traces are complete when their plugin has closed its connection. */
+    bool stop_waiting = false;
+    int signals_after = 0;      /* signals passed on to JVMs after the command exited */
+    while (!s.finished || (tree_running(&t) && !stop_waiting) || tree_pending(&t)) {
+        g_array_set_size(pfds, 0);
+        struct pollfd p = { .fd = sfd, .events = POLLIN };
+        g_array_append_val(pfds, p);
+        p.fd = t.listen_fd >= 0 ? t.listen_fd : hs.fd;
+        g_array_append_val(pfds, p);
+        for (guint i = 0; t.jvms && i < t.jvms->len; i++) {
+            tree_jvm *j = g_ptr_array_index(t.jvms, i);
+            p.fd = j->hs.fd;
+            g_array_append_val(pfds, p);
+            p.fd = j->ctl.fd;
+            g_array_append_val(pfds, p);
+        }
+        struct pollfd *pf = (struct pollfd *)(void *)pfds->data;
+        /* A JVM that was the command itself closes its connection at once;
+         * say why ptrec waits only for the others. */
+        int n = poll(pf, pfds->len, s.finished && !t.waiting_said ? 1000 : -1);
         if (n < 0) {
             if (errno == EINTR) continue;
             jerr_die(1, "poll: %s", strerror(errno));
         }
-        if (pfd[0].revents & POLLIN) {
+        if (n == 0) {
+            if (!o.quiet)
+                fprintf(stderr, "ptrec: the command has exited; waiting for the %zu traced "
+                        "JVMs it started that still run (SIGINT or SIGTERM: passed on to them; "
+                        "twice: stop waiting)\n", tree_running(&t));
+            t.waiting_said = true;
+            continue;
+        }
+        if (pf[0].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo == SIGCHLD) continue;
                 /* A signal from the terminal already went to the whole
                  * foreground process group, the child included. */
                 if (si.ssi_code == SI_KERNEL) continue;
-                kill(pid, (int)si.ssi_signo);
+                if (!s.finished) {
+                    kill(pid, (int)si.ssi_signo);
+                    continue;
+                }
+                /* The command is gone: pass it on to the JVMs still traced. */
+                for (guint i = 0; i < t.jvms->len; i++) {
+                    tree_jvm *j = g_ptr_array_index(t.jvms, i);
+                    if (j->ctl.fd >= 0 && j->hs.s->jvm_pid > 0)
+                        kill((pid_t)j->hs.s->jvm_pid, (int)si.ssi_signo);
+                }
+                /* A second one: stop waiting for JVMs that do not end. */
+                stop_waiting = ++signals_after >= 2;
             }
             int wst;
-            pid_t w = waitpid(pid, &wst, WNOHANG);
+            pid_t w = s.finished ? 0 : waitpid(pid, &wst, WNOHANG);
             if (w == pid) {
                 s.finished = true;
                 s.wait_status = wst;
             }
         }
-        if (hs.fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
-            hs_read(&hs, &s, &b);
+        /* Accept first: a JVM's plugin connects before its exec, so before
+         * its agent's handshake, which needs the connection. */
+        if (t.listen_fd >= 0 && (pf[1].revents & POLLIN)) tree_accept(&t, &s, &b);
+        if (t.listen_fd < 0 && hs.fd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            hs_read(&hs, &b);
+        /* jvms may have grown: only the entries polled. */
+        for (guint i = 0; 2 + 2 * i + 1 < pfds->len; i++) {
+            tree_jvm *j = g_ptr_array_index(t.jvms, i);
+            if (j->hs.fd >= 0 && (pf[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
+                hs_read(&j->hs, &b);
+            if (j->ctl.fd >= 0 && (pf[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
+                tree_ctl_read(j, &b);
+        }
     }
+    g_array_free(pfds, TRUE);
     hs_close(&hs);
     clock_gettime(CLOCK_REALTIME, &s.end);
     pr_clock_end(&s.clock_start, &s.clock_end);
 
+    tree_unlisten(&t);
+    GArray *more = g_array_new(FALSE, TRUE, sizeof(pr_tree_jvm));
+    for (guint i = 0; t.jvms && i < t.jvms->len; i++) {
+        tree_jvm *j = g_ptr_array_index(t.jvms, i);
+        hs_close(&j->hs);
+        if (j->index == 1) continue;
+        /* Still running (ptrec was told to stop waiting) or, on hardware,
+         * not seen ending: written as they are. */
+        if (!j->ended) {
+            bool running = j->ctl.fd >= 0;
+            tree_jvm_end(j, &b);
+            if (running) {
+                j->own.finished = false;
+                char e2[1024];
+                if (pr_write_info(&j->own, e2, sizeof e2) != 0) jerr_error("%s", e2);
+            }
+        }
+        pr_tree_jvm tj = { .index = j->index, .pid = j->own.jvm_pid, .dir = j->rel };
+        g_array_append_val(more, tj);
+    }
+    s.more_jvms = (const pr_tree_jvm *)(void *)more->data;
+    s.n_more_jvms = more->len;
     b.ops->finish(&b, &s.sum);
     if (o.filter == PR_FILTER_RANGE) {
         s.range_set = true;
@@ -716,17 +1073,38 @@ int main(int argc, char **argv)
         s.range_hi = o.range_hi;
     }
     if (pr_write_info(&s, err, sizeof err) != 0) jerr_error("%s", err);
-    if (o.filter == PR_FILTER_CODECACHE && s.jvm_pid == 0 && (s.java || has_agent))
+    if (o.tree && (!t.jvms || t.jvms->len == 0))
+        jerr_warn("%s started no java launcher: nothing was traced (the execs of statically "
+                  "linked programs are not followed)", o.command[0]);
+    else if (o.filter == PR_FILTER_CODECACHE && s.jvm_pid == 0 && (has_agent || o.tree))
         jerr_warn("the agent never reported the code cache: nothing was traced (see %s/jvm/"
                   "agent.log)", out);
     if (!o.quiet) {
         char line[160];
         pr_format_summary(&s.sum, line, sizeof line);
         fprintf(stderr, "ptrec: %s, trace in %s\n", line, out_given);
+        for (guint i = 1; t.jvms && i < t.jvms->len; i++) {
+            tree_jvm *j = g_ptr_array_index(t.jvms, i);
+            pr_format_summary(&j->own.sum, line, sizeof line);
+            fprintf(stderr, "ptrec: JVM %lu (pid %ld): %s, trace in %s/%s\n", j->index,
+                    j->own.jvm_pid, line, out_given, j->rel);
+        }
     }
 
     b.ops->destroy(&b);
     pr_summary_free(&s.sum);
+    for (guint i = 0; t.jvms && i < t.jvms->len; i++) {
+        tree_jvm *j = g_ptr_array_index(t.jvms, i);
+        pr_summary_free(&j->own.sum);
+        g_free(j->dir);
+        g_free(j->rel);
+        g_free(j);
+    }
+    if (t.jvms) g_ptr_array_free(t.jvms, TRUE);
+    g_array_free(more, TRUE);
+    g_free(t.sock);
+    g_free(t.sockdir);
+    g_free(exec_lib);
     int status = WIFEXITED(s.wait_status) ? WEXITSTATUS(s.wait_status)
                : WIFSIGNALED(s.wait_status) ? 128 + WTERMSIG(s.wait_status) : 1;
     g_strfreev(s.exec_argv);

@@ -35,6 +35,10 @@ typedef struct pr_opts {
     const char *out_dir;        /* absolute after option processing */
     bool emulate, force, quiet, keep_lossless, test_log;
     bool sideband_only;                   /* hardware backend without PT */
+    /* The command is not a java launcher: it runs natively with libjptexec.so
+     * preloaded, and each java launcher exec'd in its process tree is traced
+     * (collector/README.md, "Scripts"). */
+    bool tree;
     const char *qemu, *plugin, *agent;   /* explicit paths or NULL */
     pr_filter_mode filter;
     uint64_t range_lo, range_hi;          /* PR_FILTER_RANGE */
@@ -58,6 +62,14 @@ typedef struct pr_summary {
 
 typedef struct pr_backend pr_backend;
 
+/* The plugin's control connection of one emulated process: ptrec sends
+ * `filter 0xLO 0xHI`, the plugin answers `ok` or `no ...`. */
+typedef struct pr_ctl {
+    int fd;
+    char linebuf[256];
+    size_t linelen;
+} pr_ctl;
+
 typedef struct pr_backend_ops {
     const char *name;           /* info.json "backend" */
     /* Checks the tools and builds the argv to exec (it may wrap the command).
@@ -75,10 +87,16 @@ typedef struct pr_backend_ops {
     /* The child has been exec'ed. */
     int (*start)(pr_backend *b, pid_t child, char *err, size_t errlen);
     /* The agent reported its code cache: trace [lo, hi) from now on. Must
-     * answer within a few seconds (the agent waits 5 s for its reply). */
-    int (*on_filter)(pr_backend *b, uint64_t lo, uint64_t hi, char *err, size_t errlen);
+     * answer within a few seconds (the agent waits 5 s for its reply). ctl:
+     * the emulated JVM's control connection in a process tree, NULL for the
+     * command itself. */
+    int (*on_filter)(pr_backend *b, pr_ctl *ctl, uint64_t lo, uint64_t hi, char *err,
+                     size_t errlen);
     /* The child has exited: fill in the streams of the trace directory. */
     int (*finish)(pr_backend *b, pr_summary *sum);
+    /* A JVM of the process tree traced into a directory of its own (not
+     * the trace directory) has ended: fill in its streams. */
+    void (*finish_dir)(pr_backend *b, const char *dir, pr_summary *sum);
     void (*destroy)(pr_backend *b);
 } pr_backend_ops;
 
@@ -109,6 +127,9 @@ struct pr_backend {
     const pr_opts *opts;
     void *priv;
     const pr_perf_info *perf;   /* the hardware backend's parameters, else NULL */
+    /* Emulated, process tree: what libjptexec.so runs each JVM with (qemu,
+     * and the -plugin argument less out= and ctl=). */
+    const char *tree_qemu, *tree_plugin;
 };
 
 extern const pr_backend_ops pr_emulated_ops;
@@ -126,14 +147,26 @@ void pr_clock_now(pr_clock_pair *c);
  * (50 ms: recordings of real programs take longer). */
 void pr_clock_end(const pr_clock_pair *start, pr_clock_pair *end);
 
+/* A JVM of the process tree traced into a directory of its own. */
+typedef struct pr_tree_jvm {
+    unsigned long index;        /* 2, 3, ...: the order the JVMs were exec'd */
+    long pid;                   /* from its handshake; 0: none came */
+    const char *dir;            /* "java-<index>", in the trace directory */
+} pr_tree_jvm;
+
 /* Everything info.json records. */
 typedef struct pr_session {
     const pr_opts *opts;
+    const char *dir;            /* where info.json goes; NULL: opts->out_dir */
+    unsigned long jvm_index;    /* a JVM's own directory: its index (else 0) */
+    const pr_tree_jvm *more_jvms;   /* the trace directory: the tree's later JVMs */
+    size_t n_more_jvms;
     const char *backend;
     char **exec_argv;
     pid_t pid;
     bool finished;              /* the child has exited */
     int wait_status;
+    bool no_exit_status;        /* a later JVM of a process tree: not ptrec's child */
     pr_cpu cpu;
     bool java, agent_added;
     const char *agent_path;

@@ -18,7 +18,9 @@
  *                  tsc_hz, tsc_hz_source: TSC ticks per second and whence
  *   aux_size, drain_rate  (0: not set, no loss model), keep_lossless
  *   jvm            {java_launcher, agent_added, agent, handshake "none"|"ok"|
- *                   "failed", pid, codecache [lo, hi]}
+ *                   "failed", pid, codecache [lo, hi]; index: in a later JVM's
+ *                   own directory, its place in the process tree's JVMs}
+ *   more_jvms      a process tree's later JVMs [{index, pid, dir}]
  *   streams        [{name, pt_bytes, lost_bytes, aux_records, truncated}]
  *   totals         {streams, pt_bytes, lost_bytes, truncated}
  *   The hardware backend adds cpu.cpuid_15h, pt.{enabled, pmu_type, config,
@@ -272,7 +274,9 @@ static void write_info(json_w *j, const pr_session *s)
     json_ki64(j, "pid", s->pid);
     json_key(j, "exit");
     json_obj(j);
-    if (s->finished && WIFEXITED(s->wait_status)) {
+    if (s->no_exit_status) {
+        /* not known */
+    } else if (s->finished && WIFEXITED(s->wait_status)) {
         json_ki64(j, "status", WEXITSTATUS(s->wait_status));
     } else if (s->finished && WIFSIGNALED(s->wait_status)) {
         json_ki64(j, "signal", WTERMSIG(s->wait_status));
@@ -383,7 +387,21 @@ static void write_info(json_w *j, const pr_session *s)
         json_u64(j, s->cc_hi);
         json_end(j);
     }
+    if (s->jvm_index) json_ku64(j, "index", s->jvm_index);
     json_end(j);
+    if (o->tree && !s->jvm_index) {
+        json_key(j, "more_jvms");
+        json_arr(j);
+        for (size_t i = 0; i < s->n_more_jvms; i++) {
+            const pr_tree_jvm *t = &s->more_jvms[i];
+            json_obj(j);
+            json_ku64(j, "index", t->index);
+            json_ki64(j, "pid", t->pid);
+            json_kstr(j, "dir", t->dir);
+            json_end(j);
+        }
+        json_end(j);
+    }
 
     json_key(j, "streams");
     json_arr(j);
@@ -414,7 +432,7 @@ static void write_info(json_w *j, const pr_session *s)
 
 int pr_write_info(const pr_session *s, char *err, size_t errlen)
 {
-    char *path = g_build_filename(s->opts->out_dir, "info.json", NULL);
+    char *path = g_build_filename(s->dir ? s->dir : s->opts->out_dir, "info.json", NULL);
     char *tmp = g_strconcat(path, ".tmp", NULL);
     int rc = 0;
     FILE *f = fopen(tmp, "w");

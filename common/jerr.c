@@ -10,6 +10,8 @@
 
 static const char *prog = "jpt";
 static bool quiet, verbose;
+/* Warnings come from any thread (decoding runs on several). */
+static GMutex lock;
 
 /* Kinds of bulk warnings met so far, with their first message. */
 #define MAX_KINDS 64
@@ -35,7 +37,9 @@ void jerr_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    g_mutex_lock(&lock);
     vmsg("", fmt, ap);
+    g_mutex_unlock(&lock);
     va_end(ap);
 }
 
@@ -65,12 +69,12 @@ static bool seen_before(const char *fmt, va_list ap)
 
 void jerr_warn(const char *fmt, ...)
 {
-    if (quiet)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    if (!seen_before(fmt, ap))
+    g_mutex_lock(&lock);
+    if (!quiet && !seen_before(fmt, ap))
         vmsg("warning: ", fmt, ap);
+    g_mutex_unlock(&lock);
     va_end(ap);
 }
 
@@ -78,15 +82,18 @@ void jerr_set_verbose(bool v) { verbose = v; }
 
 void jerr_warn_flush(void)
 {
+    g_mutex_lock(&lock);
     for (size_t i = 0; i < nkinds; i++) {
         if (kinds[i].count > 1 && !quiet && !verbose)
             fprintf(stderr, "%s: warning: %lu more like \"%s\" (--verbose shows each)\n",
                     prog, kinds[i].count - 1, kinds[i].first);
         kinds[i].count = kinds[i].count ? 1 : 0;
     }
+    g_mutex_unlock(&lock);
 }
 
-void jerr_warn_kind(const char *kind, const char *fmt, ...)
+/* jerr_warn_kind with the lock held. */
+static void warn_kind(const char *kind, const char *fmt, va_list ap)
 {
     if (quiet)
         return;
@@ -100,16 +107,10 @@ void jerr_warn_kind(const char *kind, const char *fmt, ...)
         k = &kinds[nkinds++];
         snprintf(k->kind, sizeof k->kind, "%s", kind);
     }
-    va_list ap;
-    va_start(ap, fmt);
-    if (seen_before(fmt, ap)) {
-        va_end(ap);
+    if (seen_before(fmt, ap))
         return;
-    }
-    if (k && k->count++ && !verbose) {
-        va_end(ap);
+    if (k && k->count++ && !verbose)
         return;
-    }
     if (k && k->count == 1) {
         /* The count line quotes the start of the first message. */
         va_list cp;
@@ -120,6 +121,15 @@ void jerr_warn_kind(const char *kind, const char *fmt, ...)
             memcpy(k->first + sizeof k->first - 4, "...", 4);
     }
     vmsg("warning: ", fmt, ap);
+}
+
+void jerr_warn_kind(const char *kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_mutex_lock(&lock);
+    warn_kind(kind, fmt, ap);
+    g_mutex_unlock(&lock);
     va_end(ap);
 }
 
@@ -150,7 +160,9 @@ void jerr_die(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    g_mutex_lock(&lock);
     vmsg("", fmt, ap);
+    g_mutex_unlock(&lock);
     va_end(ap);
     exit(code);
 }

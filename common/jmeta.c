@@ -394,6 +394,7 @@ struct jm_reader {
     int code_error;      /* map_file's result: 0, -errno or JPT_ENOTREG */
     bool owns_maps; /* mapped by us (not jm_reader_open_mem) */
     uint64_t pos;
+    uint64_t dropped;    /* the map's pages before it were given back (jm_reader_next) */
     jm_header header;
     char error[PATH_MAX + 200];
     bool cut;           /* the error is a record running past the end of the file */
@@ -518,12 +519,23 @@ uint64_t jm_reader_offset(const jm_reader *r) { return r->pos; }
 const char *jm_reader_path(const jm_reader *r) { return r->path; }
 const char *jm_reader_code_path(const jm_reader *r) { return r->code_path; }
 
+/* Pages of the map this far behind the reader are given back: a metadata
+ * stream of many GB (reference mode) is read front to back, and pages once
+ * touched would otherwise stay in the process's memory. An unwritten
+ * private file mapping reads them from the file again if they are used. */
+#define JM_DROP_BEHIND ((uint64_t)32 << 20)
+
 int jm_reader_next(jm_reader *r, jm_record *rec)
 {
     if (r->error[0])
         return -1;
     if (r->pos == r->size)
         return 0;
+    if (r->owns_maps && r->pos - r->dropped >= 2 * JM_DROP_BEHIND) {
+        uint64_t upto = (r->pos - JM_DROP_BEHIND) & ~(uint64_t)(sysconf(_SC_PAGESIZE) - 1);
+        madvise((void *)(r->map + r->dropped), (size_t)(upto - r->dropped), MADV_DONTNEED);
+        r->dropped = upto;
+    }
     uint64_t left = r->size - r->pos;
     const uint8_t *p = r->map + r->pos;
     if (left < JM_RECORD_HEADER_SIZE) {

@@ -1848,6 +1848,12 @@ typedef struct ctx {
     void *sink_ctx;
     dc_stats *st;
     bool stop;
+    /* A range's end inside a stream (strm.tail): the instruction in flight
+     * there is delivered once the stretch after the cut finishes it, and
+     * nothing after it (TAIL_ON, then TAIL_DONE). The range after it drops
+     * that instruction from what its warm-up left pending (drop_pending). */
+    uint8_t tail;
+    bool drop_pending;
     uint64_t tsc;
     uint64_t off;          /* the stream offset after the block being replayed */
 
@@ -1878,9 +1884,11 @@ typedef struct ctx {
     pending_gap gap;
 } ctx;
 
+enum { TAIL_OFF, TAIL_ON, TAIL_DONE };
+
 static void deliver(ctx *x, dc_event *ev)
 {
-    if (x->stop)
+    if (x->stop || x->tail == TAIL_DONE)
         return;
     if ((unsigned)ev->kind < DC_KIND_COUNT)
         x->st->events[ev->kind]++;
@@ -1901,8 +1909,11 @@ static void flush_pending(ctx *x)
                 x->pending[i].exit_ip < c->end)
                 x->pending[i].flags |= x->pending[i].exit_ip >= c->not_taken ? DC_F_NOT_TAKEN
                                                                               : DC_F_TAKEN;
-    for (unsigned i = 0; i < x->npending; i++)
+    for (unsigned i = 0; i < x->npending && !x->drop_pending; i++)
         deliver(x, &x->pending[i]);
+    x->drop_pending = false;
+    if (x->tail == TAIL_ON)
+        x->tail = TAIL_DONE;
     x->npending = 0;
     x->pending_in = NULL;
     x->hold = false;
@@ -2711,10 +2722,33 @@ typedef struct strm {
     uint64_t size;
     GArray *segs;
     guint next_seg;            /* segments whose loss gap is out */
+    uint64_t from, to;         /* dc_options.from / to (to: UINT64_MAX for the end) */
     ctx *x;
     atomic_bool cancel;
     bool open, started;
+    uint64_t dropped;          /* the map's pages before it were given back */
+    /* From a PSB inside the stream (dc_options.from): the stretch from the
+     * PSB before, replayed first with its events dropped (warm_up) */
+    chunk *warm;
+    /* To a PSB inside the stream (dc_options.to): the start of the chunk
+     * after the range, which finishes the instruction in flight at the cut
+     * (finish_tail) */
+    chunk *tail;
 } strm;
+
+/* The stream's pages before chunk k's end are given back once k is replayed
+ * (a stream of many GB would otherwise stay in memory as it is read). Later
+ * chunks read from their own start on; a read further back (a retry's scan)
+ * finds the pages in the file again: the mapping is private and unwritten. */
+static void strm_drop_before(strm *t, const chunk *k)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t upto = k->stop & ~(page - 1);
+    if (!t->buf || upto <= t->dropped + (16u << 20))
+        return;
+    madvise((void *)(t->buf + t->dropped), (size_t)(upto - t->dropped), MADV_DONTNEED);
+    t->dropped = upto;
+}
 
 static int strm_open(strm *t, dc_stream *s, uint64_t chunk_bytes, GPtrArray *chunks)
 {
@@ -2773,7 +2807,7 @@ static void strm_segments_to(strm *t, const segment *seg, bool inclusive)
         if (g == seg && !inclusive)
             break;
         t->next_seg++;
-        if (g->loss_before) {
+        if (g->loss_before && g->begin >= t->from && g->begin < t->to) {
             /* One gap per loss, as the collector recorded them: a gap
              * still open from the segment before ends here. */
             if (x->gap.on)
@@ -2825,8 +2859,118 @@ static void strm_finish(strm *t)
         s->out.finished(s->st, s->rc, s->err, s->out.ctx);
 }
 
+/* Where a range starts at chunk k inside its segment, the stream's flow
+ * state there (the codelet the interpreter is in, the last transfer,
+ * compiled code's position) comes from the bytes before k, which the range
+ * does not decode: an instruction that k's first block finishes would be
+ * lost, or seen as a resumption. The stretch from the last PSB before k
+ * (at most WARM_MAX bytes back) gives that state. */
+#define WARM_MAX (64u << 10)
+
+static chunk *warm_chunk(const chunk *k)
+{
+    const segment *g = k->seg;
+    uint64_t lo = k->begin - g->begin > WARM_MAX ? k->begin - WARM_MAX : g->begin;
+    for (uint64_t off = k->begin; off-- > lo;) {
+        if (k->buf[off] != psb_pattern[0] || off + sizeof psb_pattern > k->begin ||
+            memcmp(k->buf + off, psb_pattern, sizeof psb_pattern) ||
+            !psb_header_end(k->buf, g->begin, g->end, off))
+            continue;
+        chunk *w = g_new0(chunk, 1);
+        *w = (chunk){ .strm = k->strm, .seg = g, .buf = k->buf, .cancel = k->cancel,
+                      .first = off == g->begin, .begin = off, .stop = k->begin,
+                      .end = k->end };
+        return w;
+    }
+    return NULL;
+}
+
+static int drop_event(const dc_event *ev, void *unused)
+{
+    (void)ev;
+    (void)unused;
+    return 0;
+}
+
+/* The first TAIL_BYTES of chunk k (to the first PSB after them), as a chunk
+ * of its own: decoded as k is up to there, with the same bytes. */
+#define TAIL_BYTES (4u << 10)
+
+static chunk *tail_chunk(const chunk *k)
+{
+    chunk *c = g_new0(chunk, 1);
+    *c = *k;
+    c->ops = c->runs = c->blocks = NULL;
+    c->want_blocks = false;
+    c->pooled = c->done = false;
+    if (k->stop - k->begin > TAIL_BYTES) {
+        c->stop = k->begin + TAIL_BYTES;
+        c->last = false;
+    }
+    return c;
+}
+
+/* Replays t's tail (the stretch after its range) until the instruction in
+ * flight at the cut is delivered, what the single decode's next chunk
+ * would have finished it with; nothing else of it. */
+static void finish_tail(job *j, wctx **self, strm *t)
+{
+    chunk *c = t->tail;
+    t->tail = NULL;
+    ctx *x = t->x;
+    if (x->npending && !x->stop) {
+        if (!*self)
+            *self = wctx_new(j);
+        run_chunk(j, *self, c);
+        dc_stats scratch = { 0 };
+        dc_stats *st = x->st;
+        x->st = &scratch;
+        x->tail = TAIL_ON;
+        dc_output none = { 0 };
+        apply_chunk(x, c, &none);
+        if (x->tail == TAIL_DONE) {
+            x->npending = 0;        /* the next range's */
+            x->pending_in = NULL;
+        }
+        x->tail = TAIL_OFF;
+        x->st = st;
+        memset(&x->gap, 0, sizeof x->gap);
+        chunk_release(c, j->spare);
+    }
+    g_free(c);
+}
+
+/* Replays t's warm-up stretch for its state only: its events, counts and
+ * gaps are the range before's, and so is the instruction it leaves in
+ * flight (the range before finishes it: finish_tail). */
+static void warm_up(job *j, wctx **self, strm *t)
+{
+    chunk *w = t->warm;
+    t->warm = NULL;
+    ctx *x = t->x;
+    if (!*self)
+        *self = wctx_new(j);
+    run_chunk(j, *self, w);
+    dc_stats scratch = { 0 };
+    dc_stats *st = x->st;
+    dc_sink sink = x->sink;
+    x->sink = drop_event;
+    x->st = &scratch;
+    dc_output none = { 0 };
+    apply_chunk(x, w, &none);
+    x->sink = sink;
+    x->st = st;
+    memset(&x->gap, 0, sizeof x->gap);
+    x->stop = false;
+    x->drop_pending = x->npending > 0;
+    chunk_release(w, j->spare);
+    g_free(w);
+}
+
 static void strm_close(strm *t)
 {
+    g_free(t->warm);            /* never replayed: no buffers */
+    g_free(t->tail);
     if (t->segs)
         g_array_free(t->segs, TRUE);
     g_free(t->x);
@@ -2841,9 +2985,46 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
     uint64_t chunk_bytes = opt && opt->chunk_bytes ? opt->chunk_bytes : DC_CHUNK_BYTES;
     strm *ts = g_new0(strm, n ? n : 1);
     GPtrArray *chunks = g_ptr_array_new();
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        ts[i].from = opt ? opt->from : 0;
+        ts[i].to = opt && opt->to ? opt->to : UINT64_MAX;
         if (strm_open(&ts[i], &streams[i], chunk_bytes, chunks) < 0)
             ts[i].open = false;
+    }
+    if (opt && (opt->from || opt->to)) {
+        guint kept = 0;
+        const strm *before = NULL;  /* of the chunk before, which may be freed */
+        bool before_in = false;
+        for (guint i = 0; i < chunks->len; i++) {
+            chunk *k = g_ptr_array_index(chunks, i);
+            bool in = k->begin >= k->strm->from && k->begin < k->strm->to;
+            if (before == k->strm && before_in && !in && !k->first && !k->strm->tail)
+                k->strm->tail = tail_chunk(k);
+            before = k->strm;
+            before_in = in;
+            if (in) {
+                chunks->pdata[kept++] = k;
+            } else {
+                k->strm->s->st->chunks--;
+                chunk_clear(k, NULL);
+                g_free(k);
+            }
+        }
+        g_ptr_array_set_size(chunks, kept);
+        for (guint i = 0; i < chunks->len; i++) {
+            chunk *k = g_ptr_array_index(chunks, i);
+            const chunk *prev = i ? g_ptr_array_index(chunks, i - 1) : NULL;
+            const chunk *next = i + 1 < chunks->len ? g_ptr_array_index(chunks, i + 1) : NULL;
+            if (!k->first && k->strm->from && (!prev || prev->strm != k->strm))
+                k->strm->warm = warm_chunk(k);
+            if (next && next->strm == k->strm)
+                continue;
+            if (k->strm->tail && k->strm->tail->begin != k->stop) {
+                g_free(k->strm->tail);  /* not the stretch right after k */
+                k->strm->tail = NULL;
+            }
+        }
+    }
 
     job j = { .m = m, .cache = cache, .info = info };
     j.workers = g_async_queue_new();
@@ -2895,6 +3076,8 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         }
         if (k->first)
             strm_segments_to(t, k->seg, true);
+        if (t->warm)
+            warm_up(&j, &self, t);
         if (!pooled) {
             if (!self)
                 self = wctx_new(&j);
@@ -2902,7 +3085,10 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         }
         merge_stats(t->s->st, &k->st);
         apply_chunk(x, k, &t->s->out);
+        if (t->tail && t->tail->begin == k->stop)
+            finish_tail(&j, &self, t);
         chunk_release(k, j.spare);
+        strm_drop_before(t, k);
         if (t->s->out.progress && !x->stop)
             t->s->out.progress(k->stop, t->size, t->s->out.ctx);
     }

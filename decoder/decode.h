@@ -100,6 +100,17 @@ typedef struct dc_output {
 typedef struct dc_options {
     unsigned threads;          /* 0: the number of processors */
     uint64_t chunk_bytes;      /* 0: DC_CHUNK_BYTES */
+    /* Only the chunks that begin in [from, to) of each stream (to 0: its
+     * end), and the loss gaps of the segments that begin there; the chunks
+     * are cut as for the whole stream. A range that starts inside a segment
+     * first replays the stretch from the PSB before it (at most 64 KiB back)
+     * for the flow state there, and one that ends inside a segment finishes
+     * the instruction in flight at its end with the first bytes after it.
+     * Ranges that partition a stream partition its chunks and give its
+     * events (sharded decoding, profile/shard.h), apart from a call into
+     * untraced code made before a range that returns inside it: without
+     * the call, the return is taken for the instruction starting again. */
+    uint64_t from, to;
 } dc_options;
 #define DC_CHUNK_BYTES (1ull << 20)
 

@@ -53,6 +53,9 @@ struct jp_cache {
     GArray *nodes;
     GArray *steps;            /* first node of each step */
     uint64_t *out;
+    csh csd;                  /* with operand details, for loop steps (0: not opened) */
+    cs_insn *insnd;
+    GHashTable *loop_steps;   /* (version index + 1) << 40 ^ head offset -> step */
 };
 
 static void vtab_free(gpointer p)
@@ -101,6 +104,7 @@ jp_cache *jp_new(const dm_model *m)
     jc->nodes = g_array_new(FALSE, FALSE, sizeof(node));
     jc->steps = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     jc->out = g_new(uint64_t, JP_MAX_INSNS);
+    jc->loop_steps = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     return jc;
 }
 
@@ -110,6 +114,11 @@ void jp_free(jp_cache *jc)
         return;
     cs_free(jc->insn, 1);
     cs_close(&jc->cs);
+    if (jc->insnd) {
+        cs_free(jc->insnd, 1);
+        cs_close(&jc->csd);
+    }
+    g_hash_table_destroy(jc->loop_steps);
     munmap((void *)jc->code, jc->code_size);
     g_hash_table_destroy(jc->tabs);
     g_hash_table_destroy(jc->paths);
@@ -269,4 +278,226 @@ size_t jp_path(jp_cache *jc, const dm_code *v, uint64_t ip, uint64_t end_ip, uin
     g_hash_table_insert(jc->paths, g_memdup2(&key, sizeof key), copy);
     *path = copy;
     return n;
+}
+
+/* ---- loop steps ---------------------------------------------------------------- */
+
+#define STEP_MAX_INSNS 4096      /* a pass longer than this is not swept */
+
+/* The general-purpose register (0-15) that capstone's reg names, any width;
+ * -1 for others. */
+static int gpr_of(csh cs, unsigned reg)
+{
+    static const char *const legacy[8][5] = {
+        { "rax", "eax", "ax", "al", "ah" }, { "rcx", "ecx", "cx", "cl", "ch" },
+        { "rdx", "edx", "dx", "dl", "dh" }, { "rbx", "ebx", "bx", "bl", "bh" },
+        { "rsp", "esp", "sp", "spl", "" },  { "rbp", "ebp", "bp", "bpl", "" },
+        { "rsi", "esi", "si", "sil", "" },  { "rdi", "edi", "di", "dil", "" },
+    };
+    const char *n = cs_reg_name(cs, reg);
+    if (!n)
+        return -1;
+    if (n[0] == 'r' && n[1] >= '0' && n[1] <= '9') {
+        int k = n[1] - '0';
+        if (n[2] >= '0' && n[2] <= '9')
+            k = k * 10 + n[2] - '0';
+        return k >= 8 && k <= 15 ? k : -1;
+    }
+    for (int g = 0; g < 8; g++)
+        for (int w = 0; w < 5; w++)
+            if (legacy[g][w][0] && !strcmp(n, legacy[g][w]))
+                return g;
+    return -1;
+}
+
+/* The sweep follows, from the loop head, what each register and each stack
+ * slot holds as the value some location held at the head plus a constant:
+ * moves copy it, a constant added moves it on, anything else makes it
+ * unknown. C2 keeps a spilled induction variable in a slot (`mov
+ * 0x58(%rsp),%r11d; add $16,%r11d; mov %r11d,0x58(%rsp); ... mov
+ * 0x58(%rsp),%r9d; cmp 0x64(%rsp),%r9d; jl head`). */
+#define SLOTS 64
+#define UNKNOWN (-1)
+
+typedef struct lval {
+    int32_t of;               /* the location whose head value it is (UNKNOWN: none) */
+    int64_t plus;
+} lval;
+
+typedef struct sweep {
+    lval reg[16];
+    int64_t slot_disp[SLOTS];
+    lval slot[SLOTS];
+    uint32_t nslots;
+} sweep;
+
+/* Locations: GPRs 0-15, stack slots 16 + their index. */
+static lval *slot_at(sweep *w, int64_t disp)
+{
+    for (uint32_t i = 0; i < w->nslots; i++)
+        if (w->slot_disp[i] == disp)
+            return &w->slot[i];
+    if (w->nslots == SLOTS)
+        return NULL;
+    w->slot_disp[w->nslots] = disp;
+    w->slot[w->nslots] = (lval){ .of = (int32_t)(16 + w->nslots) };
+    return &w->slot[w->nslots++];
+}
+
+/* A [rsp + disp] operand's slot, or NULL. */
+static lval *stack_operand(jp_cache *jc, sweep *w, const cs_x86_op *o)
+{
+    if (o->type != X86_OP_MEM || o->mem.index != X86_REG_INVALID ||
+        gpr_of(jc->csd, o->mem.base) != 4 || o->mem.segment != X86_REG_INVALID)
+        return NULL;
+    return slot_at(w, o->mem.disp);
+}
+
+/* What operand o holds, for a compare. */
+static lval value_of(jp_cache *jc, sweep *w, const cs_x86_op *o)
+{
+    if (o->type == X86_OP_REG) {
+        int g = gpr_of(jc->csd, o->reg);
+        if (g >= 0)
+            return w->reg[g];
+    } else {
+        lval *sl = stack_operand(jc, w, o);
+        if (sl)
+            return *sl;
+    }
+    return (lval){ .of = UNKNOWN };
+}
+
+/* The instruction's effect on the locations followed. */
+static void follow(jp_cache *jc, sweep *w, const cs_insn *in)
+{
+    const cs_x86 *x = &in->detail->x86;
+    const cs_x86_op *o = x->operands;
+    lval *dst = NULL;
+    int g0 = -1;
+    if (x->op_count > 0) {
+        if (o[0].type == X86_OP_REG && (g0 = gpr_of(jc->csd, o[0].reg)) >= 0)
+            dst = &w->reg[g0];
+        else if (o[0].type == X86_OP_MEM)
+            dst = stack_operand(jc, w, &o[0]);
+    }
+    lval result = { .of = UNKNOWN };
+    bool handled = false;
+    switch (in->id) {
+    case X86_INS_MOV:
+        if (dst && x->op_count == 2 && o[1].type != X86_OP_IMM) {
+            result = value_of(jc, w, &o[1]);
+            handled = true;
+        }
+        break;
+    case X86_INS_ADD:
+    case X86_INS_SUB:
+        if (dst && x->op_count == 2 && o[1].type == X86_OP_IMM && dst->of != UNKNOWN) {
+            result = *dst;
+            result.plus += in->id == X86_INS_ADD ? o[1].imm : -o[1].imm;
+            handled = true;
+        }
+        break;
+    case X86_INS_INC:
+    case X86_INS_DEC:
+        if (dst && dst->of != UNKNOWN) {
+            result = *dst;
+            result.plus += in->id == X86_INS_INC ? 1 : -1;
+            handled = true;
+        }
+        break;
+    case X86_INS_LEA:
+        if (g0 >= 0 && x->op_count == 2 && o[1].mem.index == X86_REG_INVALID) {
+            int b = gpr_of(jc->csd, o[1].mem.base);
+            if (b >= 0 && w->reg[b].of != UNKNOWN) {
+                result = w->reg[b];
+                result.plus += o[1].mem.disp;
+                handled = true;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    if (handled) {
+        *dst = result;
+        return;
+    }
+    /* anything else written is not followed */
+    cs_regs rr, rw;
+    uint8_t nr = 0, nw = 0;
+    if (cs_regs_access(jc->csd, in, rr, &nr, rw, &nw) == CS_ERR_OK)
+        for (uint8_t i = 0; i < nw; i++) {
+            int g = gpr_of(jc->csd, rw[i]);
+            if (g >= 0)
+                w->reg[g].of = UNKNOWN;
+        }
+    for (uint8_t i = 0; i < x->op_count; i++)
+        if (o[i].type == X86_OP_MEM && (o[i].access & CS_AC_WRITE)) {
+            lval *sl = stack_operand(jc, w, &o[i]);
+            if (sl)
+                sl->of = UNKNOWN;
+        }
+}
+
+/* The step a compare's operands show: one of them its head value plus a
+ * constant, the other not moving. */
+static int64_t compare_step(jp_cache *jc, sweep *w, const cs_insn *in)
+{
+    const cs_x86 *x = &in->detail->x86;
+    if (in->id != X86_INS_CMP || x->op_count != 2)
+        return 0;
+    lval a = value_of(jc, w, &x->operands[0]), b = value_of(jc, w, &x->operands[1]);
+    int64_t sa = a.of != UNKNOWN ? a.plus : 0, sb = b.of != UNKNOWN ? b.plus : 0;
+    return sa && sb ? 0 : sa ? sa : sb;
+}
+
+static int64_t sweep_step(jp_cache *jc, const dm_code *v, uint64_t head)
+{
+    if (!jc->insnd) {
+        if (cs_open(CS_ARCH_X86, CS_MODE_64, &jc->csd) != CS_ERR_OK)
+            return 0;
+        cs_option(jc->csd, CS_OPT_DETAIL, CS_OPT_ON);
+        jc->insnd = cs_malloc(jc->csd);
+    }
+    if (v->code_offset > jc->code_size || v->size > jc->code_size - v->code_offset ||
+        head < v->vaddr || head >= v->vaddr + v->size)
+        return 0;
+    const uint8_t *p = jc->code + v->code_offset + (head - v->vaddr);
+    size_t avail = v->size - (head - v->vaddr);
+    uint64_t addr = head;
+    sweep *w = g_new0(sweep, 1);
+    for (int g = 0; g < 16; g++)
+        w->reg[g] = (lval){ .of = g };
+    int64_t step = 0, pending = 0;
+    for (size_t n = 0; n < STEP_MAX_INSNS && avail &&
+                       cs_disasm_iter(jc->csd, &p, &avail, &addr, jc->insnd); n++) {
+        const cs_insn *in = jc->insnd;
+        uint64_t target;
+        if (x86_direct_target(in->bytes, in->size, in->address, &target) && target == head) {
+            /* the jump back: a conditional one right after the compare */
+            if (x86_classify(in->bytes, in->size, NULL, NULL) == X_COND)
+                step = pending;
+            break;
+        }
+        pending = compare_step(jc, w, in);
+        follow(jc, w, in);
+    }
+    g_free(w);
+    return step;
+}
+
+int64_t jp_loop_step(jp_cache *jc, const dm_code *v, uint64_t head)
+{
+    if (!jc || !v)
+        return 0;
+    int64_t key = (int64_t)((uint64_t)(v->index + 1) << 40 ^ (head - v->vaddr));
+    int64_t *hit = g_hash_table_lookup(jc->loop_steps, &key);
+    if (hit)
+        return *hit;
+    int64_t step = sweep_step(jc, v, head);
+    if (g_hash_table_size(jc->loop_steps) < (1u << 20))
+        g_hash_table_insert(jc->loop_steps, g_memdup2(&key, sizeof key),
+                            g_memdup2(&step, sizeof step));
+    return step;
 }

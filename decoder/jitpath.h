@@ -34,4 +34,17 @@ void jp_free(jp_cache *jc);
 size_t jp_path(jp_cache *jc, const dm_code *v, uint64_t ip, uint64_t end_ip, uint32_t ninsn,
                const uint64_t **path);
 
+/* The loop step at head, a jump-back target in version v: what the loop
+ * adds, each time round, to the register its exit test compares. C2 unrolls
+ * a counted loop into copies of its body and advances the induction
+ * variable once per pass, by the stride times the copies (`add $16, r11d;
+ * ...; cmp r11d, limit; jl head`), while the copies may share PC records:
+ * the step is what says how many iterations a pass ran. Found by a linear
+ * sweep from head to the first jump back to it, conditional and right after
+ * a compare, following what registers and stack slots hold as a head value
+ * plus a constant (moves, add, sub, inc, dec, lea): one compared operand
+ * must have moved by a constant, the other not; else 0. Cached per
+ * (v, head). */
+int64_t jp_loop_step(jp_cache *jc, const dm_code *v, uint64_t head);
+
 #endif

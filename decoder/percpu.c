@@ -869,6 +869,20 @@ static char *split_key(const char *dir)
     return k;
 }
 
+static void split_warnings(const char *dir, const dc_percpu_stats *st, GPtrArray *out)
+{
+    for (size_t i = 0; i < st->nmsgs; i++)
+        g_ptr_array_add(out, g_strdup(st->msgs[i]));
+    if (st->problems > st->nmsgs)
+        g_ptr_array_add(out, g_strdup_printf("%s: %" PRIu64 " more problems with the per-CPU "
+                                             "streams not shown", dir,
+                                             st->problems - st->nmsgs));
+    if (st->unattached)
+        g_ptr_array_add(out, g_strdup_printf("%s: %" PRIu64 " of %" PRIu64 " context switches "
+                                             "could not be attached to a gap in the trace", dir,
+                                             st->unattached, st->switches));
+}
+
 /* A split is tried once per trace: a failure is remembered with its text,
  * so a caller that finds no threads can tell why without splitting again. */
 static cached *try_split(const char *dir)
@@ -895,13 +909,11 @@ static cached *try_split(const char *dir)
         return c;
     }
     c->outdir = out;
-    for (size_t i = 0; i < c->st.nmsgs; i++) jerr_warn("%s", c->st.msgs[i]);
-    if (c->st.problems > c->st.nmsgs)
-        jerr_warn("%s: %" PRIu64 " more problems with the per-CPU streams not shown", dir,
-                  c->st.problems - c->st.nmsgs);
-    if (c->st.unattached)
-        jerr_warn("%s: %" PRIu64 " of %" PRIu64 " context switches could not be attached "
-                  "to a gap in the trace", dir, c->st.unattached, c->st.switches);
+    GPtrArray *w = g_ptr_array_new_with_free_func(g_free);
+    split_warnings(dir, &c->st, w);
+    for (guint i = 0; i < w->len; i++)
+        jerr_warn("%s", (const char *)w->pdata[i]);
+    g_ptr_array_free(w, TRUE);
     return c;
 }
 
@@ -935,4 +947,11 @@ const dc_percpu_stats *dc_percpu_stats_of(const char *dir)
     g_mutex_unlock(&g_splits_lock);
     g_free(key);
     return c && c->outdir ? &c->st : NULL;
+}
+
+void dc_percpu_warnings(const char *dir, GPtrArray *out)
+{
+    const dc_percpu_stats *st = dc_percpu_stats_of(dir);
+    if (st)
+        split_warnings(dir, st, out);
 }

@@ -70,4 +70,9 @@ const char *dc_thread_stream_dir(const char *dir, char *err, size_t errlen);
 /* The split's statistics for DIR (NULL if DIR was not split). */
 const dc_percpu_stats *dc_percpu_stats_of(const char *dir);
 
+/* The warnings the split of DIR printed (none if it was not split), each a
+ * g_strdup'd line appended to out (a GPtrArray). */
+struct _GPtrArray;
+void dc_percpu_warnings(const char *dir, struct _GPtrArray *out);
+
 #endif

@@ -345,6 +345,53 @@ static int check_streams(const char *dir, dc_check *c, GHashTable *info, char *e
     return rc;
 }
 
+/* ---- the other JVMs of a process tree ------------------------------------------ */
+
+/* "java-<n>": a later JVM of the recorded process tree, traced into a trace
+ * directory of its own (collector/README.md, "Scripts"). */
+static bool is_tree_jvm_dir(const char *dir, const char *name)
+{
+    if (strncmp(name, "java-", 5) != 0 || !name[5]) return false;
+    for (const char *p = name + 5; *p; p++)
+        if (*p < '0' || *p > '9') return false;
+    char *path = g_build_filename(dir, name, NULL);
+    struct stat st;
+    bool is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    g_free(path);
+    return is_dir;
+}
+
+static gint natural_name_cmp(gconstpointer a, gconstpointer b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x, y);
+}
+
+static void check_tree(const char *dir, dc_check *c)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (!d) return;
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    const char *e;
+    while ((e = g_dir_read_name(d)))
+        if (is_tree_jvm_dir(dir, e)) g_ptr_array_add(names, g_strdup(e));
+    g_dir_close(d);
+    if (names->len) {
+        g_ptr_array_sort(names, natural_name_cmp);
+        GString *list = g_string_new(NULL);
+        for (guint i = 0; i < names->len && i < 4; i++)
+            g_string_append_printf(list, "%s%s/%s", i ? ", " : "", dir,
+                                   (const char *)g_ptr_array_index(names, i));
+        if (names->len > 4) g_string_append(list, ", ...");
+        warn(c, "%s: the recorded command ran %u more JVM%s, each traced into a directory of "
+             "its own (%s): this decodes the first; give one of those directories to decode "
+             "another", dir, names->len, names->len == 1 ? "" : "s", list->str);
+        g_string_free(list, TRUE);
+    }
+    g_ptr_array_free(names, TRUE);
+}
+
 int dc_check_trace(const char *dir, dc_check *c, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
@@ -377,6 +424,7 @@ int dc_check_trace(const char *dir, dc_check *c, char *err, size_t errlen)
                                                            "finish (\"complete\": false)", dir));
         g_ptr_array_insert(c->kinds, 0, (gpointer)not_complete);
     }
+    check_tree(dir, c);
     if (c->exit_signal) {
         g_ptr_array_insert(c->warnings, 0, g_strdup_printf("%s/info.json: the command was "
                                                            "killed by signal %lld", dir,

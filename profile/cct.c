@@ -467,7 +467,7 @@ pf_cursor pf_cct_begin(pf_cct *t, uint32_t tid, uint64_t tsc, const uint64_t *me
 }
 
 /* The PF_KIND_* of a frame entered by an FL_CALL with these flags. */
-static uint32_t call_kind(uint32_t flags, bool at_thread_root)
+uint32_t pf_call_kind(uint32_t flags, bool at_thread_root)
 {
     uint32_t k = flags & FL_F_NATIVE ? PF_KIND_NATIVE
                  : flags & FL_F_INLINED ? PF_KIND_INLINED
@@ -496,7 +496,7 @@ int pf_cct_apply(pf_cct *t, pf_cursor *c, const fl_event *ev)
                                  t->opts.call_sites ? ev->bci : -1);
         if (n < 0)
             return -1;
-        t->nodes[n].kinds |= call_kind(ev->flags, t->nodes[c->node].method == PF_NO_METHOD);
+        t->nodes[n].kinds |= pf_call_kind(ev->flags, t->nodes[c->node].method == PF_NO_METHOD);
         c->node = n;
         /* FL_F_CONTEXT: a frame found already active, not a call seen. */
         if (counted && !(ev->flags & FL_F_CONTEXT))

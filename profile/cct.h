@@ -111,6 +111,9 @@ typedef struct pf_cursor {
  * (outermost first; sites may be NULL for unknown call sites). */
 pf_cursor pf_cct_begin(pf_cct *t, uint32_t tid, uint64_t tsc, const uint64_t *methods,
                        const int64_t *sites, uint32_t depth);
+/* The PF_KIND_* a frame entered by an FL_CALL with these flags gets, at
+ * the thread root or below another frame. */
+uint32_t pf_call_kind(uint32_t flags, bool at_thread_root);
 /* Applies one FL_CALL / FL_RETURN / FL_BYTECODE event. Returns 0, -1 out
  * of memory. */
 int pf_cct_apply(pf_cct *t, pf_cursor *c, const fl_event *ev);

@@ -17,6 +17,8 @@ int cmd_flow(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 /* `ptdecode TRACE.DIR`: the summary (profile_cmds.c). */
 int cmd_summary(int argc, char **argv);
 
@@ -30,5 +32,8 @@ int ptd_check(const char *dir, dc_check *c);
  * after printing why. (A pf_cct; declared opaquely to keep this header
  * free of profile/.) */
 struct pf_cct *ptd_context_tree(const char *dir);
+
+/* --jobs N (1 to 1024) into *jobs; false after printing why not. */
+bool ptd_parse_jobs(const char *arg, unsigned *jobs);
 
 #endif

@@ -15,6 +15,7 @@
 #include "decoder/percpu.h"
 #include "profile/cct.h"
 #include "profile/names.h"
+#include "profile/source.h"
 #include "ptdecode/commands.h"
 #include "reconstruct/trace.h"
 #include "recover/recover.h"
@@ -30,6 +31,7 @@ typedef struct flow_printer {
     bool simple;                /* ... without parameters */
     uint64_t base_tsc;
     uint64_t limit, printed;
+    bool stopped;               /* --limit ended this thread's flow */
     int depth;                  /* indentation: calls minus returns in this segment */
     /* --context-ids: the encoding tree of `ptdecode context` and the node of
      * the current context in it (its id), moved exactly as the profile's
@@ -43,7 +45,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptdecode flow TRACE.DIR [--thread TID] [--method GLOB] [--json] [--limit N]\n"
-            "                             [--recover] [--summary] [--context-ids]\n"
+            "                             [--recover] [--summary] [--context-ids] [--jobs N]\n"
+            "                             [--no-cache]\n"
             "\n"
             "Decodes each thread's PT stream and projects its interpreted bytecodes onto the\n"
             "program's classes, then prints the flow: every call, return and bytecode with the\n"
@@ -63,7 +66,8 @@ static void usage(FILE *f)
             "  --json          one JSON object per line instead of text (methods named\n"
             "                  pkg/Cls.name(descriptor); the text names them pkg.Cls.name(Type, ...))\n"
             "  --simple        text: method names without their parameter types\n"
-            "  --limit N       stop each thread after printing N lines\n"
+            "  --limit N       stop each thread after printing N lines (and print no counts\n"
+            "                  for it)\n"
             "  --recover       fill the holes left by gaps from matching earlier flow of the\n"
             "                  thread (recover/README.md); their lines are marked +\n"
             "                  after the time (JSON: \"origin\":\"recovered\"); where\n"
@@ -71,6 +75,9 @@ static void usage(FILE *f)
             "                  (\"origin\":\"guessed\")\n"
             "  --summary       print only each thread's counts (the whole flow is still\n"
             "                  reconstructed: --limit would stop it early)\n"
+            "  --jobs N        decode and reconstruct with N threads (default: the number of\n"
+            "                  processors; the flow is the same)\n"
+            "  --no-cache      neither read nor write the decoded-flow cache (TRACE.DIR/cache/)\n"
             "  --context-ids   end each line with ctx=ID, the calling-context id of the\n"
             "                  event (of the callee for a call, of the frame left for a\n"
             "                  return); 'ptdecode context TRACE.DIR ID' prints that stack.\n"
@@ -169,8 +176,10 @@ static int on_flow(const fl_event *ev, void *vp)
         p->depth--;
     if (p->method_glob && (ev->kind != FL_BYTECODE || !glob_matches(p, ev->method_id, name)))
         return 0;
-    if (p->limit && p->printed >= p->limit)
+    if (p->limit && p->printed >= p->limit) {
+        p->stopped = true;
         return 1;
+    }
     p->printed++;
     uint64_t t = ev->tsc >= p->base_tsc ? ev->tsc - p->base_tsc : 0;
     uint32_t line = 0;
@@ -261,6 +270,59 @@ static int on_flow(const fl_event *ev, void *vp)
     return 0;
 }
 
+static void print_stats(FILE *f, uint32_t tid, const rp_stats *s);
+
+/* The flow of each thread in turn (profile/source.h). */
+typedef struct flow_run {
+    flow_printer *p;
+    bool json, recover;
+    bool failed;               /* a thread's stream could not be read */
+    bool limited;              /* --limit stopped a thread's flow */
+    rp_stats total;
+} flow_run;
+
+static int flow_event(const fl_event *ev, void *vr)
+{
+    return on_flow(ev, ((flow_run *)vr)->p);
+}
+
+static void flow_begin(uint32_t tid, void *vr)
+{
+    flow_run *r = vr;
+    if (!r->json)
+        fprintf(stdout, "# thread %u\n", tid);
+    r->p->printed = 0;
+    r->p->stopped = false;
+    r->p->depth = 0;
+    r->p->ctx_node = 0;
+}
+
+static void flow_end(const fc_thread *th, void *vr)
+{
+    flow_run *r = vr;
+    FILE *f = r->json ? stderr : stdout;
+    if (r->recover && th->rc >= 0 && !r->p->stopped)
+        fprintf(f, "# thread %u: recovery filled %" PRIu64 " of %" PRIu64 " segment boundaries (%"
+                PRIu64 " rejoined the next segment) with %" PRIu64 " events, %" PRIu64
+                " bytecodes (lines marked +); %" PRIu64 " bytecodes guessed (marked ?)\n",
+                th->tid, th->rv.filled, th->rv.boundaries, th->rv.rejoined, th->rv.events,
+                th->rv.bytecodes, th->rv.guessed_bytecodes);
+    if (th->rc < 0) {
+        jerr_error("%s", th->err);
+        r->failed = true;
+        return;
+    }
+    if (r->p->stopped) {
+        /* the counts of a flow cut short would depend on where decoding was */
+        fprintf(f, "# thread %u: stopped after %" PRIu64 " lines (--limit)\n", th->tid,
+                r->p->printed);
+        r->limited = true;
+        return;
+    }
+    print_stats(f, th->tid, &th->rp);
+    rp_stats_add(&r->total, &th->rp);
+}
+
 static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
 {
     fprintf(f, "# thread %u: %" PRIu64 " bytecodes, %" PRIu64 " placed (%.2f%%), %" PRIu64
@@ -276,10 +338,12 @@ static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
                 PRIu64 " bytecodes (%" PRIu64 " estimated), %" PRIu64 " inlined calls, %" PRIu64
                 " calls inferred (%" PRIu64 " not told apart), %" PRIu64 " calls estimated; %"
                 PRIu64 " scope pins, %" PRIu64 " skipped, %" PRIu64 " resyncs, %" PRIu64
-                " exceptions caught, %" PRIu64 " activations unwound\n",
+                " exceptions caught, %" PRIu64 " activations unwound, %" PRIu64
+                " passes of unrolled loops (%" PRIu64 " iterations no scope showed)\n",
                 tid, j->activations, j->osr_entries, j->bytecodes, j->estimated_bytecodes,
                 j->inlined_calls, j->calls_inferred, j->calls_unknown, j->estimated_calls, j->pins,
-                j->pins_skipped, j->resyncs, j->exceptions, j->unwound);
+                j->pins_skipped, j->resyncs, j->exceptions, j->unwound, j->unrolled_passes,
+                j->unrolled_iterations);
 }
 
 int cmd_flow(int argc, char **argv)
@@ -293,6 +357,8 @@ int cmd_flow(int argc, char **argv)
         { "summary", no_argument, NULL, 's' },
         { "context-ids", no_argument, NULL, 'c' },
         { "simple", no_argument, NULL, 'S' },
+        { "jobs", required_argument, NULL, 'J' },
+        { "no-cache", no_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -300,6 +366,7 @@ int cmd_flow(int argc, char **argv)
     uint64_t limit = 0;
     const char *glob = NULL;
     bool json = false, recover = false, summary = false, context_ids = false, simple = false;
+    pf_source_opts so = *pf_source_options();
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:m:jn:sh", opts, NULL)) != -1) {
@@ -340,6 +407,13 @@ int cmd_flow(int argc, char **argv)
         case 'S':
             simple = true;
             break;
+        case 'J':
+            if (!ptd_parse_jobs(optarg, &so.jobs))
+                return 2;
+            break;
+        case 'C':
+            so.no_cache = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -352,6 +426,7 @@ int cmd_flow(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    pf_source_set_options(&so);
     const char *dir = argv[optind];
     char err[1024];
     dc_check chk;
@@ -404,48 +479,19 @@ int cmd_flow(int argc, char **argv)
                                                            g_free),
                        .simple = simple,
                        .ctx_tree = ctx_tree };
-    bool found = want_tid < 0;
-    rp_stats total = { 0 };
-    for (size_t i = 0; i < n; i++) {
-        if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
-            continue;
-        found = true;
-        if (!json)
-            fprintf(stdout, "# thread %u\n", tids[i]);
-        p.printed = 0;
-        p.depth = 0;
-        p.ctx_node = 0;
-        rp_stats st = { 0 };
-        rv_icfg ic = rv_program_icfg(rt_program(t));
-        rv_options ro = { .icfg = &ic };
-        rv_filter *rv = recover ? rv_new(&ro, on_flow, &p) : NULL;
-        int rc = rt_thread_flow(t, tids[i], rv ? rv_event : on_flow, rv ? (void *)rv : (void *)&p,
-                                &st, NULL, err, sizeof err);
-        if (rv) {
-            rv_stats rs;
-            rv_finish(rv, &rs);
-            rv_free(rv);
-            if (rc >= 0)
-                fprintf(json ? stderr : stdout, "# thread %u: recovery filled %" PRIu64 " of %"
-                        PRIu64 " segment boundaries (%" PRIu64 " rejoined the next segment) with %"
-                        PRIu64 " events, %" PRIu64 " bytecodes (lines marked +); %" PRIu64
-                        " bytecodes guessed (marked ?)\n", tids[i],
-                        rs.filled, rs.boundaries, rs.rejoined, rs.events, rs.bytecodes,
-                        rs.guessed_bytecodes);
-        }
-        if (rc < 0) {
+    flow_run run = { .p = &p, .json = json, .recover = recover };
+    pf_flow_request rq = { .sink = flow_event, .ctx = &run, .decoded_only = !recover,
+                           .tid = want_tid, .begin = flow_begin, .end = flow_end,
+                           .stop_thread_only = true, .keep_going = true, .trace = t };
+    if (n && pf_flow_read(dir, &rq, NULL, err, sizeof err) < 0) {
+        if (!run.failed)    /* else each thread said why */
             jerr_error("%s", err);
-            status = 1;
-            continue;
-        }
-        print_stats(json ? stderr : stdout, tids[i], &st);
-        rp_stats_add(&total, &st);
-    }
-    if (!found) {
-        jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
         status = 1;
     }
-    if (n > 1 && want_tid < 0)
+    if (run.failed)
+        status = 1;
+    rp_stats total = run.total;
+    if (n > 1 && want_tid < 0 && !run.limited)
         fprintf(json ? stderr : stdout,
                 "# all threads: %" PRIu64 " bytecodes, %" PRIu64 " placed (%.2f%%); segments %"
                 PRIu64 ": %" PRIu64 " unique, %" PRIu64 " chosen, %" PRIu64 " unresolved\n",

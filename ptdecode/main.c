@@ -30,6 +30,8 @@ static const struct command {
     { "summary", cmd_summary, "threads, shares decoded/recovered/guessed, losses, hot methods" },
     { "stats", cmd_stats, "data missing, captured, decoded, recovered; accuracy against eval/" },
     { "compare", cmd_compare, "agreement of a traced run with the reference: calls, bytecodes" },
+    { "shard", cmd_shard, "decode one of N pieces of a trace into a partial result" },
+    { "merge", cmd_merge, "merge partial results into the profile of the whole run" },
 };
 
 static void usage(FILE *f)

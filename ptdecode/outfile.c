@@ -13,15 +13,25 @@
 
 #include "common/jerr.h"
 
-/* The temporary file being written, removed if a signal ends the process. */
-static char *volatile pending_tmp;
+/* The temporary files being written (an export writes several), removed if
+ * a signal ends the process. */
+#define MAX_PENDING 32
+static char *volatile pending_tmp[MAX_PENDING];
 
 static void remove_pending(int sig)
 {
-    if (pending_tmp)
-        unlink(pending_tmp);
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending_tmp[i])
+            unlink(pending_tmp[i]);
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+static void forget_pending(const char *tmp)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending_tmp[i] == tmp)
+            pending_tmp[i] = NULL;
 }
 
 /* The stream's writes go through here, which keeps the first failure's
@@ -93,6 +103,13 @@ int ptd_out_open(ptd_out *o, const char *path)
         }
         return wrap(o);
     }
+    int slot = 0;
+    while (slot < MAX_PENDING && pending_tmp[slot])
+        slot++;
+    if (slot == MAX_PENDING) {
+        jerr_error("%s: cannot write: more than %d outputs at once", path, MAX_PENDING);
+        return -1;
+    }
     o->tmp = g_strdup_printf("%s.tmp-XXXXXX", path);
     o->fd = g_mkstemp_full(o->tmp, O_WRONLY | O_CLOEXEC, 0600);
     /* mkstemp makes it 0600; an output is as readable as any new file. */
@@ -114,7 +131,7 @@ int ptd_out_open(ptd_out *o, const char *path)
         o->tmp = NULL;
         return -1;
     }
-    pending_tmp = o->tmp;
+    pending_tmp[slot] = o->tmp;
     struct sigaction sa = { .sa_handler = remove_pending };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -133,7 +150,7 @@ int ptd_out_close(ptd_out *o, bool keep)
         jerr_error("%s: cannot write: %s", shown(o), strerror(e));
     if (o->tmp && (e || !keep))
         unlink(o->tmp);
-    pending_tmp = NULL;
+    forget_pending(o->tmp);
     g_free(o->tmp);
     o->tmp = NULL;
     o->f = NULL;

@@ -30,6 +30,7 @@
 #include "profile/source.h"
 #include "profile/timebase.h"
 #include "ptdecode/commands.h"
+#include "ptdecode/hotprint.h"
 #include "ptdecode/outfile.h"
 
 /* The progress line is looked at every PROGRESS_CHECK events, redrawn at
@@ -43,7 +44,7 @@
 enum {
     OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
     OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_FROM, OPT_TO, OPT_HELP,
+    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_FROM, OPT_TO, OPT_HELP, OPT_JOBS, OPT_NO_CACHE,
 };
 
 typedef struct prof_opts {
@@ -52,7 +53,8 @@ typedef struct prof_opts {
     pf_metric by;
     bool json, per_thread, list;
     bool simple;             /* method names without parameters */
-    const char *format, *output, *title, *classes;
+    const char *output, *title, *classes;
+    GPtrArray *formats, *outputs;   /* export: --format and -o, in order */
     double phi, epsilon, tsc_hz;
     long top;
     bool by_set, top_set;    /* given on the command line */
@@ -99,8 +101,13 @@ static void opts_free(prof_opts *o)
     pf_focus_free(o->focus);
     if (o->thread_sel)
         g_ptr_array_free(o->thread_sel, TRUE);
+    if (o->formats)
+        g_ptr_array_free(o->formats, TRUE);
+    if (o->outputs)
+        g_ptr_array_free(o->outputs, TRUE);
     o->focus = NULL;
     o->thread_sel = NULL;
+    o->formats = o->outputs = NULL;
 }
 
 static const char *origin_names[FL_ORIGIN_COUNT] = { "decoded", "recovered", "guessed" };
@@ -156,9 +163,25 @@ static const struct option long_opts[] = {
     { "thread", required_argument, NULL, OPT_THREAD },
     { "from", required_argument, NULL, OPT_FROM },
     { "to", required_argument, NULL, OPT_TO },
+    { "jobs", required_argument, NULL, OPT_JOBS },
+    { "no-cache", no_argument, NULL, OPT_NO_CACHE },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
 };
+
+/* --jobs N: 1 to 1024 threads for decoding and reconstruction. */
+bool ptd_parse_jobs(const char *arg, unsigned *jobs)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || *end || end == arg || v < 1 || v > 1024) {
+        jerr_error("--jobs: expected a thread count from 1 to 1024, got '%s'", arg);
+        return false;
+    }
+    *jobs = (unsigned)v;
+    return true;
+}
 
 /* Returns 0 to go on, 1 when --help was printed, 2 on a usage error. */
 static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *))
@@ -175,6 +198,9 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
     o->epsilon = 1e-4;
     o->top = 20;
     o->from_kind = o->to_kind = 'n';
+    o->formats = g_ptr_array_new();
+    o->outputs = g_ptr_array_new();
+    pf_source_opts so = *pf_source_options();
     optind = 1;
     opterr = 0;
     int c;
@@ -240,8 +266,16 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
             break;
         }
         case OPT_JSON: o->json = true; break;
-        case OPT_FORMAT: o->format = optarg; break;
-        case 'o': o->output = optarg; break;
+        case OPT_FORMAT: g_ptr_array_add(o->formats, optarg); break;
+        case 'o':
+            o->output = optarg;
+            g_ptr_array_add(o->outputs, optarg);
+            break;
+        case OPT_JOBS:
+            if (!ptd_parse_jobs(optarg, &so.jobs))
+                return 2;
+            break;
+        case OPT_NO_CACHE: so.no_cache = true; break;
         case OPT_TITLE: o->title = optarg; break;
         case OPT_PER_THREAD: o->per_thread = true; break;
         case OPT_LIST: o->list = true; break;
@@ -269,6 +303,7 @@ static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *)
             return 2;
         }
     }
+    pf_source_set_options(&so);
     return 0;
 }
 
@@ -516,34 +551,33 @@ static int tap_forward(const fl_event *ev, void *vt)
     return t->sink(ev, t->ctx);
 }
 
-/* The finalized CCT of the trace, or NULL (error printed). When the flow
- * breaks off after some events, the tree of what came before is returned
- * and *partial set (the commands report it and exit with 1). With tap,
- * every event goes to it too; with fs, the pipeline's counts are filled. */
-static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *partial, fl_sink tap,
-                                void *tap_ctx, pf_flow_stats *fs)
+/* A calling context tree being built from the flow: sequentially, or by
+ * ParCCT with --threads. */
+typedef struct cct_build {
+    pf_par *par;
+    pf_seq *seq;
+} cct_build;
+
+static void cct_build_init(cct_build *b, const prof_opts *o)
 {
-    pf_cct *t;
-    uint64_t events = 0;
-    int rc;
-    tap_sink ts = { .tap = tap, .tap_ctx = tap_ctx };
-    if (o->threads > 1) {
-        pf_par *p = pf_par_new(&o->cct, o->threads, 1u << 16);
-        ts.sink = pf_par_sink;
-        ts.ctx = p;
-        rc = read_flow_counted(dir, o, tap ? tap_forward : pf_par_sink, tap ? (void *)&ts : p,
-                               &events, fs);
-        t = pf_par_finish(p);
-    } else {
-        pf_seq *s = pf_seq_new(&o->cct);
-        ts.sink = pf_seq_sink;
-        ts.ctx = s;
-        rc = read_flow_counted(dir, o, tap ? tap_forward : pf_seq_sink, tap ? (void *)&ts : s,
-                               &events, fs);
-        t = pf_seq_finish(s);
-    }
-    *partial = rc < 0;
-    if (rc < 0 && events == 0) {
+    b->par = o->threads > 1 ? pf_par_new(&o->cct, o->threads, 1u << 16) : NULL;
+    b->seq = b->par ? NULL : pf_seq_new(&o->cct);
+}
+
+static int cct_build_sink(const fl_event *ev, void *vb)
+{
+    cct_build *b = vb;
+    return b->par ? pf_par_sink(ev, b->par) : pf_seq_sink(ev, b->seq);
+}
+
+/* The finalized tree with --include / --exclude patterns applied, or NULL
+ * (error printed). With nothing read (none), no tree. */
+static pf_cct *cct_build_finish(cct_build *b, const char *dir, const prof_opts *o, bool none)
+{
+    pf_cct *t = b->par ? pf_par_finish(b->par) : pf_seq_finish(b->seq);
+    b->par = NULL;
+    b->seq = NULL;
+    if (none) {
         pf_cct_free(t);
         return NULL;
     }
@@ -568,6 +602,23 @@ static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *parti
     return fin;
 }
 
+/* The finalized CCT of the trace, or NULL (error printed). When the flow
+ * breaks off after some events, the tree of what came before is returned
+ * and *partial set (the commands report it and exit with 1). With tap,
+ * every event goes to it too; with fs, the pipeline's counts are filled. */
+static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *partial, fl_sink tap,
+                                void *tap_ctx, pf_flow_stats *fs)
+{
+    uint64_t events = 0;
+    cct_build b;
+    cct_build_init(&b, o);
+    tap_sink ts = { .tap = tap, .tap_ctx = tap_ctx, .sink = cct_build_sink, .ctx = &b };
+    int rc = read_flow_counted(dir, o, tap ? tap_forward : cct_build_sink,
+                               tap ? (void *)&ts : &b, &events, fs);
+    *partial = rc < 0;
+    return cct_build_finish(&b, dir, o, rc < 0 && events == 0);
+}
+
 static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
 {
     return build_cct_tapped(dir, o, partial, NULL, NULL, NULL);
@@ -575,7 +626,7 @@ static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
 
 pf_cct *ptd_context_tree(const char *dir)
 {
-    prof_opts o = { .cct = pf_cct_default_opts(), .threads = 1 };
+    prof_opts o = { .cct = pf_cct_default_opts(), .threads = 1, .from_kind = 'n', .to_kind = 'n' };
     bool partial;
     pf_cct *t = build_cct(dir, &o, &partial);
     pf_cct *e = t ? pf_ccenc_tree(t) : NULL;
@@ -622,6 +673,10 @@ static const char *shared_options =
     "  --call-sites       distinguish calling contexts by the caller's bci too\n"
     "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
     "                     sequential; the result is the same)\n"
+    "  --jobs N           decode and reconstruct with N threads (default: the number of\n"
+    "                     processors; the flow is the same)\n"
+    "  --no-cache         neither read nor write the decoded-flow cache (TRACE.DIR/cache/:\n"
+    "                     the first command decodes, the next ones read it)\n"
     "  --simple           method names without their parameter types\n"
     "  --tsc-hz HZ        TSC ticks per second for times (default: info.json's\n"
     "                     time.tsc_hz; without it, times are in TSC ticks)\n";
@@ -674,48 +729,7 @@ int cmd_hot(int argc, char **argv)
         return 1;
     }
     pf_timebase tb = load_timebase(dir, &o);
-    pf_hot_method *hot;
-    size_t count = pf_hot_methods(t, o.by, &hot);
-    size_t shown = count < (size_t)o.top ? count : (size_t)o.top;
-    uint64_t total = 0;
-    for (size_t i = 0; i < count; i++)
-        total += pf_hot_value(&hot[i], o.by);
-    char buf[32], tself[32], tincl[32], about[256];
-    if (o.json) {
-        json_w j;
-        json_init(&j, stdout, true);
-        json_arr(&j);
-        for (size_t i = 0; i < shown; i++) {
-            json_obj(&j);
-            json_kstr(&j, "method", pf_names_readable(names, hot[i].method, buf, sizeof buf));
-            json_ku64(&j, "calls", hot[i].calls);
-            json_ku64(&j, "self_bytecodes", hot[i].self_bytecodes);
-            json_ku64(&j, "bytecodes", hot[i].bytecodes);
-            json_ku64(&j, "self_time", hot[i].self_time);
-            json_ku64(&j, "time", hot[i].time);
-            if (tb.hz > 0) {
-                json_ku64(&j, "self_time_ns", (uint64_t)(pf_time_ns(&tb, hot[i].self_time) + 0.5));
-                json_ku64(&j, "time_ns", (uint64_t)(pf_time_ns(&tb, hot[i].time) + 0.5));
-            }
-            json_end(&j);
-        }
-        json_end(&j);
-        json_finish(&j);
-    } else {
-        printf("%4s %6s %12s %14s %14s %18s %18s  %s\n", "rank", "%", "calls", "self bytecodes",
-               "bytecodes", "self time", "time", "method");
-        for (size_t i = 0; i < shown; i++) {
-            double share = total ? 100.0 * (double)pf_hot_value(&hot[i], o.by) / (double)total : 0;
-            printf("%4zu %6.2f %12" PRIu64 " %14" PRIu64 " %14" PRIu64 " %18s %18s  %s\n", i + 1,
-                   share, hot[i].calls, hot[i].self_bytecodes, hot[i].bytecodes,
-                   pf_time_str(&tb, hot[i].self_time, tself, sizeof tself),
-                   pf_time_str(&tb, hot[i].time, tincl, sizeof tincl),
-                   pf_names_readable(names, hot[i].method, buf, sizeof buf));
-        }
-        printf("(%zu methods, ranked by %s%s; %s)\n", count, o.by == PF_BY_CALLS ? "" : "exclusive ",
-               pf_metric_name(o.by), pf_timebase_describe(&tb, about, sizeof about));
-    }
-    g_free(hot);
+    ptd_print_hot(stdout, t, names, &tb, o.by, (size_t)o.top, o.json);
     pf_cct_free(t);
     pf_names_free(names);
     opts_free(&o);
@@ -727,9 +741,11 @@ int cmd_hot(int argc, char **argv)
 static void export_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ptdecode export TRACE.DIR --format FMT -o FILE [OPTIONS]\n"
+            "usage: ptdecode export TRACE.DIR --format FMT -o FILE [--format FMT -o FILE...]\n"
+            "                       [OPTIONS]\n"
             "\n"
-            "Writes a profile of the trace (docs/PROFILES.md describes each format):\n"
+            "Writes profiles of the trace, as many formats as given from one reading of its\n"
+            "flow (docs/PROFILES.md describes each format):\n"
             "  flamegraph    a flame graph, one self-contained HTML page: search, zoom,\n"
             "                callers (reversed), threads, frame kinds, metric picker\n"
             "  cct-json      the calling context tree, for the ring chart and other tools\n"
@@ -747,7 +763,8 @@ static void export_usage(FILE *f)
             "                tracefile (genhtml makes HTML of it); sources as package/File.java\n"
             "\n"
             "  -o, --output FILE  where to write ('-': standard output); a file is replaced\n"
-            "                     only by a whole profile (a failed export leaves it as it was)\n"
+            "                     only by a whole profile (a failed export leaves it as it was);\n"
+            "                     the first -o is the first --format's file, and so on\n"
             "  --by METRIC        folded: bytecodes (default), time or calls\n"
             "  --per-thread       folded: start each stack with its thread\n"
             "  --title TEXT       cct-json, ringchart, flamegraph: the title (default: the trace\n"
@@ -763,6 +780,7 @@ static void export_usage(FILE *f)
             "\n"
             "examples:\n"
             "  ptdecode export hello.trace --format flamegraph -o hello.html\n"
+            "  ptdecode export hello.trace --format cct-json -o hello.json --format pprof -o hello.pb.gz\n"
             "  ptdecode export hello.trace --format folded --by calls -o hello.folded\n"
             "  ptdecode export hello.trace --format chrome-trace -o hello.json\n"
             "  ptdecode export hello.trace --format ringchart -o hello.html\n"
@@ -785,92 +803,208 @@ static int min_tsc_sink(const fl_event *ev, void *ctx)
     return 0;
 }
 
-/* chrome-trace, or with speedscope_title speedscope's evented format. */
-static int export_chrome(const char *dir, const prof_opts *o, const pf_names *names, FILE *out,
-                         const char *speedscope_title)
+enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH, F_PPROF,
+       F_SPEEDSCOPE, F_COUNT };
+static const char *const export_formats[F_COUNT] = {
+    "cct-json", "folded", "chrome-trace", "hcct-json", "ringchart", "lcov", "flamegraph",
+    "pprof", "speedscope",
+};
+
+/* One --format with its -o. result: 0 written, -1 failed, -2 a usage
+ * error, -3 written from the part of a damaged flow that could be read. */
+typedef struct export_out {
+    int format;
+    ptd_out of;
+    pf_chrome *chrome;
+    int result;
+} export_out;
+
+/* Every sink of one reading of the flow. */
+typedef struct fanout {
+    fl_sink sink[F_COUNT + 2];
+    void *ctx[F_COUNT + 2];
+    int n;
+} fanout;
+
+static void fanout_add(fanout *f, fl_sink sink, void *ctx)
 {
-    /* Records of different threads are not in TSC order: find the first
-     * event's time in a pass of its own. */
-    min_tsc m = { 0 };
-    if (read_flow(dir, o, min_tsc_sink, &m) < 0)
-        return -1;
-    pf_timebase tb = load_timebase(dir, o);
-    double hz = tb.hz;
-    if (!(hz > 0)) {
-        hz = pf_tsc_hz_measure();
-        jerr_warn("%s records no TSC frequency: times use this machine's, measured (%.3f GHz; "
-                  "--tsc-hz HZ gives another)", dir, hz / 1e9);
-    }
-    pf_chrome *c = speedscope_title ? pf_speedscope_new(out, names, m.min, hz, speedscope_title)
-                                    : pf_chrome_new(out, names, m.min, hz);
-    int rc = read_flow(dir, o, pf_chrome_sink, c);
-    long long spans = pf_chrome_finish(c);
-    /* A write error is reported with the file's name when it is closed. */
-    return rc < 0 || spans < 0 ? -1 : 0;
+    f->sink[f->n] = sink;
+    f->ctx[f->n++] = ctx;
 }
 
-static int export_lcov(const char *dir, const prof_opts *o, FILE *out)
+static int fanout_sink(const fl_event *ev, void *vf)
 {
-    char err[1024];
-    rc_program *prog = rc_program_load(dir, err, sizeof err);
-    if (!prog) {
-        jerr_error("%s", err);
-        return -1;
+    fanout *f = vf;
+    for (int i = 0; i < f->n; i++)
+        if (f->sink[i](ev, f->ctx[i]))
+            return 1;
+    return 0;
+}
+
+static int export_lcov(const char *dir, const prof_opts *o, pf_cov *c, FILE *out, bool partial)
+{
+    /* the trace directory's own name: "b" of "runs/b.trace/" */
+    char *base = g_path_get_basename(dir);
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base)
+        *dot = 0;
+    pf_cov_totals t;
+    int result = pf_cov_write_lcov(out, c, o->title ? o->title : base, o->classes, &t);
+    g_free(base);
+    if (result == 0 && t.files == 0)
+        jerr_warn("lcov: no class %s%s%s", o->classes ? "matches --classes '"
+                                             : "outside the JDK ran (--classes '*' takes them all)",
+                  o->classes ? o->classes : "",
+                  o->classes ? "' (class names match as pkg.Class or pkg/Class)" : "");
+    if (t.unknown_events)
+        jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
+                  "have were left out", t.unknown_events);
+    return result == 0 && partial ? -3 : result;
+}
+
+/* A format written from the calling context tree t. */
+static int export_from_tree(const char *dir, const prof_opts *o, const pf_names *names,
+                            int format, pf_cct *t, rc_program *prog, FILE *out)
+{
+    const char *title = o->title ? o->title : dir;
+    pf_timebase tb = load_timebase(dir, o);
+    if (format == F_CCT_JSON)
+        return pf_export_cct_json_hz(out, t, names, title, tb.hz);
+    if (format == F_FOLDED)
+        return pf_export_folded(out, t, names, o->by, o->per_thread);
+    if (format == F_PPROF)
+        return pf_export_pprof(out, t, names, prog, tb.hz);
+    /* the pages embed the cct-json document */
+    char *json = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&json, &len);
+    int result = mem ? pf_export_cct_json_hz(mem, t, names, title, tb.hz) : -1;
+    if (mem)
+        fclose(mem);
+    char err[1024] = "";
+    int (*write_page)(FILE *, const char *, size_t, const char *, char *, size_t) =
+        format == F_RINGCHART ? pf_ringchart_write : pf_flamegraph_write;
+    if (result == 0 && write_page(out, json, len, title, err, sizeof err) != 0) {
+        if (!ferror(out))    /* else closing the file says why */
+            jerr_error("%s: %s", export_formats[format], err[0] ? err : "cannot write the page");
+        result = -1;
     }
-    pf_cov *c = pf_cov_new(prog, o->cct.include);
-    uint64_t events = 0;
-    int rc = read_flow_counted(dir, o, pf_cov_sink, c, &events, NULL);
-    int result = rc < 0 && events == 0 ? -1 : 0;
-    if (result == 0) {
-        /* the trace directory's own name: "b" of "runs/b.trace/" */
-        char *base = g_path_get_basename(dir);
-        char *dot = strrchr(base, '.');
-        if (dot && dot != base)
-            *dot = 0;
-        pf_cov_totals t;
-        result = pf_cov_write_lcov(out, c, o->title ? o->title : base, o->classes, &t);
-        g_free(base);
-        if (result == 0 && t.files == 0)
-            jerr_warn("lcov: no class %s%s%s", o->classes ? "matches --classes '"
-                                                 : "outside the JDK ran (--classes '*' takes them all)",
-                      o->classes ? o->classes : "",
-                      o->classes ? "' (class names match as pkg.Class or pkg/Class)" : "");
-        if (t.unknown_events)
-            jerr_warn("lcov: %" PRIu64 " bytecode events of methods or bcis the program does not "
-                      "have were left out", t.unknown_events);
-        if (result == 0 && rc < 0)
-            result = -3;
-    }
-    pf_cov_free(c);
-    rc_program_free(prog);
+    free(json);
     return result;
 }
 
-static int export_hcct(const char *dir, const prof_opts *o, const pf_names *names, FILE *out)
+/* Reads the flow once for every format of outs. */
+static void export_all(const char *dir, const prof_opts *o, const pf_names *names,
+                       export_out *outs, guint n)
 {
-    if (!(o->epsilon < o->phi && o->phi < 1)) {
-        jerr_error("hcct-json: need 0 < epsilon < phi < 1 (got phi %g, epsilon %g)", o->phi,
-                   o->epsilon);
-        return -2;
+    bool want[F_COUNT] = { false };
+    for (guint i = 0; i < n; i++)
+        want[outs[i].format] = true;
+    bool want_tree = want[F_CCT_JSON] || want[F_FOLDED] || want[F_PPROF] || want[F_RINGCHART] ||
+                     want[F_FLAMEGRAPH] || want[F_HCCT];
+    bool want_chrome = want[F_CHROME] || want[F_SPEEDSCOPE];
+    char err[1024];
+    rc_program *prog = NULL;
+    if (want[F_LCOV] || want[F_PPROF]) {
+        /* the program's class files: lcov's lines, pprof's files and lines */
+        prog = rc_program_load(dir, err, sizeof err);
+        if (!prog && want[F_PPROF])
+            jerr_warn("pprof: %s; functions without source files and lines", err);
+        if (!prog && want[F_LCOV]) {
+            jerr_error("%s", err);
+            for (guint i = 0; i < n; i++)
+                if (outs[i].format == F_LCOV)
+                    outs[i].result = -1;
+            want[F_LCOV] = false;
+        }
     }
-    pf_hcct *h = pf_hcct_new(o->phi, o->epsilon, o->cct.include);
-    if (!h) {
-        jerr_error("hcct-json: epsilon %g needs too many counters", o->epsilon);
-        return -2;
+    /* Records of different threads are not in TSC order: a timeline's start
+     * is the first event's time, found in a pass of its own. */
+    min_tsc m = { 0 };
+    if (want_chrome && read_flow(dir, o, min_tsc_sink, &m) < 0) {
+        for (guint i = 0; i < n; i++)
+            outs[i].result = -1;
+        rc_program_free(prog);
+        return;
     }
-    if (read_flow(dir, o, pf_hcct_sink, h) < 0) {
-        pf_hcct_free(h);
-        return -1;
+    fanout fan = { .n = 0 };
+    cct_build b = { 0 };
+    if (want_tree) {
+        cct_build_init(&b, o);
+        fanout_add(&fan, cct_build_sink, &b);
     }
-    /* The exact tree, for the accuracy figures. */
-    bool partial;
-    pf_cct *exact = build_cct(dir, o, &partial);
-    pf_hcct_accuracy acc;
-    bool have_acc = exact && pf_hcct_accuracy_of(h, exact, &acc) == 0;
-    int rc = pf_hcct_export_json(out, h, names, have_acc ? &acc : NULL);
-    pf_cct_free(exact);
+    pf_hcct *h = NULL;
+    if (want[F_HCCT]) {
+        h = pf_hcct_new(o->phi, o->epsilon, o->cct.include);
+        fanout_add(&fan, pf_hcct_sink, h);
+    }
+    pf_cov *cov = NULL;
+    if (want[F_LCOV]) {
+        cov = pf_cov_new(prog, o->cct.include);
+        fanout_add(&fan, pf_cov_sink, cov);
+    }
+    if (want_chrome) {
+        pf_timebase tb = load_timebase(dir, o);
+        double hz = tb.hz;
+        if (!(hz > 0)) {
+            hz = pf_tsc_hz_measure();
+            jerr_warn("%s records no TSC frequency: times use this machine's, measured (%.3f "
+                      "GHz; --tsc-hz HZ gives another)", dir, hz / 1e9);
+        }
+        for (guint i = 0; i < n; i++) {
+            if (outs[i].format != F_CHROME && outs[i].format != F_SPEEDSCOPE)
+                continue;
+            outs[i].chrome = outs[i].format == F_SPEEDSCOPE
+                             ? pf_speedscope_new(outs[i].of.f, names, m.min, hz,
+                                                 o->title ? o->title : dir)
+                             : pf_chrome_new(outs[i].of.f, names, m.min, hz);
+            fanout_add(&fan, pf_chrome_sink, outs[i].chrome);
+        }
+    }
+    uint64_t events = 0;
+    int rc = read_flow_counted(dir, o, fanout_sink, &fan, &events, NULL);
+    bool partial = rc < 0, none = rc < 0 && events == 0;
+    pf_cct *t = want_tree ? cct_build_finish(&b, dir, o, none) : NULL;
+    for (guint i = 0; i < n; i++) {
+        export_out *x = &outs[i];
+        FILE *out = x->of.f;
+        if (x->result)
+            continue;
+        switch (x->format) {
+        case F_CHROME:
+        case F_SPEEDSCOPE:
+            /* A write error is reported with the file's name when it is closed. */
+            x->result = pf_chrome_finish(x->chrome) < 0 || partial ? -1 : 0;
+            x->chrome = NULL;
+            break;
+        case F_HCCT: {
+            if (partial) {
+                x->result = -1;
+                break;
+            }
+            pf_hcct_accuracy acc;
+            bool have_acc = t && pf_hcct_accuracy_of(h, t, &acc) == 0;
+            x->result = pf_hcct_export_json(out, h, names, have_acc ? &acc : NULL);
+            break;
+        }
+        case F_LCOV:
+            x->result = none ? -1 : export_lcov(dir, o, cov, out, partial);
+            break;
+        default:
+            if (!t) {
+                x->result = -1;
+                break;
+            }
+            x->result = export_from_tree(dir, o, names, x->format, t, prog, out);
+            if (partial && x->result == 0)
+                x->result = -3;    /* written, but from part of the flow */
+            break;
+        }
+    }
+    pf_cct_free(t);
     pf_hcct_free(h);
-    return rc;
+    pf_cov_free(cov);
+    rc_program_free(prog);
 }
 
 int cmd_export(int argc, char **argv)
@@ -881,100 +1015,92 @@ int cmd_export(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     if (optind + 1 != argc) {
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
+        opts_free(&o);
         return 2;
     }
-    enum { F_CCT_JSON, F_FOLDED, F_CHROME, F_HCCT, F_RINGCHART, F_LCOV, F_FLAMEGRAPH, F_PPROF,
-           F_SPEEDSCOPE };
-    static const char *formats[] = { "cct-json", "folded", "chrome-trace", "hcct-json",
-                                     "ringchart", "lcov", "flamegraph", "pprof", "speedscope" };
-    int format = -1;
-    for (int i = 0; o.format && i < (int)(sizeof formats / sizeof formats[0]); i++)
-        if (!strcmp(o.format, formats[i]))
-            format = i;
-    if (format < 0) {
+    guint n = o.formats->len;
+    export_out *outs = g_new0(export_out, n ? n : 1);
+    int status = 0;
+    for (guint i = 0; i < n && !status; i++) {
+        const char *f = o.formats->pdata[i];
+        outs[i].format = -1;
+        for (int k = 0; k < F_COUNT; k++)
+            if (!strcmp(f, export_formats[k]))
+                outs[i].format = k;
+        if (outs[i].format < 0) {
+            jerr_error("export: --format must be flamegraph, cct-json, folded, chrome-trace, "
+                       "speedscope, pprof, hcct-json, ringchart or lcov, not %s", f);
+            status = 2;
+        }
+    }
+    if (!status && !n) {
         jerr_error("export: --format must be flamegraph, cct-json, folded, chrome-trace, "
-                   "speedscope, pprof, hcct-json, ringchart or lcov%s%s", o.format ? ", not " : "",
-                   o.format ? o.format : "");
-        return 2;
+                   "speedscope, pprof, hcct-json, ringchart or lcov");
+        status = 2;
     }
-    if (!o.output) {
-        jerr_error("export: -o FILE is required ('-' for standard output)");
-        return 2;
+    if (!status && o.outputs->len != n) {
+        jerr_error("export: -o FILE is required%s ('-' for standard output)",
+                   n > 1 ? ", one for each --format" : "");
+        status = 2;
     }
-    if ((format == F_CHROME || format == F_SPEEDSCOPE) && (o.from_kind != 'n' || o.to_kind != 'n')) {
-        jerr_error("export: --from / --to do not apply to %s (a timeline shows every time)",
-                   formats[format]);
-        return 2;
+    for (guint i = 0; i < n && !status; i++) {
+        for (guint k = 0; k < i && !status; k++)
+            if (!strcmp(o.outputs->pdata[i], o.outputs->pdata[k])) {
+                jerr_error("export: -o %s is given twice", (const char *)o.outputs->pdata[i]);
+                status = 2;
+            }
+        int f = outs[i].format;
+        if (!status && (f == F_CHROME || f == F_SPEEDSCOPE) &&
+            (o.from_kind != 'n' || o.to_kind != 'n')) {
+            jerr_error("export: --from / --to do not apply to %s (a timeline shows every time)",
+                       export_formats[f]);
+            status = 2;
+        }
+        if (!status && f == F_HCCT && !(o.epsilon < o.phi && o.phi < 1)) {
+            jerr_error("hcct-json: need 0 < epsilon < phi < 1 (got phi %g, epsilon %g)", o.phi,
+                       o.epsilon);
+            status = 2;
+        }
+    }
+    if (status) {
+        g_free(outs);
+        opts_free(&o);
+        return status;
     }
     const char *dir = argv[optind];
     dc_check chk;
-    if (ptd_check(dir, &chk) < 0)
+    if (ptd_check(dir, &chk) < 0) {
+        g_free(outs);
+        opts_free(&o);
         return 1;
+    }
     dc_check_free(&chk);
     pf_names *names = load_names(dir, &o);
-    if (!names)
-        return 1;
-    ptd_out of;
-    if (ptd_out_open(&of, o.output) < 0) {
-        pf_names_free(names);
-        return 1;
-    }
-    FILE *out = of.f;
-    const char *title = o.title ? o.title : dir;
-    int result = 0;
-    if (format == F_CHROME || format == F_SPEEDSCOPE) {
-        result = export_chrome(dir, &o, names, out, format == F_SPEEDSCOPE ? title : NULL);
-    } else if (format == F_HCCT) {
-        result = export_hcct(dir, &o, names, out);
-    } else if (format == F_LCOV) {
-        result = export_lcov(dir, &o, out);
-    } else {
-        pf_timebase tb = load_timebase(dir, &o);
-        bool partial;
-        pf_cct *t = build_cct(dir, &o, &partial);
-        if (!t) {
-            result = -1;
-        } else if (format == F_CCT_JSON) {
-            result = pf_export_cct_json_hz(out, t, names, title, tb.hz);
-        } else if (format == F_FOLDED) {
-            result = pf_export_folded(out, t, names, o.by, o.per_thread);
-        } else if (format == F_PPROF) {
-            /* the program's class files give each function its file and line */
-            char err[1024];
-            rc_program *prog = rc_program_load(dir, err, sizeof err);
-            if (!prog)
-                jerr_warn("pprof: %s; functions without source files and lines", err);
-            result = pf_export_pprof(out, t, names, prog, tb.hz);
-            rc_program_free(prog);
-        } else {
-            /* the pages embed the cct-json document */
-            char *json = NULL;
-            size_t len = 0;
-            FILE *mem = open_memstream(&json, &len);
-            result = mem ? pf_export_cct_json_hz(mem, t, names, title, tb.hz) : -1;
-            if (mem)
-                fclose(mem);
-            char err[1024] = "";
-            int (*write_page)(FILE *, const char *, size_t, const char *, char *, size_t) =
-                format == F_RINGCHART ? pf_ringchart_write : pf_flamegraph_write;
-            if (result == 0 && write_page(out, json, len, title, err, sizeof err) != 0) {
-                if (!ferror(out))    /* else closing the file says why */
-                    jerr_error("%s: %s", formats[format], err[0] ? err : "cannot write the page");
-                result = -1;
-            }
-            free(json);
-        }
-        pf_cct_free(t);
-        if (partial && result == 0)
-            result = -3;    /* written, but from part of the flow */
-    }
+    guint opened = 0;
+    while (names && opened < n && ptd_out_open(&outs[opened].of, o.outputs->pdata[opened]) == 0)
+        opened++;
+    bool ran = names && opened == n;
+    if (ran)
+        export_all(dir, &o, names, outs, n);
+    else
+        status = 1;
     /* Nothing half-written is left behind, except a profile of the part of
-     * a damaged flow that could be read (-3). */
-    if (ptd_out_close(&of, result == 0 || result == -3) < 0 && result != -2)
-        result = -1;
+     * a damaged flow that could be read (-3); each format's file is kept or
+     * dropped on its own result. */
+    for (guint i = 0; i < opened; i++) {
+        export_out *x = &outs[i];
+        bool keep = ran && (x->result == 0 || x->result == -3);
+        if (ptd_out_close(&x->of, keep) < 0 && x->result != -2)
+            x->result = -1;
+        if (x->result == -2)
+            status = 2;
+        else if (x->result < 0 && status != 2)
+            status = 1;
+    }
+    g_free(outs);
     pf_names_free(names);
     opts_free(&o);
-    return result == -2 ? 2 : result < 0 ? 1 : 0;
+    return status;
 }
 
 /* ---- diff ---------------------------------------------------------------- */
@@ -1439,6 +1565,11 @@ int cmd_summary(int argc, char **argv)
     printf("trace      %s (%s)\n", dir, fs.traced ? "traced run" : "reference mode");
     char rec[512];
     printf("recording  %s\n", dc_check_recording(&chk, rec, sizeof rec));
+    if (fs.traced)
+        printf("flow       %s\n", fs.cached ? "read from the decoded-flow cache (cache/flow.jfc)"
+                                 : fs.cache_written ? "decoded, and kept in cache/flow.jfc for the "
+                                                      "next commands"
+                                                    : "decoded");
     guint ntids = 0;
     uint32_t *tids = (uint32_t *)g_hash_table_get_keys_as_array(c.tids, &ntids);
     /* keys are stored as pointers: copy them out as integers */

@@ -30,6 +30,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ptdecode stats TRACE.DIR [--json] [--thread TID] [--no-recover] [--no-guess]\n"
             "                      [--cut-disputed] [--time-only] [--no-eval] [--holes N]\n"
+            "                      [--jobs N] [--no-cache]\n"
             "\n"
             "How much of each thread's trace was lost, captured, decoded and recovered, and\n"
             "how accurate the result is when the recording kept a lossless copy of every\n"
@@ -90,6 +91,9 @@ static void usage(FILE *f)
             "                 emulated backend counts them, and recovery then sizes a\n"
             "                 hole by its bytes: recover/README.md)\n"
             "  --no-eval      do not decode the lossless copies (no DA, PR, RA)\n"
+            "  --jobs N       decode and reconstruct with N threads (default: the number of\n"
+            "                 processors; the flow is the same)\n"
+            "  --no-cache     neither read nor write the decoded-flow cache (TRACE.DIR/cache/)\n"
             "  --holes N      list each thread's N largest holes (lossless copy needed):\n"
             "                 where each starts (TSC), its bytecodes, how many of them never\n"
             "                 ran before it, the method that runs most of it; then its fill:\n"
@@ -631,10 +635,12 @@ static void print_json(FILE *f, const tstats *t, bool total)
     fprintf(f, ",\"compiled\":{\"bytecodes\":%" PRIu64 ",\"estimated_bytecodes\":%" PRIu64
             ",\"inlined_calls\":%" PRIu64 ",\"calls_inferred\":%" PRIu64
             ",\"estimated_calls\":%" PRIu64 ",\"pins\":%" PRIu64 ",\"pins_skipped\":%" PRIu64
-            ",\"resyncs\":%" PRIu64 "}",
+            ",\"resyncs\":%" PRIu64 ",\"unrolled_passes\":%" PRIu64
+            ",\"unrolled_iterations\":%" PRIu64 "}",
             t->rp.jit.bytecodes, t->rp.jit.estimated_bytecodes, t->rp.jit.inlined_calls,
             t->rp.jit.calls_inferred, t->rp.jit.estimated_calls, t->rp.jit.pins,
-            t->rp.jit.pins_skipped, t->rp.jit.resyncs);
+            t->rp.jit.pins_skipped, t->rp.jit.resyncs, t->rp.jit.unrolled_passes,
+            t->rp.jit.unrolled_iterations);
     fprintf(f, ",\"flow_seconds\":%.3f", (double)t->flow_ns / 1e9);
     json_pct(f, "recovered_share", t->recover, p.sh_rec);
     json_pct(f, "guessed_share", t->recover, p.sh_guess);
@@ -705,10 +711,11 @@ static void print_text(FILE *f, const tstats *t, const char *label)
     if (j->bytecodes)
         fprintf(f, "%14s compiled code: %" PRIu64 " bytecodes, %.2f%% estimated (paths the trace "
                 "does not settle); %" PRIu64 " inlined calls, %" PRIu64 " inferred, %" PRIu64
-                " estimated; %" PRIu64 " of %" PRIu64 " scopes left out, %" PRIu64 " resyncs\n",
+                " estimated; %" PRIu64 " of %" PRIu64 " scopes left out, %" PRIu64 " resyncs; %"
+                PRIu64 " iterations of unrolled loops no scope showed\n",
                 "", j->bytecodes, 100.0 * (double)j->estimated_bytecodes / (double)j->bytecodes,
                 j->inlined_calls, j->calls_inferred, j->estimated_calls, j->pins_skipped, j->pins,
-                j->resyncs);
+                j->resyncs, j->unrolled_iterations);
     if (t->recover)
         fprintf(f, "%14s of the flow's bytecodes %.2f%% recovered, %.2f%% guessed (ICFG paths in "
                 "%" PRIu64 " gaps); recovery %.2f s of %.2f s CPU for the flow\n", "", p.sh_rec,
@@ -743,78 +750,120 @@ static void largest_free(tstats *t)
     t->largest = NULL;
 }
 
-/* The process's CPU time: the flow may decode on several threads, and wall
- * time on a shared machine says little. */
-static uint64_t cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static bool cut_disputed, time_only;
 
-static int one_thread(rt_trace *t, uint32_t tid, bool recover, bool guess, bool eval,
-                      tstats *ts)
+/* Every thread's flow in turn (profile/source.h): the counts, then the
+ * comparison with the lossless copy. */
+typedef struct stats_run {
+    rt_trace *t;
+    bool recover, guess, eval, json;
+    bool own_recovery;         /* recovery with other than its defaults: run here */
+    rv_icfg ic;
+    rv_filter *rv;
+    collector c;
+    tstats ts;
+    tstats total;
+    bool found, first;
+    int status;
+} stats_run;
+
+static void stats_begin(uint32_t tid, void *vr)
 {
-    char err[1024];
+    stats_run *r = vr;
+    tstats *ts = &r->ts;
     memset(ts, 0, sizeof *ts);
     ts->tid = tid;
-    ts->recover = recover;
-    char *lossless = g_strdup_printf("%s/eval/tid-%u.pt", rt_dir(t), tid);
-    ts->eval = eval && access(lossless, R_OK) == 0;
-    collector c = { .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
+    ts->recover = r->recover;
+    char *lossless = g_strdup_printf("%s/eval/tid-%u.pt", rt_dir(r->t), tid);
+    ts->eval = r->eval && access(lossless, R_OK) == 0;
+    g_free(lossless);
+    r->c = (collector){ .syms = ts->eval ? g_array_new(FALSE, FALSE, sizeof(fsym)) : NULL };
     if (ts->eval && list_holes)
         ts->largest = g_array_new(FALSE, FALSE, sizeof(hole_info));
-    rv_icfg ic = rv_program_icfg(rt_program(t));
-    rv_options ro = { .icfg = guess ? &ic : NULL, .cut_disputed = cut_disputed,
-                      .no_lost_bytes = time_only };
-    rv_filter *rv = recover ? rv_new(&ro, collect, &c) : NULL;
-    uint64_t t0 = cpu_ns();
-    int rc = rt_thread_flow(t, tid, recover ? rv_event : collect, recover ? (void *)rv
-                                                                           : (void *)&c,
-                            &ts->rp, &ts->dc, err, sizeof err);
-    if (rv) {
-        rv_finish(rv, &ts->rv);
-        rv_free(rv);
+    if (r->own_recovery) {
+        rv_options ro = { .icfg = r->guess ? &r->ic : NULL, .cut_disputed = cut_disputed,
+                          .no_lost_bytes = time_only };
+        r->rv = rv_new(&ro, collect, &r->c);
     }
-    ts->flow_ns = cpu_ns() - t0;
-    ts->decoded_placed = c.decoded_placed;
-    ts->recovered = c.recovered;
-    ts->guessed = c.guessed;
-    if (rc < 0) {
-        jerr_error("%s", err);
+}
+
+static int stats_event(const fl_event *ev, void *vr)
+{
+    stats_run *r = vr;
+    return r->rv ? rv_event(ev, r->rv) : collect(ev, &r->c);
+}
+
+static void stats_end(const fc_thread *th, void *vr)
+{
+    stats_run *r = vr;
+    tstats *ts = &r->ts;
+    collector *c = &r->c;
+    char err[1024];
+    ts->rp = th->rp;
+    ts->dc = th->dc;
+    ts->rv = th->rv;
+    ts->flow_ns = th->cpu_ns;
+    if (r->rv) {
+        rv_finish(r->rv, &ts->rv);
+        rv_free(r->rv);
+        r->rv = NULL;
+        ts->flow_ns += ts->rv.ns;
+    }
+    ts->decoded_placed = c->decoded_placed;
+    ts->recovered = c->recovered;
+    ts->guessed = c->guessed;
+    if (th->rc < 0) {
+        jerr_error("%s", th->err);
         ts->eval = false;
         largest_free(ts);
+        r->status = 1;
     }
     if (ts->eval) {
+        uint32_t tid = th->tid;
+        char *lossless = g_strdup_printf("%s/eval/tid-%u.pt", rt_dir(r->t), tid);
         collector rc2 = { .syms = g_array_new(FALSE, FALSE, sizeof(fsym)) };
         rp_stats rst = { 0 };
         dc_stats rdc;
-        int r = rt_thread_flow_path(t, tid, lossless, NULL, collect, &rc2, &rst, &rdc, err,
-                                    sizeof err);
-        if (r < 0) {
+        int rr = rt_thread_flow_path(r->t, tid, lossless, NULL, collect, &rc2, &rst, &rdc, err,
+                                     sizeof err);
+        if (rr < 0) {
             jerr_error("%s (lossless copy)", err);
             ts->eval = false;
             largest_free(ts);
         } else {
             ts->ref_bytecodes = rst.bytecodes;
-            compare(ts, c.syms, rc2.syms);
+            compare(ts, c->syms, rc2.syms);
             for (guint i = 0; ts->largest && i < ts->largest->len; i++) {
                 hole_info *h = &g_array_index(ts->largest, hole_info, i);
                 char name[512];
-                h->hole_name = g_strdup(h->hole_method ? rt_method_name(t, h->hole_method, name,
-                                                                        sizeof name) : "-");
-                h->fill_name = g_strdup(h->fill_method ? rt_method_name(t, h->fill_method, name,
-                                                                        sizeof name) : "-");
+                h->hole_name = g_strdup(h->hole_method ? rt_method_name(r->t, h->hole_method,
+                                                                        name, sizeof name)
+                                                       : "-");
+                h->fill_name = g_strdup(h->fill_method ? rt_method_name(r->t, h->fill_method,
+                                                                        name, sizeof name)
+                                                       : "-");
             }
         }
         g_array_free(rc2.syms, TRUE);
+        g_free(lossless);
     }
-    if (c.syms)
-        g_array_free(c.syms, TRUE);
-    g_free(lossless);
-    return rc < 0 ? -1 : 0;
+    if (c->syms)
+        g_array_free(c->syms, TRUE);
+    c->syms = NULL;
+    r->found = true;
+    sum(&r->total, ts);
+    if (r->json) {
+        if (!r->first)
+            putchar(',');
+        print_json(stdout, ts, false);
+    } else {
+        char label[32];
+        snprintf(label, sizeof label, "thread %u", th->tid);
+        print_text(stdout, ts, label);
+    }
+    largest_free(ts);
+    r->first = false;
+    fflush(stdout);
 }
 
 int cmd_stats(int argc, char **argv)
@@ -828,11 +877,14 @@ int cmd_stats(int argc, char **argv)
         { "cut-disputed", no_argument, NULL, 'C' },
         { "time-only", no_argument, NULL, 'T' },
         { "holes", required_argument, NULL, 'H' },
+        { "jobs", required_argument, NULL, 'J' },
+        { "no-cache", no_argument, NULL, 'N' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     long long want_tid = -1;
     bool json = false, recover = true, eval = true, guess = true;
+    pf_source_opts so = *pf_source_options();
     int c;
     optind = 1;
     cut_disputed = false;
@@ -877,6 +929,13 @@ int cmd_stats(int argc, char **argv)
             list_holes = (unsigned)nh;
             break;
         }
+        case 'J':
+            if (!ptd_parse_jobs(optarg, &so.jobs))
+                return 2;
+            break;
+        case 'N':
+            so.no_cache = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -889,6 +948,7 @@ int cmd_stats(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    pf_source_set_options(&so);
     const char *dir = argv[optind];
     char err[1024];
     dc_check chk;
@@ -915,38 +975,31 @@ int cmd_stats(int argc, char **argv)
         dc_check_free(&chk);
         return 1;
     }
-    tstats total = { .eval = eval, .recover = recover };
-    bool found = false, first = true;
+    stats_run run = { .t = t, .recover = recover, .guess = guess, .eval = eval, .json = json,
+                      .own_recovery = recover && (!guess || cut_disputed || time_only),
+                      .ic = rv_program_icfg(rt_program(t)), .first = true,
+                      .total = { .eval = eval, .recover = recover } };
     if (json) {
         printf("{\"trace\":");
         json_put_str(stdout, dir);
         printf(",\"threads\":[");
     }
-    for (size_t i = 0; i < n; i++) {
-        if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
-            continue;
-        found = true;
-        tstats ts;
-        if (one_thread(t, tids[i], recover, guess, eval, &ts) < 0)
-            status = 1;
-        sum(&total, &ts);
-        if (json) {
-            if (!first)
-                putchar(',');
-            print_json(stdout, &ts, false);
-        } else {
-            char label[32];
-            snprintf(label, sizeof label, "thread %u", tids[i]);
-            print_text(stdout, &ts, label);
-        }
-        largest_free(&ts);
-        first = false;
-        fflush(stdout);
+    /* The cache holds the flow recovered with the defaults; other recovery
+     * runs here on the projector's flow. */
+    pf_flow_request rq = { .sink = stats_event, .ctx = &run, .tid = want_tid,
+                           .decoded_only = !recover || run.own_recovery, .begin = stats_begin,
+                           .end = stats_end, .keep_going = true, .trace = t };
+    bool none = false;
+    if (pf_flow_read(dir, &rq, NULL, err, sizeof err) < 0 && !run.found) {
+        if (!json)
+            jerr_error("%s", err);
+        none = true;
     }
+    status = run.status;
+    bool found = run.found;
+    tstats total = run.total;
     if (!found) {
         total.eval = false;
-        if (!json)
-            jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
         status = 1;
     }
     /* Bytes lost where no thread's stream shows them (absent streams, ...)
@@ -967,8 +1020,8 @@ int cmd_stats(int argc, char **argv)
                ",\"code_records_cut\":%" PRIu64 "}}\n", chk.streams_absent, chk.missing_bytes,
                chk.unindexed_bytes, chk.lost_outside, chk.main_untraced ? "true" : "false",
                chk.meta_ignored, chk.code_cut);
-        if (!found)
-            jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
+        if (none)
+            jerr_error("%s", err);
     } else {
         print_text(stdout, &total, "all threads");
         printf("recording      %s\n", rec);

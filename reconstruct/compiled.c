@@ -8,6 +8,7 @@
 #include <glib.h>
 
 #include "common/jvm.h"
+#include "decoder/jitpath.h"
 
 #define NONE UINT32_MAX
 #define START (UINT32_MAX - 1)   /* before the first bytecode of the version's method */
@@ -29,6 +30,7 @@ enum step_kind {
 typedef struct step {
     uint32_t state;
     uint8_t kind;
+    bool unsettled;          /* another path to the same pin avoids it (estimated) */
 } step;
 
 /* A frame of the inline tree: the version's method (node 0) or a callee
@@ -69,6 +71,7 @@ typedef struct pin {
     uint32_t rec;            /* record index in the version */
     int32_t state;           /* -1: the record names no bytecode */
     bool backward;           /* the machine code jumped back since the last pin */
+    uint64_t back_to;        /* ... to this address (0: none known) */
     bool resumed;            /* the trace resumed here after the version was left
                               * without a call (a fault, a safepoint) */
     dc_event ev;             /* the event, for times and offsets */
@@ -97,6 +100,11 @@ typedef struct act {
     bool calls_interp;       /* its call out went on into interpreted code */
     uint32_t ring[PASS_RING];
     uint32_t nring;
+    uint64_t back_to;        /* where the pending jump back went */
+    /* unrolled loops: loops the path went round since the last jump back,
+     * and the iterations a pass of the loop jumped to there runs (0: not
+     * known) */
+    uint32_t pass_loops, pass_iters;
     /* approximate pins of a C2 version not taken yet, oldest first (align) */
     pin win[WINDOW];
     uint32_t nwin;
@@ -111,16 +119,18 @@ struct rj_filter {
     int code_fd;
     GHashTable *trees;       /* dm_code * -> tree */
     GArray *acts;            /* act, innermost last */
+    jp_cache *jp;            /* the machine code, for loop steps (NULL: not readable) */
     dc_kind last_kind;       /* of the previous event */
     bool last_stub_dispatches; /* the last stub dispatches exceptions */
     uint32_t last_flags;
     GArray *path;            /* step: the walk being emitted */
+    GArray *succ;            /* next_step: where a path search goes next */
     struct align_node *align; /* WINDOW + 1 */
     /* path search, per state of the tree searched (grown to the largest) */
     uint32_t cap, gen;
     uint32_t *seen, *from, *queue, *dist;
     uint8_t *how, *cnt;
-    bool ambiguous;          /* the last walk had another path as short */
+    uint64_t *fwd, *bwd;     /* paths from the start, to the goal (settle) */
     /* The entry of a version a call went into, held back until the next
      * event shows whether the version's inline-cache check failed there
      * (a jump to the miss handler): then it never ran. */
@@ -325,62 +335,129 @@ static bool is_goal(const tree *t, uint32_t s, uint32_t to)
     return t->node_of[s] == 0 && jvm_is_return(state_op(t, s));
 }
 
-/* Breadth-first over the inline tree's ICFG from `from` (START, or a state
- * whose invoke was called for real when `called`) to `to` (a state or
- * EXIT); with `wrap`, edges back to an earlier or the same bci are taken;
- * with `strict`, no path goes through a pinned state. The steps after
- * `from` go to out; *ambiguous is set when another path of the same length
- * reaches the goal too. false when no path is found within WALK_MAX states
- * (*limit set when the bound cut it). */
-static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
-                   bool wrap, bool strict, bool throwing, GArray *out, bool *ambiguous,
-                   bool *limit)
+/* What a path knows of the value on top of the operand stack: a constant
+ * pushed on the path (iconst, aconst_null) that only goto and returns out of
+ * inlined callees have passed since. The if that tests it goes one way
+ * only: an inlined `return a < b` ends in iconst_1 or iconst_0, and the
+ * caller's ifeq then settles which arm ran where C2 left no record in
+ * either (it computes the flag without a branch). The path search runs over
+ * (state, known value) pairs. */
+enum top_value { TOP_UNKNOWN, TOP_ZERO, TOP_NONZERO, NTOP };
+
+#define PAIR(s_, v_) ((s_) * NTOP + (v_))   /* a (state, top_value) pair of the search */
+
+typedef struct next_step {
+    uint32_t x;              /* PAIR(state, top_value) */
+    uint8_t kind;
+} next_step;
+
+/* The value on top after op, given v before it. */
+static uint8_t top_after(int op, uint8_t v)
 {
-    if (t->nstates + 1 > w->cap) {
-        uint32_t cap = t->nstates + 1;
-        w->seen = g_renew(uint32_t, w->seen, cap);
-        memset(w->seen + w->cap, 0, (cap - w->cap) * sizeof *w->seen);
-        w->from = g_renew(uint32_t, w->from, cap);
-        w->queue = g_renew(uint32_t, w->queue, cap);
-        w->dist = g_renew(uint32_t, w->dist, cap);
-        w->how = g_renew(uint8_t, w->how, cap);
-        w->cnt = g_renew(uint8_t, w->cnt, cap);
-        w->cap = cap;
+    if (op == JVM_ACONST_NULL || op == JVM_ICONST_0)
+        return TOP_ZERO;
+    if (op >= JVM_ICONST_M1 && op <= JVM_ICONST_5)
+        return TOP_NONZERO;
+    if (op == JVM_NOP || op == JVM_GOTO || op == JVM_GOTO_W)
+        return v;
+    return TOP_UNKNOWN;
+}
+
+/* Whether an if that tests a known top value takes its branch (-1: it
+ * tests something else, or the value is unknown). */
+static int branch_taken(int op, uint8_t v)
+{
+    if (v == TOP_UNKNOWN)
+        return -1;
+    bool zero = v == TOP_ZERO;
+    switch (op) {
+    case JVM_IFEQ: case JVM_IFNULL:
+        return zero;
+    case JVM_IFNE: case JVM_IFNONNULL:
+        return !zero;
+    default:
+        return -1;
     }
-    if (++w->gen == 0) {
-        memset(w->seen, 0, w->cap * sizeof *w->seen);
-        w->gen = 1;
-    }
-    uint32_t head = 0, tail = 0, goal = NONE, goal_dist = 0;
-    /* successor s_ of a state at distance d_ reached by c_ paths */
-#define VISIT(s_, k_, f_, d_, c_)                                                           \
+}
+
+/* Appends (s_, v_) reached by a step of kind k_ to w->succ. */
+#define NEXT(s_, v_, k_)                                                                    \
     do {                                                                                    \
-        uint32_t s__ = (s_);                                                                \
-        if (s__ >= t->nstates)                                                              \
-            break;                                                                          \
-        if (w->seen[s__] != w->gen) {                                                       \
-            w->seen[s__] = w->gen;                                                          \
-            w->from[s__] = (f_);                                                            \
-            w->how[s__] = (uint8_t)(k_);                                                    \
-            w->dist[s__] = (d_) + 1;                                                        \
-            w->cnt[s__] = (c_);                                                             \
-            if (is_goal(t, s__, to)) {                                                      \
-                if (goal == NONE) {                                                         \
-                    goal = s__;                                                             \
-                    goal_dist = w->dist[s__];                                               \
-                }                                                                           \
-            } else if (!strict || !t->pinned[s__]) {                                        \
-                w->queue[tail++] = s__;                                                     \
-            }                                                                               \
-        } else if (w->dist[s__] == (d_) + 1 && w->cnt[s__] < 2) {                           \
-            w->cnt[s__] = (uint8_t)MIN(2, w->cnt[s__] + (c_));                              \
-        }                                                                                   \
+        next_step ns_ = { PAIR((uint32_t)(s_), (v_)), (uint8_t)(k_) };                      \
+        if ((uint32_t)(s_) < t->nstates)                                                    \
+            g_array_append_val(w->succ, ns_);                                               \
     } while (0)
-    const tnode *root = node_at(t, 0);
+
+/* Sets w->succ to where one step of a path leads from x = PAIR(s, v): an edge
+ * of the method's CFG (with `wrap`, one back to an earlier or the same bci
+ * too; an if on a known value, its one way), into a callee inlined at an
+ * invoke, over an invoke whose callee left no scope (never one the version
+ * calls for real), out of an inlined callee after its call site (an
+ * ireturn's or areturn's known value goes with it). */
+static void next_states(rj_filter *w, const tree *t, uint32_t x, bool wrap)
+{
+    g_array_set_size(w->succ, 0);
+    uint32_t s = x / NTOP;
+    uint8_t v = (uint8_t)(x % NTOP);
+    const tnode *n = state_node(t, s);
+    uint32_t i = s - n->base;
+    int op = n->g->op[i];
+    if (jvm_is_invoke(op)) {
+        bool inlined = false;
+        for (int32_t k = n->first_child; k >= 0; k = node_at(t, k)->next_sibling) {
+            const tnode *cn = node_at(t, k);
+            if (cn->site != i)
+                continue;
+            inlined = true;
+            if (cn->g)
+                NEXT(cn->base, TOP_UNKNOWN, SK_ENTER);
+        }
+        /* a callee inlined without code of its own, or one that left
+         * no scope */
+        bool leaf = !inlined;
+        for (int32_t k = n->first_child; k >= 0 && !leaf; k = node_at(t, k)->next_sibling)
+            leaf = node_at(t, k)->site == i && !node_at(t, k)->g;
+        uint32_t nx = next_insn(n->g, i);
+        if (leaf && !t->real_call[s] && nx != NONE)
+            NEXT(n->base + nx, TOP_UNKNOWN, SK_OVER);
+    } else if (jvm_is_return(op)) {
+        if (n->parent >= 0) {
+            const tnode *pn = node_at(t, n->parent);
+            uint32_t nx = next_insn(pn->g, n->site);
+            bool value = op == JVM_IRETURN || op == JVM_ARETURN;
+            if (nx != NONE)
+                NEXT(pn->base + nx, value ? v : TOP_UNKNOWN, SK_RETURN);
+        }
+    } else {
+        const rc_cfg *g = n->g;
+        int taken = branch_taken(op, v);
+        uint8_t after = top_after(op, v);
+        for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++) {
+            const rc_edge *ed = &g->edge[e];
+            if (ed->kind == RC_EDGE_EXCEPTION)
+                continue;
+            if (!wrap && g->bci[ed->to] <= g->bci[i])
+                continue;
+            if (taken >= 0 && (ed->kind == RC_EDGE_TAKEN) != taken &&
+                g->first[i + 1] - g->first[i] > 1)
+                continue;
+            NEXT(n->base + ed->to, after, SK_BC);
+        }
+    }
+}
+
+/* Sets w->succ to the first steps of a path from `from` (START, or a state
+ * whose invoke was called for real when `called`, or one an exception is
+ * thrown from when `throwing`), nothing known of the stack; false when there
+ * are none. */
+static bool first_states(rj_filter *w, const tree *t, uint32_t from, bool called,
+                         bool throwing, bool wrap)
+{
+    g_array_set_size(w->succ, 0);
     if (from == START) {
-        if (!root->g)
-            return false;
-        VISIT(root->base, SK_BC, START, 0, 1);
+        const tnode *root = node_at(t, 0);
+        if (root->g)
+            NEXT(root->base, TOP_UNKNOWN, SK_BC);
     } else if (throwing) {
         /* the handlers covering the position, in its frame, then in the
          * frames it is inlined into at their call sites */
@@ -389,8 +466,8 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
             const tnode *n = node_at(t, (int32_t)k);
             for (uint32_t e = n->g->first[i]; e < n->g->first[i + 1]; e++)
                 if (n->g->edge[e].kind == RC_EDGE_EXCEPTION)
-                    VISIT(n->base + n->g->edge[e].to, k == t->node_of[from] ? SK_CATCH : SK_UNWIND,
-                          from, 0, 1);
+                    NEXT(n->base + n->g->edge[e].to, TOP_UNKNOWN,
+                         k == t->node_of[from] ? SK_CATCH : SK_UNWIND);
             if (n->parent < 0)
                 break;
             i = n->site;
@@ -400,94 +477,232 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
         const tnode *n = state_node(t, from);
         uint32_t nx = next_insn(n->g, state_insn(t, from));
         if (nx != NONE)
-            VISIT(n->base + nx, SK_CALLED, from, 0, 1);
+            NEXT(n->base + nx, TOP_UNKNOWN, SK_CALLED);
     } else {
-        w->queue[tail++] = from;   /* not seen: a loop may lead back to it */
-        w->dist[from] = 0;
-        w->cnt[from] = 1;
+        next_states(w, t, PAIR(from, TOP_UNKNOWN), wrap);
+    }
+    return w->succ->len > 0;
+#undef NEXT
+}
+
+static void next_generation(rj_filter *w)
+{
+    if (++w->gen == 0) {
+        memset(w->seen, 0, w->cap * sizeof *w->seen);
+        w->gen = 1;
+    }
+}
+
+static uint64_t add_sat(uint64_t x, uint64_t y) { return x > UINT64_MAX - y ? UINT64_MAX : x + y; }
+
+static bool goal_x(const tree *t, uint32_t x, uint32_t to) { return is_goal(t, x / NTOP, to); }
+
+/* Marks the steps of out, the shortest forward path (no edge back) from
+ * `from` to the goal, that some other forward path avoids: only pins and
+ * known values settle a path, so where several reach the next pin the
+ * walk's choice (the shortest) is an estimate for the states not on all of
+ * them. Forward paths form no cycle: they are counted over the (state,
+ * value) pairs reachable, in topological order, and a state s is on all
+ * paths when the sum over its pairs p of paths(start, p) * paths(p, goal)
+ * is paths(start, goal) (a count too large, a cycle, or more than WALK_MAX
+ * pairs leave every step unsettled). */
+static void settle(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
+                   bool strict, bool throwing, GArray *out)
+{
+    next_generation(w);
+    uint32_t tail = 0;
+    uint32_t *indeg = w->dist;
+    uint64_t *fwd = w->fwd, *bwd = w->bwd;
+    bool all = false;
+    first_states(w, t, from, called, throwing, false);
+    GArray *first = g_array_copy(w->succ);
+    for (guint k = 0; k < first->len; k++) {
+        uint32_t x = g_array_index(first, next_step, k).x;
+        if (w->seen[x] != w->gen) {
+            w->seen[x] = w->gen;
+            indeg[x] = 0;
+            fwd[x] = 0;
+            w->queue[tail++] = x;
+        }
+        fwd[x] = add_sat(fwd[x], 1);
+    }
+    g_array_free(first, true);
+    /* the pairs reachable, and the edges into each from those expanded */
+    for (uint32_t head = 0; head < tail && !all; head++) {
+        uint32_t x = w->queue[head];
+        if (goal_x(t, x, to) || (strict && t->pinned[x / NTOP]))
+            continue;
+        next_states(w, t, x, false);
+        for (guint k = 0; k < w->succ->len; k++) {
+            uint32_t y = g_array_index(w->succ, next_step, k).x;
+            if (w->seen[y] != w->gen) {
+                if (tail >= WALK_MAX) {
+                    all = true;
+                    break;
+                }
+                w->seen[y] = w->gen;
+                indeg[y] = 0;
+                fwd[y] = 0;
+                w->queue[tail++] = y;
+            }
+            indeg[y]++;
+        }
+    }
+    /* paths from the start, each pair once the counts of all its edges are
+     * in; w->from holds the order */
+    uint32_t reached = tail, n = 0;
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < reached && !all; k++)
+        if (indeg[w->queue[k]] == 0)
+            w->from[n++] = w->queue[k];
+    for (uint32_t head = 0; head < n && !all; head++) {
+        uint32_t x = w->from[head];
+        bwd[x] = 0;
+        if (goal_x(t, x, to)) {
+            total = add_sat(total, fwd[x]);
+            bwd[x] = 1;
+            continue;
+        }
+        if (strict && t->pinned[x / NTOP])
+            continue;
+        next_states(w, t, x, false);
+        for (guint k = 0; k < w->succ->len; k++) {
+            uint32_t y = g_array_index(w->succ, next_step, k).x;
+            fwd[y] = add_sat(fwd[y], fwd[x]);
+            if (--indeg[y] == 0)
+                w->from[n++] = y;
+        }
+    }
+    all = all || n < reached || total == UINT64_MAX;
+    /* paths to the goal, in the reverse order */
+    for (uint32_t k = n; k-- > 0 && !all;) {
+        uint32_t x = w->from[k];
+        if (goal_x(t, x, to) || (strict && t->pinned[x / NTOP]))
+            continue;
+        next_states(w, t, x, false);
+        for (guint j = 0; j < w->succ->len; j++)
+            bwd[x] = add_sat(bwd[x], bwd[g_array_index(w->succ, next_step, j).x]);
+    }
+    for (guint k = 0; k < out->len; k++) {
+        step *st = &g_array_index(out, step, k);
+        uint64_t through = 0;
+        bool known = !all;
+        for (uint8_t v = 0; v < NTOP && known; v++) {
+            uint32_t x = PAIR(st->state, v);
+            if (w->seen[x] != w->gen || bwd[x] == 0)
+                continue;
+            /* each path from the start to x goes on by each from x to the
+             * goal: their product is at most total */
+            if (fwd[x] == UINT64_MAX || bwd[x] == UINT64_MAX)
+                known = false;
+            else
+                through += fwd[x] * bwd[x];
+        }
+        st->unsettled = !known || through != total;
+    }
+}
+
+/* Breadth-first over the inline tree's ICFG, as (state, known value) pairs,
+ * from `from` (first_states) to `to` (a state or EXIT); with `wrap`, edges
+ * back to an earlier or the same bci are taken; with `strict`, no path goes
+ * through a pinned state. The steps after `from` go to out, each marked
+ * unsettled where another path reaches the goal without it (going round
+ * loops, another path as short marks them all). false when no path is found
+ * within WALK_MAX pairs (*limit set when the bound cut it). */
+static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
+                   bool wrap, bool strict, bool throwing, bool round, GArray *out, bool *limit)
+{
+    uint32_t need = (t->nstates + 1) * NTOP;
+    if (need > w->cap) {
+        w->seen = g_renew(uint32_t, w->seen, need);
+        memset(w->seen + w->cap, 0, (need - w->cap) * sizeof *w->seen);
+        w->from = g_renew(uint32_t, w->from, need);
+        w->queue = g_renew(uint32_t, w->queue, need);
+        w->dist = g_renew(uint32_t, w->dist, need);
+        w->how = g_renew(uint8_t, w->how, need);
+        w->cnt = g_renew(uint8_t, w->cnt, need);
+        w->fwd = g_renew(uint64_t, w->fwd, need);
+        w->bwd = g_renew(uint64_t, w->bwd, need);
+        w->cap = need;
+    }
+    next_generation(w);
+    uint32_t head = 0, tail = 0, goal = NONE, goal_dist = 0;
+    /* successor x_ of a pair at distance d_ reached by c_ paths */
+#define VISIT(x_, k_, f_, d_, c_)                                                           \
+    do {                                                                                    \
+        uint32_t x__ = (x_);                                                                \
+        if (w->seen[x__] != w->gen) {                                                       \
+            w->seen[x__] = w->gen;                                                          \
+            w->from[x__] = (f_);                                                            \
+            w->how[x__] = (uint8_t)(k_);                                                    \
+            w->dist[x__] = (d_) + 1;                                                        \
+            w->cnt[x__] = (c_);                                                             \
+            if (goal_x(t, x__, to)) {                                                       \
+                if (goal == NONE) {                                                         \
+                    goal = x__;                                                             \
+                    goal_dist = w->dist[x__];                                               \
+                }                                                                           \
+            } else if (!strict || !t->pinned[x__ / NTOP]) {                                 \
+                w->queue[tail++] = x__;                                                     \
+            }                                                                               \
+        } else if (w->dist[x__] == (d_) + 1 && w->cnt[x__] < 2) {                           \
+            w->cnt[x__] = (uint8_t)MIN(2, w->cnt[x__] + (c_));                              \
+        }                                                                                   \
+    } while (0)
+    if (!first_states(w, t, from, called, throwing, wrap))
+        return false;
+    for (guint k = 0; k < w->succ->len; k++) {
+        const next_step *ns = &g_array_index(w->succ, next_step, k);
+        VISIT(ns->x, ns->kind, NONE, 0, 1);
     }
     while (head < tail) {
         if (tail >= WALK_MAX) {
             *limit = true;
             return false;
         }
-        uint32_t s = w->queue[head++];
-        uint32_t d = s == from ? 0 : w->dist[s];
+        uint32_t x = w->queue[head++];
+        uint32_t d = w->dist[x];
         if (goal != NONE && d + 1 > goal_dist)
             break;             /* every path as short as the goal's is counted */
-        uint8_t c = s == from ? 1 : w->cnt[s];
-        const tnode *n = state_node(t, s);
-        uint32_t i = s - n->base;
-        int op = n->g->op[i];
-        if (jvm_is_invoke(op)) {
-            bool inlined = false;
-            for (int32_t k = n->first_child; k >= 0; k = node_at(t, k)->next_sibling) {
-                const tnode *cn = node_at(t, k);
-                if (cn->site != i)
-                    continue;
-                inlined = true;
-                if (cn->g)
-                    VISIT(cn->base, SK_ENTER, s, d, c);
-            }
-            /* a callee inlined without code of its own, or one that left
-             * no scope; never an invoke the version calls for real */
-            bool leaf = !inlined;
-            for (int32_t k = n->first_child; k >= 0 && !leaf; k = node_at(t, k)->next_sibling)
-                leaf = node_at(t, k)->site == i && !node_at(t, k)->g;
-            uint32_t nx = next_insn(n->g, i);
-            if (leaf && !t->real_call[s] && nx != NONE)
-                VISIT(n->base + nx, SK_OVER, s, d, c);
-        } else if (jvm_is_return(op)) {
-            if (n->parent >= 0) {
-                const tnode *pn = node_at(t, n->parent);
-                uint32_t nx = next_insn(pn->g, n->site);
-                if (nx != NONE)
-                    VISIT(pn->base + nx, SK_RETURN, s, d, c);
-            }
-        } else {
-            const rc_cfg *g = n->g;
-            for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++) {
-                const rc_edge *ed = &g->edge[e];
-                if (ed->kind == RC_EDGE_EXCEPTION)
-                    continue;
-                if (!wrap && g->bci[ed->to] <= g->bci[i])
-                    continue;
-                VISIT(n->base + ed->to, SK_BC, s, d, c);
-            }
+        uint8_t c = w->cnt[x];
+        next_states(w, t, x, wrap);
+        for (guint k = 0; k < w->succ->len; k++) {
+            const next_step *ns = &g_array_index(w->succ, next_step, k);
+            VISIT(ns->x, ns->kind, x, d, c);
         }
     }
 #undef VISIT
     if (goal == NONE)
         return false;
-    *ambiguous = w->cnt[goal] > 1;
+    bool as_short = w->cnt[goal] > 1;
     g_array_set_size(out, 0);
-    for (uint32_t s = goal; s != from && s != START;) {
-        step st = { s, w->how[s] };
+    /* a path that comes back to `from` (round a loop) starts there; with
+     * `round`, the way back to `from` is the path */
+    for (uint32_t x = goal; x != NONE && (from == START || x / NTOP != from || (round && x == goal));
+         x = w->from[x]) {
+        step st = { x / NTOP, w->how[x], as_short };
         g_array_prepend_val(out, st);
-        uint32_t pr = w->from[s];
-        if (pr == START)
-            break;
-        s = pr;
     }
+    if (!wrap)
+        settle(w, t, from, called, to, strict, throwing, out);
     return true;
 }
 
 /* A remembered path. */
 typedef struct mpath {
-    bool ambiguous;
     guint n;
     step s[];
 } mpath;
 
-/* search, remembered per (from, called, to, wrap, strict). The result is in
- * f->path and f->ambiguous. */
+/* search, remembered per (from, called, to, wrap, strict, round). The result is in
+ * f->path. */
 static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
-                    bool strict, bool throwing)
+                    bool strict, bool throwing, bool round)
 {
     uint64_t fe = from == START ? t->nstates : from;
     uint64_t te = to == EXIT ? t->nstates : to;
-    uint64_t key = fe << 35 | te << 4 | (uint64_t)throwing << 3 | (uint64_t)strict << 2 |
-                   (uint64_t)called << 1 | (uint64_t)wrap;
+    uint64_t key = fe << 37 | te << 5 | (uint64_t)round << 4 | (uint64_t)throwing << 3 |
+                   (uint64_t)strict << 2 | (uint64_t)called << 1 | (uint64_t)wrap;
     gpointer v;
     if (g_hash_table_lookup_extended(t->memo, &key, NULL, &v)) {
         const mpath *mp = v;
@@ -495,12 +710,10 @@ static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t 
             return false;
         g_array_set_size(f->path, 0);
         g_array_append_vals(f->path, mp->s, mp->n);
-        f->ambiguous = mp->ambiguous;
         return true;
     }
-    bool limit = false, ambiguous = false;
-    bool ok = search(f, t, from, called, to, wrap, strict, throwing, f->path, &ambiguous,
-                     &limit);
+    bool limit = false;
+    bool ok = search(f, t, from, called, to, wrap, strict, throwing, round, f->path, &limit);
     if (limit)
         f->st.walk_limit++;
     if (g_hash_table_size(t->memo) >= MEMO_MAX)
@@ -508,11 +721,9 @@ static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t 
     mpath *mp = NULL;
     if (ok) {
         mp = g_malloc(sizeof *mp + f->path->len * sizeof(step));
-        mp->ambiguous = ambiguous;
         mp->n = f->path->len;
         memcpy(mp->s, f->path->data, f->path->len * sizeof(step));
     }
-    f->ambiguous = ambiguous;
     g_hash_table_insert(t->memo, g_memdup2(&key, sizeof key), mp);
     return ok;
 }
@@ -522,8 +733,14 @@ static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t 
 static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
                  bool throwing)
 {
-    return (t->in_order && walk_as(f, t, from, called, to, wrap, true, throwing)) ||
-           walk_as(f, t, from, called, to, wrap, false, throwing);
+    return (t->in_order && walk_as(f, t, from, called, to, wrap, true, throwing, false)) ||
+           walk_as(f, t, from, called, to, wrap, false, throwing, false);
+}
+
+/* Once round the innermost loop through s, from s back to s. */
+static bool walk_round(rj_filter *f, tree *t, uint32_t s, bool called)
+{
+    return walk_as(f, t, s, called, s, true, false, false, true);
 }
 
 /* ---- events out -------------------------------------------------------------- */
@@ -617,13 +834,13 @@ static void emit_path(rj_filter *f, act *a, const dc_event *ev)
 {
     const tree *t = a->t;
     uint32_t prev = a->state;
-    uint32_t fl = f->ambiguous ? DC_F_ESTIMATED : 0;
     if (f->path->len) {
         uint8_t k0 = g_array_index(f->path, step, 0).kind;
         f->st.exceptions += k0 == SK_CATCH || k0 == SK_UNWIND;
     }
     for (guint k = 0; k < f->path->len && !f->stop; k++) {
         const step *st = &g_array_index(f->path, step, k);
+        uint32_t fl = st->unsettled ? DC_F_ESTIMATED : 0;
         switch (st->kind) {
         case SK_ENTER: {
             const tnode *cn = state_node(t, st->state);
@@ -718,17 +935,93 @@ static bool in_ring(const act *a, uint32_t s)
     return false;
 }
 
+enum { UNREACHED, STRAIGHT, ROUND_A_LOOP };
+
 /* The path from a's position to state s through a handler (throwing), or
- * without a loop, or with one where the rules allow. */
-static bool reach(rj_filter *f, act *a, uint32_t s, bool throwing, bool loop)
+ * without a loop, or with one where the rules allow: how it got there. */
+static int reach(rj_filter *f, act *a, uint32_t s, bool throwing, bool loop)
 {
     if (walk(f, a->t, a->state, a->called, s, false, throwing))
-        return true;
+        return STRAIGHT;
     if (loop && walk(f, a->t, a->state, a->called, s, true, throwing)) {
         a->loop_allowed = false;
-        return true;
+        return ROUND_A_LOOP;
     }
-    return false;
+    return UNREACHED;
+}
+
+/* ---- unrolled loops -----------------------------------------------------------
+ *
+ * C2 unrolls a counted loop into copies of its body that may share PC
+ * records, so the pins of a pass can show fewer iterations than it ran.
+ * The machine code says how many: the loop step (jp_loop_step) over the
+ * stride of the bytecode loop's iinc. Each jump back closes a pass; the
+ * iterations its pins did not show go round the loop from the position. */
+#define UNROLL_MAX 64            /* C2 unrolls by powers of two, vector loops the most */
+
+/* The constant of the one iinc on the shortest way round from s back to s;
+ * 0 when there is none or more than one. */
+static int32_t loop_stride(rj_filter *f, act *a, uint32_t s)
+{
+    if (!walk_round(f, a->t, s, false))
+        return 0;
+    int32_t c = 0;
+    for (guint k = 0; k < f->path->len; k++) {
+        uint32_t x = g_array_index(f->path, step, k).state;
+        const tnode *n = state_node(a->t, x);
+        if (!n->m || !n->m->code)
+            continue;
+        uint32_t bci = n->g->bci[x - n->base];
+        const uint8_t *code = n->m->code;
+        int32_t v;
+        if (bci + 2 < n->m->code_len && code[bci] == JVM_IINC)
+            v = (int8_t)code[bci + 2];
+        else if (bci + 5 < n->m->code_len && code[bci] == JVM_WIDE && code[bci + 1] == JVM_IINC)
+            v = (int16_t)(code[bci + 4] << 8 | code[bci + 5]);
+        else
+            continue;
+        if (c)
+            return 0;
+        c = v;
+    }
+    return c;
+}
+
+/* The iterations a pass of the loop that p's jump back went to runs; 0
+ * when the code does not say. */
+static uint32_t pass_iterations(rj_filter *f, act *a, const pin *p)
+{
+    if (a->t->in_order || !p->back_to || !f->jp || p->state < 0)
+        return 0;
+    int64_t machine = jp_loop_step(f->jp, a->code, p->back_to);
+    if (!machine)
+        return 0;
+    int32_t c = loop_stride(f, a, (uint32_t)p->state);
+    if (!c || machine % c)
+        return 0;
+    int64_t k = machine / c;
+    return k >= 2 && k <= UNROLL_MAX && !(k & (k - 1)) ? (uint32_t)k : 0;
+}
+
+/* A jump back closed a pass: the iterations of the pass that its pins did
+ * not show go round the loop at the position, estimated (no pin says which
+ * way they went); the next pass runs `iters`. */
+static void close_pass(rj_filter *f, act *a, const dc_event *ev, uint32_t iters)
+{
+    uint32_t k = a->pass_iters ? a->pass_iters : iters;
+    if (k) {
+        f->st.unrolled_passes++;
+        if (a->pass_loops < k && a->state != NONE && a->state != START &&
+            walk_round(f, a->t, a->state, a->called)) {
+            for (guint j = 0; j < f->path->len; j++)
+                g_array_index(f->path, step, j).unsettled = true;
+            for (uint32_t i = a->pass_loops; i < k && !f->stop; i++)
+                emit_path(f, a, ev);
+            f->st.unrolled_iterations += k - a->pass_loops;
+        }
+    }
+    a->pass_loops = 0;
+    a->pass_iters = iters;
 }
 
 /* Takes pin p of a: exact pins are reached by some path or jumped to,
@@ -753,15 +1046,20 @@ static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
     a->throwing = false;
     /* (a scope met again in the pass: C2 code only, which unrolls) */
     bool loop = exact || a->loop_allowed || (!a->t->in_order && s != a->state && in_ring(a, s));
+    int how = UNREACHED;
     if (a->state == NONE) {
         jump_to(f, a, s, &p->ev, DC_F_CONTEXT);
     } else if (a->state == START && throwing) {
         f->st.resyncs++;
         jump_to(f, a, s, &p->ev, DC_F_ESTIMATED);
-    } else if (a->state == s && !back && !throwing) {
-        /* still there (a loop inside one record shows as a jump back) */
-    } else if ((throwing && reach(f, a, s, true, loop)) || reach(f, a, s, false, loop) ||
-               (p->resumed && a->state != START && reach(f, a, s, true, loop))) {
+    } else if (throwing && reach(f, a, s, true, loop)) {
+        emit_path(f, a, &p->ev);
+    } else if (a->state == s && !back) {
+        /* still there (a loop inside one record shows as a jump back); or
+         * back where a trap left it with no handler on the way (a safepoint
+         * poll, not an exception): the loop a jump back allows is kept */
+    } else if ((how = reach(f, a, s, false, loop)) ||
+               (p->resumed && a->state != START && (how = reach(f, a, s, true, loop)))) {
         emit_path(f, a, &p->ev);
     } else if (exact) {
         f->st.resyncs++;
@@ -771,6 +1069,10 @@ static void take_pin(rj_filter *f, act *a, const pin *p, bool exact)
         return;
     }
     a->jumped_back = false;
+    /* (a jump back to the same scope emits no path: a loop inside one record) */
+    a->pass_loops += how == ROUND_A_LOOP && f->path->len;
+    if (p->backward)
+        close_pass(f, a, &p->ev, pass_iterations(f, a, p));
     a->ring[a->nring++ % PASS_RING] = s;
     if (!a->t->pinned[s]) {
         a->t->pinned[s] = 1;
@@ -787,6 +1089,7 @@ static void skip_pin(rj_filter *f, act *a, const pin *p)
             a->loop_allowed = true;
             a->nring = 0;
             a->jumped_back = true;
+            close_pass(f, a, &p->ev, pass_iterations(f, a, p));
         }
     }
 }
@@ -954,6 +1257,8 @@ static void flush_pins(rj_filter *f, act *a)
 static void finish(rj_filter *f, act *a, const dc_event *ev)
 {
     flush_pins(f, a);
+    if (a->pass_iters)
+        close_pass(f, a, ev, 0);
     if (a->state == NONE || !a->t)
         return;
     if (a->state != START && state_node(a->t, a->state)->parent < 0 &&
@@ -1185,6 +1490,8 @@ static void on_scope(rj_filter *f, const dc_event *e)
     if (e->ip == a->last_ip && a->has_pin) {
         /* the same run's other events (inline returns and calls, then the
          * position): one pin */
+        if (backward && !a->pending.backward)
+            a->pending.back_to = e->ip;
         a->pending.backward = a->pending.backward || backward;
         a->pending.resumed = a->pending.resumed || (e->flags & DC_F_RESUMED);
         return;
@@ -1192,6 +1499,8 @@ static void on_scope(rj_filter *f, const dc_event *e)
     f->st.pins++;
     uint32_t lo = record_at(f, c, e->ip);
     take_pending(f, a, false);
+    if (backward)
+        a->back_to = e->ip;
     a->backward = a->backward || backward;
     a->last_ip = e->ip;
     if (lo >= c->npcs)
@@ -1202,7 +1511,7 @@ static void on_scope(rj_filter *f, const dc_event *e)
         a->slow_path = false;
     }
     a->pending = (pin){ .rec = lo, .state = state, .backward = a->backward,
-                        .resumed = (e->flags & DC_F_RESUMED) != 0, .ev = *e };
+                        .back_to = a->backward ? a->back_to : 0, .resumed = (e->flags & DC_F_RESUMED) != 0, .ev = *e };
     a->backward = false;
     a->has_pin = true;
 }
@@ -1286,7 +1595,9 @@ rj_filter *rj_new(rc_program *p, const dm_model *m, dc_sink next, void *next_ctx
     f->trees = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, tree_free);
     f->acts = g_array_new(FALSE, FALSE, sizeof(act));
     f->path = g_array_new(FALSE, FALSE, sizeof(step));
+    f->succ = g_array_new(FALSE, FALSE, sizeof(next_step));
     f->align = g_new(align_node, (WINDOW + 1) * 2);
+    f->jp = jp_new(m);
     return f;
 }
 
@@ -1306,9 +1617,11 @@ void rj_free(rj_filter *f, rj_stats *st)
         *st = f->st;
     if (f->code_fd >= 0)
         close(f->code_fd);
+    jp_free(f->jp);
     g_hash_table_destroy(f->trees);
     g_array_free(f->acts, TRUE);
     g_array_free(f->path, TRUE);
+    g_array_free(f->succ, TRUE);
     g_free(f->align);
     g_free(f->seen);
     g_free(f->from);
@@ -1316,5 +1629,7 @@ void rj_free(rj_filter *f, rj_stats *st)
     g_free(f->how);
     g_free(f->dist);
     g_free(f->cnt);
+    g_free(f->fwd);
+    g_free(f->bwd);
     g_free(f);
 }

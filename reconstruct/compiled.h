@@ -41,7 +41,24 @@
  *                  copy of an unrolled body). An approximate pin that needs
  *                  an unexplained loop is skipped: its instruction was
  *                  scheduled out of bytecode order.
+ *   unrolled loops C2 unrolls a counted loop into copies whose records
+ *                  may be shared, so a pass's pins can show fewer
+ *                  iterations than it ran. The machine code says how many:
+ *                  the constant its jump back's compare register advances
+ *                  by (jp_loop_step) over the bytecode loop's iinc stride.
+ *                  Each jump back closes a pass; iterations its pins did
+ *                  not show go round the loop at the position, estimated
+ *                  (unrolled_passes, unrolled_iterations).
  *   skipped pins   Approximate pins no path reaches are skipped.
+ *   known values   A constant a path pushes (iconst, aconst_null) and only
+ *                  goto or an inlined callee's return carry on decides the
+ *                  ifeq/ifne/ifnull/ifnonnull that tests it: an inlined
+ *                  boolean method's arm and its caller's test agree.
+ *   unsettled      Where another path (forward, or as short round a loop)
+ *                  reaches the same pin, the bytecodes of the one taken
+ *                  that not every such path crosses are DC_F_ESTIMATED
+ *                  (estimated_bytecodes): only pins settle a path, and
+ *                  branch outcomes in compiled code are not read.
  *   exceptions     Control that comes into a version past its entries from a
  *                  stub that dispatches exceptions (dm_code), or back into it
  *                  not after a call, went to a handler of its innermost
@@ -77,6 +94,8 @@ typedef struct rj_stats {
     uint64_t walk_limit;         /* path searches that gave up at their bound */
     uint64_t exceptions;         /* paths that begin at a handler (an exception caught) */
     uint64_t unwound;            /* activations an exception left without a handler */
+    uint64_t unrolled_passes;    /* jumps back that closed a pass of an unrolled loop */
+    uint64_t unrolled_iterations;/* iterations such passes ran that their pins did not show */
     uint64_t ic_misses;          /* calls whose callee's inline-cache check failed at its
                                     entry: the version never ran, the miss handler goes on */
 } rj_stats;

@@ -188,6 +188,9 @@ struct rp_projector {
      * StandardTokenizer.incrementToken), the hypothesis kept is one whose
      * receiver can exist. */
     GHashTable *instantiated;
+    /* Classes (interned names) a choice between call targets took to have no
+     * objects (rp_track_assumptions; NULL: not tracked) */
+    GHashTable *assumed_absent;
     /* (frame, receiver bound) -> the frame's copy with that bound (rebind);
      * keys and copies live in the arena, emptied when it is compacted */
     GHashTable *rebound;
@@ -1618,7 +1621,10 @@ static int entry_score(rp_projector *r, const rc_method *t, entry_kind_t k)
 /* Whether m's class has objects (see rp_projector.instantiated). */
 static bool may_have_receiver(const rp_projector *r, const rc_method *m)
 {
-    return g_hash_table_contains(r->instantiated, m->klass);
+    bool has = g_hash_table_contains(r->instantiated, m->klass);
+    if (!has && r->assumed_absent)
+        g_hash_table_add(r->assumed_absent, (gpointer)m->klass);
+    return has;
 }
 
 /* The invoke frame f is in the middle of (an interpreted frame's last
@@ -2759,6 +2765,8 @@ void rp_free(rp_projector *r)
     g_array_free(r->deferred, TRUE);
     g_hash_table_destroy(r->entry_memo);
     g_hash_table_destroy(r->instantiated);
+    if (r->assumed_absent)
+        g_hash_table_destroy(r->assumed_absent);
     g_hash_table_destroy(r->rebound);
     g_ptr_array_free(r->fit_memo, TRUE);
     g_array_free(r->before, TRUE);
@@ -2788,4 +2796,22 @@ void rp_stats_add(rp_stats *sum, const rp_stats *s)
     sum->itable_filtered += s->itable_filtered;
     sum->calls_inferred += s->calls_inferred;
     rj_stats_add(&sum->jit, &s->jit);
+}
+
+void rp_track_assumptions(rp_projector *r)
+{
+    if (!r->assumed_absent)
+        r->assumed_absent = g_hash_table_new(g_direct_hash, g_direct_equal);
+}
+
+void rp_classes(const rp_projector *r, bool assumed_absent, rp_class_cb cb, void *ctx)
+{
+    GHashTable *set = assumed_absent ? r->assumed_absent : r->instantiated;
+    if (!set)
+        return;
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, set);
+    while (g_hash_table_iter_next(&it, &key, NULL))
+        cb(key, ctx);
 }

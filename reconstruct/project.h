@@ -29,6 +29,7 @@
 #ifndef JPT_RECONSTRUCT_PROJECT_H
 #define JPT_RECONSTRUCT_PROJECT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "decoder/events.h"
@@ -78,5 +79,16 @@ int rp_finish(rp_projector *r, rp_stats *st);
 void rp_free(rp_projector *r);
 
 void rp_stats_add(rp_stats *sum, const rp_stats *s);
+
+/* Which classes have objects steers the choice between call targets the
+ * trace cannot tell apart, and a thread's flow learns it as it goes: a
+ * projector that starts inside a thread's stream (profile/shard.h) lacks
+ * what the flow before taught. With tracking on, it keeps the classes it
+ * took to have none when it asked. rp_classes calls cb with each class
+ * (internal form) the flow showed objects of, or, with assumed_absent, each
+ * of those it took to have none (nothing when not tracked). */
+typedef void (*rp_class_cb)(const char *klass, void *ctx);
+void rp_track_assumptions(rp_projector *r);
+void rp_classes(const rp_projector *r, bool assumed_absent, rp_class_cb cb, void *ctx);
 
 #endif

@@ -17,6 +17,7 @@ struct rt_trace {
     uint32_t *tids;
     size_t ntids, ncpu;
     GPtrArray *warnings;
+    dc_options dopt;
 };
 
 rt_trace *rt_open(const char *dir, char *err, size_t errlen)
@@ -56,6 +57,7 @@ rt_trace *rt_open(const char *dir, char *err, size_t errlen)
         g_ptr_array_add(t->warnings, g_strdup_printf("%s: %zu more class-file problems not "
                                                      "shown", dir, nw - 20));
     t->idx = rp_index_new(t->p);
+    t->dopt.threads = 1;
     t->ntids = dc_list_thread_streams(dir, &t->tids, &t->ncpu);
     return t;
 }
@@ -72,6 +74,11 @@ void rt_close(rt_trace *t)
     g_ptr_array_free(t->warnings, TRUE);
     g_free(t->dir);
     g_free(t);
+}
+
+void rt_set_decode_options(rt_trace *t, const dc_options *o)
+{
+    t->dopt = *o;
 }
 
 size_t rt_warnings(const rt_trace *t, const char *const **lines)
@@ -98,8 +105,8 @@ int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const ch
     rp_projector *r = rp_new(t->p, t->m, t->idx, tid, sink, ctx);
     dc_output out = { .sink = rp_event, .ctx = r };
     dc_stats local;
-    int rc = dc_decode_stream(t->m, t->cache, &t->info, pt_path, idx_path, &out,
-                              dst ? dst : &local, err, errlen);
+    int rc = dc_decode_stream_opts(t->m, t->cache, &t->info, pt_path, idx_path, &out, &t->dopt,
+                                   dst ? dst : &local, err, errlen);
     if (rc >= 0 && rp_finish(r, st))
         rc = 1;
     rp_free(r);
@@ -116,6 +123,25 @@ int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats 
     char *pt = g_strdup_printf("%s/pt/tid-%u.pt", sdir, tid);
     char *idx = g_strdup_printf("%s/pt/tid-%u.idx", sdir, tid);
     int rc = rt_thread_flow_path(t, tid, pt, idx, sink, ctx, st, dst, err, errlen);
+    g_free(pt);
+    g_free(idx);
+    return rc;
+}
+
+rp_projector *rt_projector(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx)
+{
+    return rp_new(t->p, t->m, t->idx, tid, sink, ctx);
+}
+
+int rt_decode(rt_trace *t, uint32_t tid, const dc_output *out, const dc_options *opt,
+              dc_stats *st, char *err, size_t errlen)
+{
+    const char *sdir = dc_thread_stream_dir(t->dir, err, errlen);
+    if (!sdir)
+        return -1;
+    char *pt = g_strdup_printf("%s/pt/tid-%u.pt", sdir, tid);
+    char *idx = g_strdup_printf("%s/pt/tid-%u.idx", sdir, tid);
+    int rc = dc_decode_stream_opts(t->m, t->cache, &t->info, pt, idx, out, opt, st, err, errlen);
     g_free(pt);
     g_free(idx);
     return rc;

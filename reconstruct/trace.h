@@ -29,11 +29,24 @@ rc_program *rt_program(const rt_trace *t);
 /* The per-thread streams, sorted by tid; *ncpu counts per-CPU streams. */
 size_t rt_threads(const rt_trace *t, const uint32_t **tids, size_t *ncpu);
 
+/* How streams are decoded from now on (decoder/decode.h; default: one
+ * thread). */
+void rt_set_decode_options(rt_trace *t, const dc_options *o);
+
 /* Decodes thread tid's stream and delivers its reconstructed flow to sink.
  * Returns 0, 1 if the sink stopped it, -1 if the stream cannot be read
  * (message in err). Safe to call for different threads concurrently. */
 int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
                    dc_stats *dst, char *err, size_t errlen);
+
+/* The two halves of rt_thread_flow, for callers that decode a thread's
+ * stream in ranges (dc_options.from / to) into one projection: thread
+ * tid's projector onto this trace's program (rp_event / rp_finish /
+ * rp_free), and its stream decoded with this trace's model and code image
+ * into any decoder output. rt_decode returns as dc_decode_stream_opts. */
+rp_projector *rt_projector(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx);
+int rt_decode(rt_trace *t, uint32_t tid, const dc_output *out, const dc_options *opt,
+              dc_stats *st, char *err, size_t errlen);
 
 /* The same for a stream stored elsewhere (e.g. the emulated backend's
  * lossless copy eval/tid-<TID>.pt), decoded with this trace's metadata and

@@ -44,6 +44,9 @@ typedef struct symindex {
     uint64_t sbase;           /* absolute index of syms[0] */
     GHashTable *head;         /* K-gram hash (| 1) -> absolute symbol index + 1 */
     uint32_t run;             /* symbols in a row at the history's end */
+    /* Symbols before it are in head. The index is brought up to date when a
+     * gap asks it (si_ready): a trace without gaps never pays for it. */
+    uint64_t indexed;
 } symindex;
 
 /* A held-back event (the segment after a boundary, until its first K
@@ -259,21 +262,29 @@ static void si_index(symindex *x, unsigned k, uint64_t abs)
     g_hash_table_insert(x->head, key, (gpointer)(uintptr_t)(abs + 1));
 }
 
-/* Appends the symbol s of history event ev and indexes it; returns its
- * absolute index. */
-static int64_t si_add(symindex *x, unsigned k, uint64_t s, uint64_t ev)
+/* Appends the symbol s of history event ev; returns its absolute index. */
+static int64_t si_add(symindex *x, uint64_t s, uint64_t ev)
 {
     if (x->run < UINT32_MAX)
         x->run++;
     hsym hs = { .s = s, .ev = ev, .run = x->run };
     uint64_t abs = si_end(x);
     g_array_append_val(x->syms, hs);
-    si_index(x, k, abs);
     return (int64_t)abs;
 }
 
-/* Drops the symbols of events before hbase and rebuilds the index. */
-static void si_compact(symindex *x, unsigned k, uint64_t hbase)
+/* Indexes the symbols added since the last time, in order: head and prev
+ * are then what indexing each symbol as it came would have made. */
+static void si_ready(symindex *x, unsigned k)
+{
+    for (uint64_t a = x->indexed > x->sbase ? x->indexed : x->sbase; a < si_end(x); a++)
+        si_index(x, k, a);
+    x->indexed = si_end(x);
+}
+
+/* Drops the symbols of events before hbase; the index is made again over
+ * what remains when it is next asked. */
+static void si_compact(symindex *x, uint64_t hbase)
 {
     size_t sdrop = 0;
     while (sdrop < x->syms->len && g_array_index(x->syms, hsym, sdrop).ev < hbase)
@@ -281,12 +292,12 @@ static void si_compact(symindex *x, unsigned k, uint64_t hbase)
     g_array_remove_range(x->syms, 0, (guint)sdrop);
     x->sbase += sdrop;
     g_hash_table_remove_all(x->head);
+    x->indexed = x->sbase;
     for (uint64_t a = x->sbase; a < si_end(x); a++) {
         hsym *s = si_at(x, a);
         /* runs that began before the window are cut at its start */
         if (s->run > a - x->sbase + 1)
             s->run = (uint32_t)(a - x->sbase + 1);
-        si_index(x, k, a);
     }
     if (x->run > x->syms->len)
         x->run = x->syms->len;
@@ -301,8 +312,8 @@ static void compact(rv_filter *f)
     size_t drop = f->h->len - f->o.window;
     g_array_remove_range(f->h, 0, (guint)drop);
     f->hbase += drop;
-    si_compact(&f->bc, f->o.k, f->hbase);
-    si_compact(&f->cr, f->o.k, f->hbase);
+    si_compact(&f->bc, f->hbase);
+    si_compact(&f->cr, f->hbase);
     /* segments whose events all left the window are never asked about again */
     guint sd = 0;
     while (sd + 1 < f->segfirst->len && g_array_index(f->segfirst, uint64_t, sd + 1) <= f->hbase)
@@ -535,11 +546,11 @@ static void history_add(rv_filter *f, const fl_event *ev)
     e.d1 = f->last1 && abs + 1 - f->last1 < NONE ? (uint32_t)(abs + 1 - f->last1) : NONE;
     e.d2 = f->last2 && abs + 1 - f->last2 < NONE ? (uint32_t)(abs + 1 - f->last2) : NONE;
     if (ev->kind == FL_BYTECODE && placed(ev))
-        e.sym = si_add(&f->bc, f->o.k, sym_of(ev->method_id, ev->bci), abs);
+        e.sym = si_add(&f->bc, sym_of(ev->method_id, ev->bci), abs);
     else if (ev->kind == FL_BYTECODE)
         f->bc.run = f->cr.run = 0;   /* an unplaced bytecode breaks the symbols' runs */
     else if (tier == 1)
-        e.csym = si_add(&f->cr, f->o.k, e.key, abs);
+        e.csym = si_add(&f->cr, e.key, abs);
     g_array_append_val(f->h, e);
     compact(f);
 }
@@ -885,6 +896,7 @@ static void rank(rv_filter *f, const past *ps, unsigned n, GArray *top)
             break;
         }
     }
+    si_ready(ps->idx == &f->bc ? &f->bc : &f->cr, f->o.k);
     gpointer head = g_hash_table_lookup(ps->idx->head, (gpointer)(uintptr_t)ps->kkey);
     unsigned walked = 0;
     for (uint64_t c = (uint64_t)(uintptr_t)head;
@@ -1625,6 +1637,7 @@ static int splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t e
     uint64_t want[64];
     for (unsigned i = 0; i < f->o.k; i++)
         want[i] = t->want[f->o.k - 1 - i];
+    si_ready(&f->bc, f->o.k);
     gpointer hit = g_hash_table_lookup(f->bc.head, (gpointer)(uintptr_t)kgram_of(want, f->o.k));
     if (!hit)
         return 0;

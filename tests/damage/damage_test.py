@@ -79,7 +79,11 @@ def outputs(ptdecode, good, work):
         fail('export over the file size limit: exit %d, %s' % (p.returncode, p.stderr))
     left('export over the file size limit')
 
-    q = subprocess.Popen(export + [good], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # while decoding (--no-cache: from the flow cache it would be done before the signal),
+    # two formats at once: neither file is left (profile.json.folded nor a temporary file)
+    q = subprocess.Popen(export + [good, '--no-cache', '--format', 'folded', '-o',
+                                   out + '.folded'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     q.send_signal(signal.SIGTERM)
     q.wait(timeout=60)

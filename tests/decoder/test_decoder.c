@@ -17,6 +17,7 @@
 #include "common/jmeta.h"
 #include "decoder/bytecodes.h"
 #include "decoder/decode.h"
+#include "decoder/jitpath.h"
 
 /* ---- bytecodes ------------------------------------------------------------ */
 
@@ -4083,6 +4084,61 @@ static dc_stats decode_same(const char *dir, const dc_options *opts, size_t nopt
     return rst;
 }
 
+/* Decodes DIR's stream whole and in the ranges cut at cuts[0 .. ncuts)
+ * (byte offsets, ascending), chunk_bytes each time: the ranges' events, one
+ * range after the other, must be the whole decode's, times and offsets too
+ * (the chunks are the same). Returns how many ranges held a chunk. */
+static int decode_ranges(const char *dir, uint64_t chunk_bytes, const uint64_t *cuts,
+                         size_t ncuts)
+{
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    di_cache *cache = di_cache_new(m, err, sizeof err);
+    cr_assert_not_null(cache, "%s", err);
+    char *pt = g_build_filename(dir, "pt", "tid-4242.pt", NULL);
+    char *idx = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
+    dc_trace_info info = { 0 };
+    evvec whole = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
+    evvec parts = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
+    dc_stats st;
+    dc_options o = { .threads = 1, .chunk_bytes = chunk_bytes };
+    dc_output out = { .sink = collect_all, .ctx = &whole };
+    cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &o, &st, err, sizeof err),
+                 0, "%s", err);
+    int held = 0;
+    out.ctx = &parts;
+    for (size_t i = 0; i <= ncuts; i++) {
+        o.from = i ? cuts[i - 1] : 0;
+        o.to = i < ncuts ? cuts[i] : 0;
+        cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &o, &st, err,
+                                           sizeof err), 0, "%s", err);
+        held += st.chunks > 0;
+    }
+    cr_expect_eq(parts.ev->len, whole.ev->len, "ranges: %u events, whole: %u", parts.ev->len,
+                 whole.ev->len);
+    for (guint k = 0; k < parts.ev->len && k < whole.ev->len; k++) {
+        const dc_event *a = &g_array_index(whole.ev, dc_event, k);
+        const dc_event *b = &g_array_index(parts.ev, dc_event, k);
+        if (!same_event(a, b, true)) {
+            cr_expect_fail("event %u differs: %s at 0x%" PRIx64 " tsc %" PRIu64 " flags %x"
+                           " exit 0x%" PRIx64 " off %" PRIu64 " vs %s at 0x%" PRIx64 " tsc %"
+                           PRIu64 " flags %x exit 0x%" PRIx64 " off %" PRIu64, k,
+                           dc_kind_name(a->kind), a->ip, a->tsc, a->flags, a->exit_ip,
+                           a->offset, dc_kind_name(b->kind), b->ip, b->tsc, b->flags,
+                           b->exit_ip, b->offset);
+            break;
+        }
+    }
+    g_array_free(whole.ev, TRUE);
+    g_array_free(parts.ev, TRUE);
+    g_free(pt);
+    g_free(idx);
+    di_cache_free(cache);
+    dm_free(m);
+    return held;
+}
+
 /* A long random walk through make_trace's code (interpreter templates, the
  * compiled method across its patch, unload and reuse, tracing off and on),
  * with PSBs: the events must not depend on how the stream is cut into
@@ -4161,6 +4217,14 @@ Test(decode, parallel_chunks_give_the_sequential_events)
                              : decode_same(dir, exact, 5, &chunks);
         cr_expect_gt(st.blocks, 1000, "round %d: the walk decodes", round);
         cr_expect_gt(chunks, 50, "round %d: cut into many chunks", round);
+        if (!damage) {
+            /* ranges of the stream (sharded decoding) give its events */
+            uint64_t cuts[6];
+            for (int c = 0; c < 6; c++)
+                cuts[c] = (uint64_t)(c + 1) * n / 7 + (uint64_t)g_rand_int_range(rnd, 0, 64);
+            cr_expect_gt(decode_ranges(dir, 300, cuts, 6), 5, "round %d: ranges hold chunks",
+                         round);
+        }
     }
     g_rand_free(rnd);
     remove_tree(dir);
@@ -4431,6 +4495,60 @@ Test(decode, a_trace_free_loop_is_a_gap_not_a_crash_or_a_hang, .timeout = 60)
     /* a few full blocks at most before it gives up */
     cr_expect_leq(r->st.insns, 8 * 65535ull, "%" PRIu64 " instructions", r->st.insns);
     g_free(r);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* C2's unrolled main loop advances its induction variable once per pass, by
+ * the copies: the step is the constant added to what the jump back
+ * compares, also through a stack slot. A loop whose compared register was
+ * reloaded from elsewhere after the add has none. */
+Test(jitpath, an_unrolled_loop_steps_by_the_copies_of_its_body)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    static const uint8_t code[] = {
+        /* +0: mov r11d,[rsp+0x68]; add r11d,16; mov [rsp+0x68],r11d; nop;
+         * cmp r11d,[rsp+0x7c]; jl +0 */
+        0x44, 0x8b, 0x5c, 0x24, 0x68, 0x41, 0x83, 0xc3, 0x10, 0x44, 0x89, 0x5c, 0x24, 0x68,
+        0x90, 0x44, 0x3b, 0x5c, 0x24, 0x7c, 0x0f, 0x8c, 0xe6, 0xff, 0xff, 0xff,
+        /* +26: inc r10d; cmp ebx,r10d; jg +26 (the limit first) */
+        0x41, 0xff, 0xc2, 0x44, 0x39, 0xd3, 0x7f, 0xf8,
+        /* +34: add r10d,8; mov r10d,[rsp]; cmp r10d,ebx; jl +34 */
+        0x41, 0x83, 0xc2, 0x08, 0x44, 0x8b, 0x14, 0x24, 0x41, 0x39, 0xda, 0x7c, 0xf3,
+        /* +47: lea r9d,[r9-4]; cmp r9d,ebx; jge +47 */
+        0x45, 0x8d, 0x49, 0xfc, 0x41, 0x39, 0xd9, 0x7d, 0xf7,
+        /* +56: the counter spilled: mov r11d,[rsp+0x58]; add r11d,16;
+         * mov [rsp+0x58],r11d; mov r9d,[rsp+0x58]; cmp r9d,[rsp+0x64]; jl +56 */
+        0x44, 0x8b, 0x5c, 0x24, 0x58, 0x41, 0x83, 0xc3, 0x10, 0x44, 0x89, 0x5c, 0x24, 0x58,
+        0x44, 0x8b, 0x4c, 0x24, 0x58, 0x44, 0x3b, 0x4c, 0x24, 0x64, 0x7c, 0xe6,
+        0xc3,
+    };
+    jm_put_u64(&b, NM); jm_put_u64(&b, sizeof code); jm_put_u64(&b, 0);
+    jm_put_u64(&b, M1); jm_put_i32(&b, 4); jm_put_u32(&b, 1);
+    jm_put_u64(&b, NM); jm_put_u32(&b, 1); jm_put_u64(&b, M1); jm_put_i32(&b, 0);
+    emit(w, JM_NMETHOD_LOAD, 10, &b, code, sizeof code);
+    close_with_main_thread(w, &b);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_code *v = dm_code_at(m, NM, 100);
+    cr_assert_not_null(v);
+    jp_cache *jc = jp_new(m);
+    cr_assert_not_null(jc);
+    cr_expect_eq(jp_loop_step(jc, v, NM), 16);
+    cr_expect_eq(jp_loop_step(jc, v, NM), 16, "cached");
+    cr_expect_eq(jp_loop_step(jc, v, NM + 26), 1);
+    cr_expect_eq(jp_loop_step(jc, v, NM + 34), 0, "reloaded after the add");
+    cr_expect_eq(jp_loop_step(jc, v, NM + 47), -4);
+    cr_expect_eq(jp_loop_step(jc, v, NM + 56), 16, "through its stack slot");
+    cr_expect_eq(jp_loop_step(jc, v, NM + 1), 0, "no jump back to it");
+    cr_expect_eq(jp_loop_step(jc, v, NM + 0x1000), 0, "outside the version");
+    jp_free(jc);
+    dm_free(m);
     remove_tree(dir);
     g_free(dir);
 }

@@ -2,10 +2,11 @@
 """Ground truth with the JIT on: a sample traced as users run it, against the reference.
 
 usage: groundtruth_test.py PTREC PLUGIN AGENT PTDECODE JAVA_BIN_DIR SAMPLES_DIR WORKDIR
-                           SAMPLE [ARGS...]
+                           [--traced-option=JVM_OPTION...] SAMPLE [ARGS...]
 
 1. Compiles SAMPLE (samples/java/SAMPLE.java) and runs `java SAMPLE ARGS` twice: traced
-   under emulation with the JIT on (`ptrec --emulate`), and natively in the agent's
+   under emulation with the JIT on (`ptrec --emulate`, with the JVM options given, such as
+   -XX:-TieredCompilation for C2 alone), and natively in the agent's
    reference mode with -Xint and single steps (HotSpot's bytecode rewriting off, so that
    every bytecode is a step of its own). A deterministic program runs the same bytecodes
    either way; both must print the same.
@@ -38,7 +39,10 @@ def run(cmd, **kw):
 def main():
     ptrec, plugin, agent, ptdecode, jbin, samples, work = \
         [os.path.abspath(a) for a in sys.argv[1:8]]
-    sample, args = sys.argv[8], sys.argv[9:]
+    rest = sys.argv[8:]
+    traced_opts = [a.split('=', 1)[1] for a in rest if a.startswith('--traced-option=')]
+    rest = [a for a in rest if not a.startswith('--traced-option=')]
+    sample, args = rest[0], rest[1:]
     if os.path.exists(work):
         shutil.rmtree(work)
     classes = os.path.join(work, 'classes')
@@ -52,7 +56,7 @@ def main():
     env.pop('JAVA_TOOL_OPTIONS', None)
     trace, ref = os.path.join(work, 'jit.trace'), os.path.join(work, 'ref.trace')
     rec = run([ptrec, '--emulate', '--plugin', plugin, '--agent', agent, '-o', trace, '--',
-               java, '-cp', classes, sample] + args, env=env)
+               java] + traced_opts + ['-cp', classes, sample] + args, env=env)
     r = run([java, '-XX:-RewriteBytecodes', '-XX:-RewriteFrequentPairs', '-Xint',
              '-agentpath:%s=mode=reference,out=%s' % (agent, ref), '-cp', classes, sample] +
             args, env=env)
@@ -74,8 +78,8 @@ def main():
         ('ran compiled', d['compiled']['share_pct'], MIN_COMPILED),
     ]
     ok = True
-    print('%s %s, JIT on, against -Xint single steps (%d reference calls, %d bytecodes):' %
-          (sample, ' '.join(args), d['contexts']['reference'],
+    print('%s %s, JIT on%s, against -Xint single steps (%d reference calls, %d bytecodes):' %
+          (sample, ' '.join(args), ''.join(' ' + o for o in traced_opts), d['contexts']['reference'],
            d['bytecodes']['reference'] if d['bytecodes'] else 0))
     for name, got, bound in figures:
         good = got >= bound
@@ -84,6 +88,11 @@ def main():
     for w in d['worst_contexts'] + d['worst_bytecodes']:
         print('  %10d traced %10d reference  %s' % (w['traced'], w['reference'], w['key']))
     if not ok:
+        # What the decode counted (gaps, resyncs, scopes left out) says where to look
+        # when a recording that usually agrees does not.
+        st = run([ptdecode, 'stats', trace, '--no-cache']).stdout.splitlines()
+        tail = next((i for i, l in enumerate(st) if l.startswith('all threads')), len(st))
+        print('\n'.join([l for l in st[:tail] if 'compiled code' in l] + st[tail:]))
         print('FAIL: %s does not agree with the reference as it should' % sample)
         return 1
     print('PASS')

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """ptrec's command line, end to end, without qemu, java or PT hardware.
 
-usage: cli_test.py PTREC CASE
+usage: cli_test.py PTREC CASE FAKE_JAVA
 
 Error cases run the real ptrec and check exit codes and messages. The recording
 cases put fake_qemu.py in place of qemu-x86_64 + libptemu.so and fake_agent.py
-in place of the JVM agent, so the handshake, the plugin's control socket,
+in place of the JVM agent, run by FAKE_JAVA (fake_java.c, a launcher by name),
+so the handshake, the plugin's control socket,
 signals, exit statuses and info.json are checked deterministically.
 """
 import json
@@ -22,6 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PTREC = os.path.abspath(sys.argv[1])
 PY = sys.executable          # an ELF binary, not a script: ptrec refuses scripts under --emulate
+FAKE_JAVA = os.path.abspath(sys.argv[3])
 TMP = tempfile.mkdtemp(prefix="ptrec-cli-")
 SUMMARY = re.compile(r"^ptrec: (\d+) threads?, [0-9.]+ MB of PT, [0-9.]+ MB lost "
                      r"\(([0-9.]+)%\), trace in (.+)$", re.M)
@@ -64,11 +66,14 @@ def fakes():
     os.chmod(qemu, 0o755)
     plugin = os.path.join(TMP, "libptemu.so")
     open(plugin, "w").close()
-    return ["--emulate", "--qemu", qemu, "--plugin", plugin]
+    agent = os.path.join(TMP, "libjpt.so")
+    open(agent, "w").close()
+    return ["--emulate", "--qemu", qemu, "--plugin", plugin, "--agent", agent]
 
 
 def agent_cmd(*lines):
-    return [PY, os.path.join(HERE, "fake_agent.py")] + list(lines)
+    """The fake agent run by the fake java launcher."""
+    return [FAKE_JAVA, PY, os.path.join(HERE, "fake_agent.py")] + list(lines)
 
 
 def info(d):
@@ -161,7 +166,7 @@ def case_help_version():
     p = run(["--help"])
     check(p.returncode == 0, "--help exit")
     for want in ["usage: ptrec", "Examples:", "--emulate", "--filter", "ptdecode info",
-                 "JAVA=\"ptrec --emulate"]:
+                 "bash -c 'java"]:
         check(want in p.stdout, f"--help lacks {want!r}")
     p = run(["--version"])
     check(p.returncode == 0 and re.match(r"^ptrec \d+\.\d+", p.stdout), "--version")
@@ -232,7 +237,8 @@ def case_command_problems():
     with open(script, "w") as f:
         f.write("#!/bin/sh\nexec java \"$@\"\n")
     os.chmod(script, 0o755)
-    expect_error(fakes() + ["-o", "c2", "--", script], 2, "is a script")
+    # A script is followed to its JVMs; only a command traced itself cannot be one.
+    expect_error(fakes() + ["--filter", "all", "-o", "c2", "--", script], 2, "is a script")
 
 
 def case_plugin_missing():
@@ -274,7 +280,10 @@ def case_handshake():
     replies = [l for l in p.stdout.splitlines() if l.startswith("reply: ")]
     check(replies == ["reply: ok", "reply: no only-one-jvm", "reply: no bad-handshake"],
           f"replies {replies}")
-    check(f"env JPT_TRACE_DIR={os.path.join(TMP, 'h')}" in p.stdout, "JPT_TRACE_DIR")
+    # the JVM is told its directory on its command line, nothing through the environment
+    check(f"jvm-option -agentpath:{fakes()[-1]}=out={os.path.join(TMP, 'h')}"
+          in p.stdout.splitlines(), "agent option")
+    check("env JPT_TRACE_DIR=" in p.stdout.splitlines(), "JPT_TRACE_DIR set")
     log = plugin_log("h")
     check("ctl filter 0x7f0000000000 0x7f0010000000" in log, f"plugin not told the filter: {log}")
     check(",filter=none," in log[0] and ",ctl=" in log[0] and ",psb_period=4096" in log[0],
@@ -367,37 +376,54 @@ def case_plugin_silent():
 
 
 def case_java_agent():
-    bindir = os.path.join(TMP, "jdk", "bin")
-    os.makedirs(bindir)
-    java = os.path.join(bindir, "java")
-    os.symlink(PY, java)    # a "java launcher" by name that runs the fake agent
     agent = os.path.join(TMP, "lib dir", "libjpt.so")
     os.makedirs(os.path.dirname(agent))
     open(agent, "w").close()
     fa = os.path.join(HERE, "fake_agent.py")
-    p = run(fakes() + ["--agent", agent, "-o", "j1", "--", java, fa, CC],
+    p = run(fakes() + ["--agent", agent, "-o", "j1", "--", FAKE_JAVA, PY, fa, CC],
             env={"JAVA_TOOL_OPTIONS": "-Xmx64m"})
-    jto = [l for l in p.stdout.splitlines() if l.startswith("env JAVA_TOOL_OPTIONS=")]
-    want = (f'env JAVA_TOOL_OPTIONS=-Xmx64m "-agentpath:{agent}=out={os.path.join(TMP, "j1")}" '
-            "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints")
-    check(jto == [want], f"JAVA_TOOL_OPTIONS {jto}")
+    out = p.stdout.splitlines()
+    opts = [l for l in out if l.startswith("jvm-option ")]
+    check(opts == [f"jvm-option -agentpath:{agent}=out={os.path.join(TMP, 'j1')}",
+                   "jvm-option -XX:+UnlockDiagnosticVMOptions",
+                   "jvm-option -XX:+DebugNonSafepoints"], f"JVM options {opts}")
+    check("env JAVA_TOOL_OPTIONS=-Xmx64m" in out, "JAVA_TOOL_OPTIONS changed")
     j = info("j1")
     check(j["jvm"]["java_launcher"] and j["jvm"]["agent_added"] and j["jvm"]["agent"] == agent,
           "jvm info")
-    # the agent is already there: leave the options alone
-    p = run(fakes() + ["--agent", agent, "-o", "j2", "--", java, fa, "-agentpath:/x/libjpt.so"])
-    check("env JAVA_TOOL_OPTIONS=" in p.stdout.splitlines(), "options changed although the "
-          "command line loads the agent")
-    p = run(fakes() + ["--agent", agent, "-o", "j3", "--", java, fa],
+    # the agent is already there: leave the command alone
+    p = run(fakes() + ["--agent", agent, "-o", "j2", "--", FAKE_JAVA, "-agentpath:/x/libjpt.so",
+                       PY, fa])
+    opts = [l for l in p.stdout.splitlines() if l.startswith("jvm-option ")]
+    check(opts == ["jvm-option -agentpath:/x/libjpt.so"], "options added although the "
+          f"command line loads the agent: {opts}")
+    p = run(fakes() + ["--agent", agent, "-o", "j3", "--", FAKE_JAVA, PY, fa],
             env={"JAVA_TOOL_OPTIONS": "-agentpath:/y/libjpt.so=out=/z"})
-    check("env JAVA_TOOL_OPTIONS=-agentpath:/y/libjpt.so=out=/z" in p.stdout.splitlines(),
+    out = p.stdout.splitlines()
+    check("env JAVA_TOOL_OPTIONS=-agentpath:/y/libjpt.so=out=/z" in out and
+          not any(l.startswith("jvm-option ") for l in out),
           "options changed although JAVA_TOOL_OPTIONS loads the agent")
+    # a script named java (a version manager's shim) runs natively; the
+    # launcher it execs is the one traced
+    shim = os.path.join(TMP, "shims", "java")
+    os.makedirs(os.path.dirname(shim))
+    with open(shim, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{FAKE_JAVA}" "$@"\n')
+    os.chmod(shim, 0o755)
+    p = run(fakes() + ["--agent", agent, "-o", "j6", "--", shim, PY, fa, CC])
+    out = p.stdout.splitlines()
+    check(p.returncode == 0 and "reply: ok" in out and
+          f"jvm-option -agentpath:{agent}=out={os.path.join(TMP, 'j6')}" in out,
+          "the shim's launcher was not traced")
+    check(not info("j6")["jvm"]["java_launcher"] and info("j6")["jvm"]["handshake"] == "ok",
+          "j6 info")
     # no agent anywhere: one clear line
-    expect_error(fakes() + ["-o", "j4", "--", java, fa], 2, "JPT_AGENT",
+    expect_error(fakes()[:-2] + ["-o", "j4", "--", FAKE_JAVA, PY, fa], 2, "JPT_AGENT",
                  env={"JPT_AGENT": "/nonexistent/libjpt.so"})
     # a non-java command with the default filter is warned about
     p = run(fakes() + ["-o", "j5", "--", "true"])
-    check("is not a java launcher" in p.stderr, "no warning for a non-java command")
+    check("true started no java launcher: nothing was traced" in p.stderr,
+          "no warning for a command that started no JVM")
 
 
 def case_exit_status():
@@ -500,6 +526,103 @@ def case_force_replace():
     check(os.path.islink(os.path.join(TMP, "link")), "symlink replaced by a directory")
     check(not os.path.exists(os.path.join(TMP, "real", "pt", "tid-2.pt")), "old stream kept")
     check(os.path.isfile(os.path.join(TMP, "real", "info.json")), "no info.json behind the link")
+
+
+def case_tree():
+    """A script that starts two JVMs at once: each runs "under qemu" (the fake)
+    with the agent's options, in a trace directory of its own, with its own
+    handshake and plugin connection; the shell itself runs natively."""
+    java = " ".join(f'"{a}"' for a in agent_cmd())
+    cc2 = CC.replace("4242", "4243")
+    script = (f'{java} "{CC}" & {java} "{cc2}"; wait; '
+              'echo "sh-handshake=${JPT_HANDSHAKE_FD:-none} sh-preload=$LD_PRELOAD"; exit 3')
+    p = run(fakes() + ["-o", "t", "--", "sh", "-c", script])
+    agent = fakes()[-1]
+    check(p.returncode == 3, f"exit status {p.returncode}, wanted the script's 3")
+    out = p.stdout.splitlines()
+    check(out.count("reply: ok") == 2, "both JVMs answered ok")
+    check(out.count("env JAVA_TOOL_OPTIONS=") == 2, "JAVA_TOOL_OPTIONS set")
+    t = os.path.join(TMP, "t")
+    opts = sorted(l for l in out if l.startswith("jvm-option -agentpath:"))
+    check(opts == [f"jvm-option -agentpath:{agent}=out={t}",
+                   f"jvm-option -agentpath:{agent}=out={t}/java-2"], f"agent options {opts}")
+    check(out.count("jvm-option -XX:+DebugNonSafepoints") == 2, "no -XX:+DebugNonSafepoints")
+    sh = [l for l in out if l.startswith("sh-handshake=")]
+    check(len(sh) == 1 and sh[0].startswith("sh-handshake=none sh-preload=")
+          and sh[0].endswith("libjptexec.so"), f"the shell's environment {sh}")
+    top, second = info("t"), info("t/java-2")
+    check(top["complete"] and top["exit"] == {"status": 3}, "top info.json")
+    check(top["jvm"]["handshake"] == "ok" and second["jvm"]["handshake"] == "ok", "handshakes")
+    check(len(top["more_jvms"]) == 1 and top["more_jvms"][0]["dir"] == "java-2"
+          and top["more_jvms"][0]["index"] == 2, f"more_jvms {top.get('more_jvms')}")
+    check({top["jvm"]["pid"], second["jvm"]["pid"]} == {4242, 4243}, "JVM pids")
+    check(top["more_jvms"][0]["pid"] == second["jvm"]["pid"], "more_jvms pid")
+    check(second["complete"] and second["exit"] == {} and second["jvm"]["index"] == 2,
+          "java-2/info.json")
+    for d in ("t", "t/java-2"):
+        check("ctl filter 0x7f0000000000 0x7f0010000000" in plugin_log(d), f"{d}: no filter")
+        check(len(info(d)["streams"]) == 1 and info(d)["pt"]["filter"]["ranges"] ==
+              [[0x7f0000000000, 0x7f0010000000]], f"{d}: streams or filter in info.json")
+    check(re.search(r"^ptrec: JVM 2 \(pid 424[23]\): 1 thread, .* trace in t/java-2$",
+                    p.stderr, re.M) is not None, "no summary line for JVM 2")
+    # --force takes a trace with java-<n> directories for one
+    p = run(fakes() + ["--force", "-o", "t", "--", "true"])
+    check(p.returncode == 0 and not os.path.exists(os.path.join(t, "java-2")), "--force")
+
+
+def case_tree_hardware():
+    """The hardware backend (sideband only, any Linux) injects the agent the
+    same way: the JVM runs natively with the agent's options first."""
+    java = " ".join(f'"{a}"' for a in agent_cmd())
+    agent = fakes()[-1]
+    p = run(["--sideband-only", "--agent", agent, "-q", "-o", "th", "--", "sh", "-c",
+             f'{java} "{CC}"; echo "sh-status=$?"'])
+    if "perf_event_open" in p.stderr and p.returncode != 0:
+        check(False, "perf_event_open refused: this test needs a software perf event")
+        return
+    out = p.stdout.splitlines()
+    th = os.path.join(TMP, "th")
+    check(p.returncode == 0 and "sh-status=0" in out, f"exit status {p.returncode}")
+    check(f"jvm-option -agentpath:{agent}=out={th}" in out, "agent option")
+    check("reply: ok" in out and info("th")["jvm"]["handshake"] == "ok", "handshake")
+    check(info("th")["backend"] == "perf", "backend")
+
+
+def case_tree_unreachable():
+    """A java exec that cannot get a trace directory runs untraced, with one line
+    on stderr, and the program goes on unharmed."""
+    import socket
+    import threading
+    sock = os.path.join(TMP, "exec.sock")
+    e = dict(os.environ, LD_PRELOAD=os.path.join(os.path.dirname(PTREC), "libjptexec.so"),
+             JPT_EXEC_SOCK=sock, JPT_EXEC_AGENT="/x/libjpt.so")
+    script = f'"{FAKE_JAVA}" "{PY}" -c "print(\'ran\')"; echo "status=$?"'
+
+    def run_script():
+        p = subprocess.run(["sh", "-c", script], env=e, capture_output=True, text=True,
+                           timeout=60)
+        print(f"-> {p.returncode}\n{p.stdout}{p.stderr}")
+        check(p.stdout.splitlines() == ["ran", "status=0"], f"the program's output {p.stdout!r}")
+        return p
+
+    p = run_script()   # nobody listens
+    check("cannot reach ptrec" in p.stderr and len(p.stderr.splitlines()) == 1,
+          f"stderr {p.stderr!r}")
+    # something listens and answers nonsense, then hangs up
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock)
+    srv.listen(4)
+
+    def answer():
+        c, _ = srv.accept()
+        c.recv(100)
+        c.sendall(b"ok 1 relative/dir\n")
+        c.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    p = run_script()
+    check("ptrec gave" in p.stderr and "no trace directory" in p.stderr and
+          len(p.stderr.splitlines()) == 1, f"stderr {p.stderr!r}")
 
 
 def main():

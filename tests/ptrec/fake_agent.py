@@ -13,6 +13,11 @@ import sys
 import time
 
 
+def say(line):
+    """One write per line: JVMs of a script run at once share the output."""
+    os.write(1, (line + "\n").encode(errors="replace"))
+
+
 def main():
     args = sys.argv[1:]
     code, sleep, raw = 0, False, False
@@ -27,7 +32,7 @@ def main():
         else:
             break
     for k in ("JPT_TRACE_DIR", "JAVA_TOOL_OPTIONS"):
-        print(f"env {k}={os.environ.get(k, '')}", flush=True)
+        say(f"env {k}={os.environ.get(k, '')}")
     fd = os.environ.get("JPT_HANDSHAKE_FD")
     if args:
         s = socket.socket(fileno=int(fd))
@@ -36,10 +41,10 @@ def main():
         for line in args:
             s.sendall(line.encode("latin-1").decode("unicode_escape").encode("latin-1")
                       + (b"" if raw else b"\n"))
-            print("reply: " + f.readline().decode(errors="replace").rstrip("\n"), flush=True)
+            say("reply: " + f.readline().decode(errors="replace").rstrip("\n"))
     if sleep:
-        print(f"pid {os.getpid()} ppid {os.getppid()}", flush=True)
-        print("sleeping", flush=True)
+        say(f"pid {os.getpid()} ppid {os.getppid()}")
+        say("sleeping")
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         while True:
             time.sleep(1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Test double for `qemu-x86_64 -plugin libptemu.so,...` in ptrec's tests.
+"""Test double for `qemu-x86_64 [-E VAR=VALUE]... -plugin libptemu.so,...` in ptrec's tests.
 
 It speaks the plugin's side of ptrec's protocol without emulating anything:
 it parses the -plugin argument, answers `filter 0xLO 0xHI` on the ctl socket,
@@ -24,8 +24,14 @@ import threading
 
 def main():
     args = sys.argv[1:]
+    guest_env = dict(os.environ)
+    while len(args) >= 2 and args[0] == "-E":   # qemu's "-E VAR=VALUE": the guest's environment
+        k, _, v = args[1].partition("=")
+        guest_env[k] = v
+        args = args[2:]
     if len(args) < 3 or args[0] != "-plugin":
-        print("fake-qemu: usage: -plugin ARG PROGRAM [ARGS...]", file=sys.stderr)
+        print("fake-qemu: usage: [-E VAR=VALUE]... -plugin ARG PROGRAM [ARGS...]",
+              file=sys.stderr)
         return 1
     parts = args[1].split(",")
     plugin, kv = parts[0], dict(p.split("=", 1) for p in parts[1:])
@@ -45,8 +51,8 @@ def main():
 
     threading.Thread(target=ctl_loop, daemon=True).start()
 
-    hs = os.environ.get("JPT_HANDSHAKE_FD")
-    child = subprocess.Popen(args[2:], pass_fds=[int(hs)] if hs else [])
+    hs = guest_env.get("JPT_HANDSHAKE_FD")
+    child = subprocess.Popen(args[2:], pass_fds=[int(hs)] if hs else [], env=guest_env)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda sig, _f: child.send_signal(sig))
     while True:

@@ -1567,6 +1567,7 @@ static void cversion_init(cversion *v, const char *method, const char *const *re
     cr_assert(g_file_set_contents(path, (const char *)code, CV_SIZE, NULL));
     g_free(code);
     v->m.code_path = path;
+    v->m.code_size = CV_SIZE;
     v->m.pcs = (dm_pcrec *)(void *)v->pcs->data;
     v->m.npcs = v->pcs->len;
     v->m.frames = (dm_frame *)(void *)v->frames->data;
@@ -1675,6 +1676,58 @@ Test(program, compiled_code_calls_the_inlined_callees_its_bytecode_path_crosses)
     g_free(got);
     g_array_free(flow, TRUE);
     cversion_free(&v);
+}
+
+/* Machine code bytes at offset off of the version (nops elsewhere). */
+static void cv_code(cversion *v, uint64_t off, const uint8_t *bytes, size_t n)
+{
+    gchar *code;
+    gsize len;
+    cr_assert(g_file_get_contents(v->m.code_path, &code, &len, NULL));
+    cr_assert(off + n <= len);
+    memcpy(code + off, bytes, n);
+    cr_assert(g_file_set_contents(v->m.code_path, code, (gssize)len, NULL));
+    g_free(code);
+}
+
+/* outer's loop unrolled four times (C2's main loop): each pass shows the
+ * records of its first copy only (the iadd at 0x40, the iinc at 0x10) and
+ * jumps back to 0x40, where the machine code adds 4 to the counter its jump
+ * back compares; the third pass falls out of the loop. */
+static void outer_unrolled(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);
+    for (int pass = 0; pass < 3; pass++) {
+        cv_event(r, v, DC_JIT, pass ? DC_F_BACKWARD : 0, 0x40);
+        cv_event(r, v, DC_JIT, 0, 0x10);
+    }
+    cv_interp_return(r);
+}
+
+Test(program, a_pass_of_an_unrolled_loop_runs_the_iterations_its_step_says)
+{
+    /* +0x40: add r11d,4; nops; +0x48: cmp r11d,ebx; jl +0x40 */
+    static const uint8_t add4[] = { 0x41, 0x83, 0xc3, 0x04 };
+    static const uint8_t back[] = { 0x41, 0x39, 0xdb, 0x7c, 0xf3 };
+    for (int stepped = 0; stepped < 2; stepped++) {
+        cversion v;
+        cversion_init(&v, "outer", outer_records, 5, NULL, 0);
+        if (stepped)
+            cv_code(&v, 0x40, add4, sizeof add4);
+        cv_code(&v, 0x48, back, sizeof back);
+        rp_stats st;
+        GArray *flow = project_version(&v, outer_unrolled, &st);
+        /* mid's call on the way in, then four iterations a pass (each calls
+         * mid), where the pins show one */
+        uint64_t mid = compiled_bytecodes(flow, "mid");
+        cr_expect_eq(mid, (stepped ? 1 + 3 * 4 : 1 + 2) * 7, "stepped %d: %lu", stepped,
+                     (unsigned long)mid / 7);
+        cr_expect_eq(st.jit.unrolled_iterations, stepped ? 3 + 3 + 4 : 0);
+        cr_expect_eq(st.jit.unrolled_passes, stepped ? 3 : 0);
+        g_array_free(flow, TRUE);
+        cversion_free(&v);
+    }
 }
 
 /* The increment's record, then the call's result's (bci 14, before it in
@@ -1859,6 +1912,72 @@ static void ic_miss_then_leaf(rp_projector *r, cversion *v)
                    .desc = miss.name, .opcode = -1, .raw = -1, .bci = -1, .call_bci = -1 };
     cr_assert_eq(rp_event(&e, r), 0);
     FEED(r, leaf);
+}
+
+/* pick compiled with one record, at its branch's operand (bci 4), then its
+ * return: the walk goes on by the shorter arm (bci 11-13) where the other
+ * (16-21) reaches the return too, and only the arm's bytecodes are
+ * estimated. */
+static const char *const pick_records[] = { "10 pick@4" };
+
+static void pick_once(rp_projector *r, cversion *v)
+{
+    cv_event(r, v, DC_JIT_ENTER, DC_F_BY_CALL, 0);
+    cv_event(r, v, DC_JIT, 0, 0);
+    cv_event(r, v, DC_JIT, 0, 0x10);
+    cv_interp_return(r);
+}
+
+Test(program, a_path_the_trace_does_not_settle_is_estimated_where_paths_part)
+{
+    cversion v;
+    cversion_init(&v, "pick", pick_records, 1, NULL, 0);
+    rp_stats st;
+    GArray *flow = project_version(&v, pick_once, &st);
+    uint64_t id = link_id("pick");
+    GString *est = g_string_new(NULL);
+    uint64_t n = 0;
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        if (ev->kind != FL_BYTECODE || ev->method_id != id || !(ev->flags & FL_F_COMPILED))
+            continue;
+        n++;
+        if (ev->flags & FL_F_ESTIMATED)
+            g_string_append_printf(est, "%d ", ev->bci);
+    }
+    /* 0-4 to the pin, 5-8 and 22-23 on both paths, 11-13 on the shorter */
+    cr_expect_eq(n, 13);
+    cr_expect_str_eq(est->str, "11 12 13 ");
+    cr_expect_eq(st.jit.estimated_bytecodes, 3);
+    g_string_free(est, TRUE);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
+}
+
+/* choose compiled with one record, at bipush 20 (bci 18), reached by the
+ * if at bci 10 when the flag is 1: iconst_1 (bci 5) ran, not iconst_0
+ * (bci 9) on the shorter way, and the path is settled. */
+static const char *const choose_records[] = { "10 choose@18" };
+
+Test(program, a_constant_an_arm_pushes_decides_the_if_that_tests_it)
+{
+    cversion v;
+    cversion_init(&v, "choose", choose_records, 1, NULL, 0);
+    rp_stats st;
+    GArray *flow = project_version(&v, pick_once, &st);
+    uint64_t id = link_id("choose");
+    GString *bcis = g_string_new(NULL);
+    for (guint i = 0; i < flow->len; i++) {
+        const fl_event *ev = &g_array_index(flow, fl_event, i);
+        if (ev->kind == FL_BYTECODE && ev->method_id == id && (ev->flags & FL_F_COMPILED))
+            g_string_append_printf(bcis, "%d%s ", ev->bci,
+                                   ev->flags & FL_F_ESTIMATED ? "?" : "");
+    }
+    cr_expect_str_eq(bcis->str, "0 1 2 5 6 10 18 20 ");
+    cr_expect_eq(st.jit.estimated_bytecodes, 0);
+    g_string_free(bcis, TRUE);
+    g_array_free(flow, TRUE);
+    cversion_free(&v);
 }
 
 Test(program, a_version_whose_inline_cache_check_fails_never_ran)

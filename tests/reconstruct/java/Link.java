@@ -27,6 +27,23 @@ public class Link {
     static int leaf(int i) {
         return i ^ 0x55;
     }
+
+    // Two arms between one pin and the return: the trace settles neither
+    // (program/a_path_the_trace_does_not_settle_is_estimated_where_paths_part).
+    static int pick(int i) {
+        int s = i + 1;
+        if (i % 97 == 0)
+            s = 0;
+        else
+            s = s * 3 + 1;
+        return s;
+    }
+
+    // A flag pushed as a constant in each arm, tested right after: the arm
+    // and the test agree (program/a_constant_an_arm_pushes_decides_the_if_that_tests_it).
+    static int choose(int i) {
+        return (i > 5 ? 1 : 0) == 0 ? 10 : 20;
+    }
 }
 
 class Returns {
