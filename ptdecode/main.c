@@ -23,7 +23,7 @@ static const struct command {
     { "dump", cmd_dump, "print the JVM metadata records, one line each" },
     { "events", cmd_events, "decode the PT streams into per-thread events" },
     { "hot", cmd_hot, "the hottest methods by bytecodes, time or calls" },
-    { "export", cmd_export, "write a profile: flamegraph, cct-json, folded, chrome-trace, hcct-json, ringchart, lcov" },
+    { "export", cmd_export, "write a profile: flamegraph, cct-json, folded, chrome-trace, speedscope, pprof, hcct-json, ringchart, lcov" },
     { "diff", cmd_diff, "how one run's profile differs from another's, per method and context" },
     { "context", cmd_context, "decode a calling-context id to its stack" },
     { "flow", cmd_flow, "reconstruct each thread's calls, returns and bytecodes (method, bci)" },
