@@ -15,6 +15,7 @@ import resource
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -270,8 +271,14 @@ def main():
     check('meta_cut_end', d, ['info', 'summary'], 0,
           r'meta.jpt: offset %d: truncated record header \(11 of 16 bytes\)$' % (meta_size - 16),
           [('summary', r'^recording +cut: jvm/meta.jpt cut at offset %d$' % (meta_size - 16))])
-    d = variant('meta_cut', lambda d: os.truncate(os.path.join(d, 'jvm', 'meta.jpt'),
-                                                  meta_size * 2 // 3 + 5))
+    # Five bytes into the record that holds the two-thirds point: a cut at a
+    # fixed offset could fall between two records and leave nothing truncated.
+    with open(os.path.join(good, 'jvm', 'meta.jpt'), 'rb') as f:
+        meta = f.read()
+    cut = struct.unpack_from('<I', meta, 12)[0]
+    while cut + 16 <= meta_size * 2 // 3:
+        cut += 16 + struct.unpack_from('<I', meta, cut + 4)[0]
+    d = variant('meta_cut', lambda d: os.truncate(os.path.join(d, 'jvm', 'meta.jpt'), cut + 5))
     check('meta_cut', d, ['info', 'events'], 0,
           r'meta.jpt: offset \d+: truncated (record header|[A-Z_]+ record) \(',
           [('events', r'^# recording cut: jvm/meta.jpt cut at offset \d+$')])
