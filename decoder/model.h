@@ -101,6 +101,34 @@
  * elsewhere. */
 #define DM_ENTRY_SPAN 64
 
+/* Time windows, in TSC ticks (the trace's time stamps: about 2.1 GHz on the
+ * machines measured, so 1M ticks is about half a millisecond). They bound
+ * how far apart two records that HotSpot ties together may lie, given how
+ * the agent records: its patch watcher rescans the code every 50 ms by
+ * default (recently patched sites and transition stubs every 10 ms), and
+ * JVMTI posts a method's load late. Each is used by the rule named. */
+/* The records of one watcher scan lie within this of each other (a scan
+ * takes well under a millisecond, scans are 10 ms and more apart): about
+ * 2 ms. Groups a retry's patches and a resolution's stub fill by scan. */
+#define DM_SCAN_SPREAD 5000000ull
+/* A new version's load record may come this much after the record of the
+ * not-entrant mark its install made (one scan's spread; start_at_new_version). */
+#define DM_NEW_VERSION_LAG 5000000ull
+/* The record of a patch a new version's install made comes at most this
+ * long after that version's load record (a few full scans, about 190 ms;
+ * start_at_new_version). */
+#define DM_NEW_VERSION_SPAN 400000000ull
+/* The fill of an inline-cache transition stub that dates a site re-pointed
+ * at it lies at most this long before the site's record (a few full scans;
+ * start_at_stub_fill). */
+#define DM_IC_FILL_SPAN 400000000ull
+/* A retry points no call at compiled code whose load record comes more than
+ * this after the retry's start (about 24 ms): a load is posted up to tens of
+ * millions of ticks after the code first ran (38M measured), and before its
+ * code was there the address held other code (callee_loaded_long_after in
+ * retry.c). */
+#define DM_LOAD_LAG 50000000ull
+
 /* What an interpreter codelet is, from its description (HotSpot's
  * TemplateInterpreterGenerator names them). */
 typedef enum dm_codelet_kind {
