@@ -668,8 +668,7 @@ static void strm_close(strm *t)
         munmap((void *)t->buf, t->size);
 }
 
-int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *info,
-                      dc_stream *streams, size_t n, const dc_options *opt)
+int dc_decode_streams(const dc_trace *tr, dc_stream *streams, size_t n, const dc_options *opt)
 {
     unsigned threads = !opt ? 1 : opt->threads ? opt->threads : g_get_num_processors();
     uint64_t chunk_bytes = opt && opt->chunk_bytes ? opt->chunk_bytes : DC_CHUNK_BYTES;
@@ -716,7 +715,7 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
         }
     }
 
-    job j = { .m = m, .cache = cache, .info = info };
+    job j = { .m = tr->m, .cache = tr->cache, .info = tr->info };
     j.workers = g_async_queue_new();
     j.spare = g_async_queue_new_full(bufs_free);
     g_mutex_init(&j.lock);
@@ -810,22 +809,21 @@ int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *i
     return worst;
 }
 
-int dc_decode_stream_opts(const dm_model *m, di_cache *cache, const dc_trace_info *info,
-                          const char *pt_path, const char *idx_path, const dc_output *out,
-                          const dc_options *opt, dc_stats *st, char *err, size_t errlen)
+int dc_decode_stream_opts(const dc_trace *tr, const char *pt_path, const char *idx_path,
+                          const dc_output *out, const dc_options *opt, dc_stats *st, char *err,
+                          size_t errlen)
 {
     dc_stream s = { .pt_path = pt_path, .idx_path = idx_path, .out = *out, .st = st };
-    dc_decode_streams(m, cache, info, &s, 1, opt);
+    dc_decode_streams(tr, &s, 1, opt);
     if (s.rc < 0)
         snprintf(err, errlen, "%s", s.err);
     return s.rc;
 }
 
-int dc_decode_stream(const dm_model *m, di_cache *cache, const dc_trace_info *info,
-                     const char *pt_path, const char *idx_path, const dc_output *out,
-                     dc_stats *st, char *err, size_t errlen)
+int dc_decode_stream(const dc_trace *tr, const char *pt_path, const char *idx_path,
+                     const dc_output *out, dc_stats *st, char *err, size_t errlen)
 {
-    return dc_decode_stream_opts(m, cache, info, pt_path, idx_path, out, NULL, st, err, errlen);
+    return dc_decode_stream_opts(tr, pt_path, idx_path, out, NULL, st, err, errlen);
 }
 
 static int cmp_u32(const void *a, const void *b)
