@@ -237,15 +237,18 @@ static uint32_t how_flags(xfer t)
     }
 }
 
-static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
+/* How the block at o, in unit u, is reached from the block before: whether
+ * u is entered (an event of its own) rather than continued, with the flags
+ * of that transfer (*flags_out) and the call a return went back to
+ * (*back_out). */
+static bool entered_at(ctx *x, const op *o, unit u, uint32_t *flags_out, shadow_ent *back_out)
 {
-    unit u = { (ukind)o->ukind, o->u };
     bool entered;
     uint32_t flags = 0;
     bool is_bc = u.kind == U_CODELET && ((const dm_codelet *)u.p)->kind == DM_CL_BYTECODE;
     bool is_nm = u.kind == U_CODE && ((const dm_code *)u.p)->kind == DM_CODE_NMETHOD;
     bool same = same_unit(u, x->prev);
-    shadow_ent back = { 0 };   /* the call a return went back to */
+    shadow_ent back = { 0 };
 
     if (x->unknown_origin) {
         entered = false;
@@ -298,6 +301,18 @@ static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
             break;
         }
     }
+    *flags_out = flags;
+    *back_out = back;
+    return entered;
+}
+
+static void on_block(ctx *x, const op *o, unit exitu, const run *runs)
+{
+    unit u = { (ukind)o->ukind, o->u };
+    uint32_t flags;
+    shadow_ent back;           /* the call a return went back to */
+    bool entered = entered_at(x, o, u, &flags, &back);
+    bool same = same_unit(u, x->prev);
 
     switch (u.kind) {
     case U_CODELET: {

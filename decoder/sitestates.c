@@ -220,15 +220,20 @@ static int cmp_method_version(const void *a, const void *b)
     return x->code < y->code ? -1 : x->code > y->code;
 }
 
-static method_version *versions_by_method(const dm_model *m, size_t *n)
+/* The compiled versions, ordered by method (v is g_free'd by the caller). */
+typedef struct method_versions {
+    method_version *v;
+    size_t n;
+} method_versions;
+
+static method_versions versions_by_method(const dm_model *m)
 {
-    method_version *v = g_new(method_version, m->ncodes ? m->ncodes : 1);
-    *n = 0;
+    method_versions vs = { g_new(method_version, m->ncodes ? m->ncodes : 1), 0 };
     for (size_t i = 0; i < m->ncodes; i++)
         if (m->codes[i].kind == DM_CODE_NMETHOD)
-            v[(*n)++] = (method_version){ m->codes[i].method_id, (uint32_t)i };
-    sort_n(v, *n, sizeof *v, cmp_method_version);
-    return v;
+            vs.v[vs.n++] = (method_version){ m->codes[i].method_id, (uint32_t)i };
+    sort_n(vs.v, vs.n, sizeof *vs.v, cmp_method_version);
+    return vs;
 }
 
 static int tier_of(const dm_code *c)
@@ -303,8 +308,10 @@ static void version_states(const dm_code *c, const dm_code *owner, const dm_patc
  * offsets `then`: the same entry but for inline-cache sites. */
 static void older_version_states(const dm_model *m, const dm_patch *p, const dm_code *to,
                                  const entry_offsets *call, const entry_offsets *then,
-                                 const method_version *v, size_t nv, site_state *out, size_t *n)
+                                 const method_versions *vs, site_state *out, size_t *n)
 {
+    const method_version *v = vs->v;
+    const size_t nv = vs->n;
     size_t lo = 0, hi = nv;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -1073,8 +1080,7 @@ void dm_make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_
         if (dm_writes_not_entrant(m, p, code) && p->tsc < not_entrant[p->owner])
             not_entrant[p->owner] = p->tsc;
     }
-    size_t nversions;
-    method_version *versions = versions_by_method(m, &nversions);
+    method_versions versions = versions_by_method(m);
     size_t nrepoints;
     repoint *repoints = repoints_by_origin(m, &nrepoints);
     GHashTable *adapters = learn_adapters(m, code, all, fills->len, repoints, nrepoints);
@@ -1112,7 +1118,7 @@ void dm_make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_
             callee = callee_after_own_stub(m, p, repoints, nrepoints);
         }
         if (callee)
-            older_version_states(m, p, callee, call_at, &entries, versions, nversions, st, &n);
+            older_version_states(m, p, callee, call_at, &entries, &versions, st, &n);
         const uint64_t call = p->site ? p->site : p->call_at;
         for (size_t j = 0; j < n; j++) {
             int32_t rel = (int32_t)(int64_t)(st[j].call - (call + 5));
@@ -1157,7 +1163,7 @@ void dm_make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_
     }
     g_free(before);
     g_free(not_entrant);
-    g_free(versions);
+    g_free(versions.v);
     g_free(repoints);
     g_hash_table_destroy(adapters);
     callee_names_free(&names);
