@@ -70,7 +70,7 @@ bool dm_is_virtual_call_resolver_at(const dm_model *m, uint64_t addr, uint64_t t
  * site), each applied when the thread goes through that site's resolver,
  * and the other runs of changed bytes, applied at the record time (or
  * ahead of it like any patch: a static call stub's fill with the call
- * resolved to it, a retry, image.c and decode.c). A call re-pointed from
+ * resolved to it, a retry, image.c and retry.c). A call re-pointed from
  * one callee to another is a piece of its own too where the patch holds
  * another call: two neighbouring sites re-pointed at a new version of their
  * callees are re-pointed when each callee's version comes, which may be far

@@ -59,7 +59,7 @@ typedef struct dc_stats {
     uint64_t fixup_calls;       /* ... of them, a call that went through its static stub and
                                    the c2i adapter's fixup (decoder/model.h, fixup_states) */
     uint64_t resumes;           /* decoding resumed at a branch target after a failure,
-                                 * before the next PSB (decode.c, resume_at_branch) */
+                                 * before the next PSB (chunk.c, resume_at_branch) */
     /* Problems with the inputs around the stream (a damaged index, a code
      * image libipt refused): how many, and the first one's message. */
     uint64_t problems;
@@ -94,7 +94,7 @@ typedef struct dc_output {
  * code as recorded at its first PSB's time: what a chunk applied ahead of
  * its record time (call-site resolutions the thread went through, retries)
  * ends with it, and the next chunk finds it again where the trace needs it
- * (decode.c, retry). So the chunk size can change the events next to a
+ * (retry.c). So the chunk size can change the events next to a
  * boundary, and the thread count cannot: sink, block and progress
  * callbacks all run on the calling thread. */
 typedef struct dc_options {

@@ -331,7 +331,7 @@ static void older_version_states(const dm_model *m, const dm_patch *p, const dm_
  * that made it so, UINT64_MAX if none): that code. A site calling one
  * version of a method may then have called others before the scan (the
  * site re-resolved to a newer version, then gone megamorphic): they give
- * made-up states as for resolutions, tried only by retries (decode.c,
+ * made-up states as for resolutions, tried only by retries (retry.c,
  * with_made_up_states). Other re-pointings (an inline cache going
  * megamorphic, a transition stub) got none: on JDK 17 they cost retries
  * and gained nothing. */

@@ -4240,7 +4240,7 @@ Test(decode, parallel_chunks_give_the_sequential_events)
  * before applied ahead of its record time (here a call-site resolution whose
  * patch is recorded much later) is not handed on, so no chunk waits for the
  * one before it. Where the trace contradicts the recorded code, a retry
- * finds the resolution again (decode.c); here the fixture's resolver is a
+ * finds the resolution again (retry.c); here the fixture's resolver is a
  * bare indirect jump that nothing contradicts, so the second chunk goes
  * through it, with any number of threads. */
 Test(decode, a_chunk_decodes_as_the_stream_would_from_its_psb)
