@@ -44,16 +44,7 @@ static inline bool same_unit(unit a, unit b)
     return a.kind == b.kind && a.p == b.p;
 }
 
-/* ---- what a chunk's decoder hands on ---------------------------------------
- *
- * A stream is decoded in two layers. The first (libipt, code lookups, the
- * instructions of compiled blocks and their inline-stack records, how each
- * block ends) depends only on the trace bytes and the time, and runs on any
- * thread for one chunk of the stream at a time. It records what it found as
- * a list of ops. The second (the flow state between blocks: shadow stack,
- * pending bytecodes, inline stack position, gaps) is a small state machine
- * that replays the ops of every chunk in stream order on the calling thread
- * and makes the events. */
+/* ---- what a chunk's decoder hands on (the first layer's ops) ------------- */
 
 enum {
     OP_BLOCK = 1,     /* a block; its runs are nruns from run0 in the chunk's run array */
