@@ -3,21 +3,12 @@
  * them to (a stub's fill, a new version's load, the callee's code). */
 #include "decoder/callsites.h"
 
-#include <errno.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <capstone/capstone.h>
 #include <glib.h>
 
-#include "decoder/bytecodes.h"
-#include "decoder/classfile.h"
 #include "decoder/model.h"
-#include "decoder/x86.h"
 
 /* Whether a call to addr at time tsc went to one of HotSpot's call
  * resolution stubs: their runtime call always patches the calling site

@@ -1,3 +1,6 @@
+/* The stream (chunk.h): segments between the collector's losses, cut into
+ * chunks at PSBs, decoded on a thread pool and replayed in stream order;
+ * the public calls of decode.h. */
 #include "decoder/decode.h"
 #include "decoder/chunk.h"
 #include "decoder/percpu.h"
@@ -6,7 +9,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,7 @@
 #include "common/auxidx.h"
 #include "common/fileio.h"
 #include "common/jerr.h"
-#include "decoder/bytecodes.h"
 #include "decoder/jitpath.h"
-#include "decoder/x86.h"
 
 /* qsort, which must not be given a NULL array even when it is empty. */
 static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
@@ -30,7 +30,6 @@ static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, c
     if (n > 1)
         qsort(base, n, size, cmp);
 }
-
 
 static const char *const kind_names[DC_KIND_COUNT] = {
     [DC_BYTECODE] = "bytecode", [DC_METHOD_ENTRY] = "method-entry",

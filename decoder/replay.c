@@ -7,9 +7,6 @@
 
 #include "decoder/bytecodes.h"
 
-/* ---- the second layer: flow state and events ---------------------------------- */
-
-
 static void deliver(ctx *x, dc_event *ev)
 {
     if (x->stop || x->tail == TAIL_DONE)

@@ -4,7 +4,6 @@
 #include "decoder/callsites.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +15,8 @@
 #include <glib.h>
 
 #include "common/jmrec.h"
-#include "decoder/bytecodes.h"
 #include "decoder/classfile.h"
 #include "decoder/model.h"
-#include "decoder/x86.h"
 
 /* ---- call sites through their static call stub (model.h) ------------------- */
 
