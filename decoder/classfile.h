@@ -12,7 +12,7 @@
  * caller's buffer, which must outlive the cf_class.
  *
  * Two stages read class files: the decoder names the callee of a call site
- * from the invoke at its bci (model.c), reconstruct/ builds the program. */
+ * from the invoke at its bci (sitestates.c), reconstruct/ builds the program. */
 #ifndef JPT_DECODER_CLASSFILE_H
 #define JPT_DECODER_CLASSFILE_H
 

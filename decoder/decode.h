@@ -59,7 +59,7 @@ typedef struct dc_stats {
     uint64_t fixup_calls;       /* ... of them, a call that went through its static stub and
                                    the c2i adapter's fixup (decoder/model.h, fixup_states) */
     uint64_t resumes;           /* decoding resumed at a branch target after a failure,
-                                 * before the next PSB (decode.c, resume_at_branch) */
+                                 * before the next PSB (chunk.c, resume_at_branch) */
     /* Problems with the inputs around the stream (a damaged index, a code
      * image libipt refused): how many, and the first one's message. */
     uint64_t problems;
@@ -94,7 +94,7 @@ typedef struct dc_output {
  * code as recorded at its first PSB's time: what a chunk applied ahead of
  * its record time (call-site resolutions the thread went through, retries)
  * ends with it, and the next chunk finds it again where the trace needs it
- * (decode.c, retry). So the chunk size can change the events next to a
+ * (retry.c). So the chunk size can change the events next to a
  * boundary, and the thread count cannot: sink, block and progress
  * callbacks all run on the calling thread. */
 typedef struct dc_options {
@@ -114,17 +114,26 @@ typedef struct dc_options {
 } dc_options;
 #define DC_CHUNK_BYTES (1ull << 20)
 
+/* What the streams of one trace are decoded against: its code timeline,
+ * the image cache over that code's snapshots, and the CPU the trace was
+ * recorded on (info NULL: not known, no errata applied). */
+typedef struct dc_trace {
+    const dm_model *m;
+    di_cache *cache;
+    const dc_trace_info *info;
+} dc_trace;
+
 /* Decodes the stream at pt_path (its index at idx_path, NULL or missing:
- * no losses known, the whole file decoded), on the calling thread. Returns 0 when the stream was decoded to its end, 1 if
- * the sink stopped it, -1 if the stream could not be read at all (message
- * in err). Decode problems inside the stream are gaps, not failures. */
-int dc_decode_stream(const dm_model *m, di_cache *cache, const dc_trace_info *info,
-                     const char *pt_path, const char *idx_path, const dc_output *out,
-                     dc_stats *st, char *err, size_t errlen);
+ * no losses known, the whole file decoded), on the calling thread. Returns
+ * 0 when the stream was decoded to its end, 1 if the sink stopped it, -1 if
+ * the stream could not be read at all (message in err). Decode problems
+ * inside the stream are gaps, not failures. */
+int dc_decode_stream(const dc_trace *tr, const char *pt_path, const char *idx_path,
+                     const dc_output *out, dc_stats *st, char *err, size_t errlen);
 /* The same with options (NULL: one thread, as dc_decode_stream). */
-int dc_decode_stream_opts(const dm_model *m, di_cache *cache, const dc_trace_info *info,
-                          const char *pt_path, const char *idx_path, const dc_output *out,
-                          const dc_options *opt, dc_stats *st, char *err, size_t errlen);
+int dc_decode_stream_opts(const dc_trace *tr, const char *pt_path, const char *idx_path,
+                          const dc_output *out, const dc_options *opt, dc_stats *st, char *err,
+                          size_t errlen);
 
 /* Several streams, one after the other as far as their outputs can tell
  * (all of a stream's callbacks, in order, before the next stream's), their
@@ -138,8 +147,7 @@ typedef struct dc_stream {
     int rc;
     char err[512];
 } dc_stream;
-int dc_decode_streams(const dm_model *m, di_cache *cache, const dc_trace_info *info,
-                      dc_stream *streams, size_t n, const dc_options *opt);
+int dc_decode_streams(const dc_trace *tr, dc_stream *streams, size_t n, const dc_options *opt);
 
 /* The per-thread streams of DIR/pt ("tid-<TID>"), sorted by tid. Returns the
  * count; *tids is g_free'd by the caller. Per-CPU streams are not listed

@@ -183,11 +183,17 @@ typedef struct zero_keep {
     size_t n;
 } zero_keep;
 
-/* Maps [lo, hi) of the snapshot at off (vaddr base) as one section. */
-static int add_stretch(di_cache *c, uint64_t off, uint64_t vaddr, uint64_t lo, uint64_t hi,
-                       GArray *out, char *err, size_t errlen)
+/* A blob's or code version's snapshot: size bytes at offset off of the code
+ * file, the code at vaddr. */
+typedef struct snapshot {
+    uint64_t off, size, vaddr;
+} snapshot;
+
+/* Maps [lo, hi) of snapshot s (offsets in it) as one section. */
+static int add_stretch(di_cache *c, const snapshot *s, uint64_t lo, uint64_t hi, GArray *out,
+                       char *err, size_t errlen)
 {
-    int isid = add_file(c, off + lo, hi - lo, vaddr + lo, err, errlen);
+    int isid = add_file(c, s->off + lo, hi - lo, s->vaddr + lo, err, errlen);
     if (isid >= 0)
         g_array_append_val(out, isid);
     return isid;
@@ -195,9 +201,10 @@ static int add_stretch(di_cache *c, uint64_t off, uint64_t vaddr, uint64_t lo, u
 
 /* The zeros of the run [lo, hi) that may complete an instruction: those
  * after a patch that ends inside the run. */
-static int add_patch_tails(di_cache *c, uint64_t off, uint64_t vaddr, uint64_t lo, uint64_t hi,
+static int add_patch_tails(di_cache *c, const snapshot *s, uint64_t lo, uint64_t hi,
                            const zero_keep *zk, GArray *out, char *err, size_t errlen)
 {
+    const uint64_t vaddr = s->vaddr;
     size_t a = 0, b = zk->n;
     while (a < b) {             /* first end in the run */
         size_t mid = (a + b) / 2;
@@ -214,28 +221,29 @@ static int add_patch_tails(di_cache *c, uint64_t off, uint64_t vaddr, uint64_t l
             to = end > to ? end : to;
             continue;
         }
-        if (to && add_stretch(c, off, vaddr, from, to, out, err, errlen) < 0)
+        if (to && add_stretch(c, s, from, to, out, err, errlen) < 0)
             return -1;
         from = e;
         to = end;
     }
-    if (to && add_stretch(c, off, vaddr, from, to, out, err, errlen) < 0)
+    if (to && add_stretch(c, s, from, to, out, err, errlen) < 0)
         return -1;
     return 0;
 }
 
-static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
-                       const uint8_t *code, const zero_keep *zk, GArray *out, char *err,
-                       size_t errlen)
+/* Maps snapshot s (code: the code file's bytes, NULL if they could not be
+ * read: one section) as its stretches between zero runs. */
+static int add_extents(di_cache *c, const snapshot *s, const uint8_t *code, const zero_keep *zk,
+                       GArray *out, char *err, size_t errlen)
 {
     if (!code) {
-        int isid = add_file(c, off, size, vaddr, err, errlen);
+        int isid = add_file(c, s->off, s->size, s->vaddr, err, errlen);
         if (isid >= 0)
             g_array_append_val(out, isid);
         return isid;
     }
-    const uint8_t *p = code + off;
-    uint64_t i = 0, n = size;
+    const uint8_t *p = code + s->off;
+    uint64_t i = 0, n = s->size;
     while (i < n) {
         uint64_t run = i;               /* a zero run: [run, start) */
         while (i < n && !p[i])
@@ -249,10 +257,10 @@ static int add_extents(di_cache *c, uint64_t off, uint64_t size, uint64_t vaddr,
                 break;
             }
         }
-        if (start > run && add_patch_tails(c, off, vaddr, run, start, zk, out, err, errlen) < 0)
+        if (start > run && add_patch_tails(c, s, run, start, zk, out, err, errlen) < 0)
             return -1;
         if (end > start) {
-            if (add_stretch(c, off, vaddr, start, end, out, err, errlen) < 0)
+            if (add_stretch(c, s, start, end, out, err, errlen) < 0)
                 return -1;
             i = end;            /* the zeros after it are the next run */
         }
@@ -372,14 +380,16 @@ di_cache *di_cache_new(const dm_model *m, char *err, size_t errlen)
         if (!m->patches[i].made_up)
             zk.patch_ends[zk.n++] = m->patches[i].vaddr + m->patches[i].size;
     sort_n(zk.patch_ends, zk.n, sizeof *zk.patch_ends, cmp_u64);
-    for (size_t i = 0; i < m->nblobs && rc >= 0; i++)
-        rc = add_extents(c, m->blobs[i].code_offset, m->blobs[i].size, m->blobs[i].vaddr, code,
-                         &zk, c->blob_isids, err, errlen);
+    for (size_t i = 0; i < m->nblobs && rc >= 0; i++) {
+        const dm_blob *b = &m->blobs[i];
+        const snapshot s = { b->code_offset, b->size, b->vaddr };
+        rc = add_extents(c, &s, code, &zk, c->blob_isids, err, errlen);
+    }
     for (size_t i = 0; i < m->ncodes && rc >= 0; i++) {
         const dm_code *k = &m->codes[i];
+        const snapshot s = { k->code_offset, k->size, k->vaddr };
         c->code_first[i] = c->code_isids->len;
-        rc = add_extents(c, k->code_offset, k->size, k->vaddr, code, &zk, c->code_isids, err,
-                         errlen);
+        rc = add_extents(c, &s, code, &zk, c->code_isids, err, errlen);
     }
     g_free(zk.patch_ends);
     c->code_first[m->ncodes] = c->code_isids->len;

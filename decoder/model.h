@@ -63,7 +63,7 @@
  *   before the record, at the same kind of entry: the site may have called
  *   them in between (re-resolved to a newer version, then gone
  *   megamorphic). Such states apply only where a retry tries them
- *   (decode.c).
+ *   (retry.c).
  * - A site resolved to its own static call stub may have called a version
  *   of its callee that was made not entrant before the watcher's next scan:
  *   where the site's next record re-points it from the stub to compiled
@@ -100,6 +100,34 @@
  * verified, OSR): a call or a jump to a method lands there, a handler
  * elsewhere. */
 #define DM_ENTRY_SPAN 64
+
+/* Time windows, in TSC ticks (the trace's time stamps: about 2.1 GHz on the
+ * machines measured, so 1M ticks is about half a millisecond). They bound
+ * how far apart two records that HotSpot ties together may lie, given how
+ * the agent records: its patch watcher rescans the code every 50 ms by
+ * default (recently patched sites and transition stubs every 10 ms), and
+ * JVMTI posts a method's load late. Each is used by the rule named. */
+/* The records of one watcher scan lie within this of each other (a scan
+ * takes well under a millisecond, scans are 10 ms and more apart): about
+ * 2 ms. Groups a retry's patches and a resolution's stub fill by scan. */
+#define DM_SCAN_SPREAD 5000000ull
+/* A new version's load record may come this much after the record of the
+ * not-entrant mark its install made (one scan's spread; start_at_new_version). */
+#define DM_NEW_VERSION_LAG 5000000ull
+/* The record of a patch a new version's install made comes at most this
+ * long after that version's load record (a few full scans, about 190 ms;
+ * start_at_new_version). */
+#define DM_NEW_VERSION_SPAN 400000000ull
+/* The fill of an inline-cache transition stub that dates a site re-pointed
+ * at it lies at most this long before the site's record (a few full scans;
+ * start_at_stub_fill). */
+#define DM_IC_FILL_SPAN 400000000ull
+/* A retry points no call at compiled code whose load record comes more than
+ * this after the retry's start (about 24 ms): a load is posted up to tens of
+ * millions of ticks after the code first ran (38M measured), and before its
+ * code was there the address held other code (callee_loaded_long_after in
+ * retry.c). */
+#define DM_LOAD_LAG 50000000ull
 
 /* What an interpreter codelet is, from its description (HotSpot's
  * TemplateInterpreterGenerator names them). */
@@ -189,7 +217,7 @@ typedef struct dm_patch {
     /* start_tsc was moved back to the load record of a version that
      * replaced the one this patch marks not entrant or re-points a call
      * away from (for a call, no earlier than the site's previous change;
-     * model.c, start_at_new_version): the change follows that install, so
+     * callsites.c, start_at_new_version): the change follows that install, so
      * the bytes are not true before it. */
     bool after_new_version;
     int64_t owner;               /* index of the patched code version, -1 blob area */
@@ -201,7 +229,7 @@ typedef struct dm_patch {
      * another, not from a resolver): where the call goes now (0: none).
      * HotSpot points inline caches at transition stubs it fills in the same
      * moment; a decoder that applies this patch ahead of its time wants the
-     * stub's fill of the same scan too (decode.c). */
+     * stub's fill of the same scan too (retry.c). */
     uint64_t call_to;
     uint64_t call_from;          /* with call_to: where the call went before */
     uint64_t call_at;            /* with call_to: the call instruction */
@@ -228,7 +256,7 @@ typedef struct dm_patch {
      * that made the change still went through the stub into the c2i
      * adapter, whose runtime call re-points the site (JDK 17) or cleans it,
      * the next call resolving it (JDK 25). fixup_states: 1 + the first of
-     * the made-up states a retry tries for that call (decode.c): the site at
+     * the made-up states a retry tries for that call (retry.c): the site at
      * its stub, the fixup applying this record; the site at its stub, the
      * fixup leaving the site at its resolver (then_state), whose runtime
      * call applies this record. 0: none. */
@@ -287,15 +315,15 @@ typedef struct dm_model {
     int made_up_fd;
     size_t call_site_patches;    /* patches with a site (call-site resolutions) */
     size_t patches_at_new_version; /* not-entrant marks and re-pointed sites started at the new
-                                    * version's load (model.c) */
+                                    * version's load (callsites.c) */
     size_t patches_from_fill;    /* site re-pointings to a transition stub started at its fill */
     size_t patches_at_callee_code; /* sites re-pointed from their static call stub to compiled
                                       code, started at its load */
     size_t adapters_from_records;  /* calling conventions whose c2i adapter records showed */
     size_t adapters_from_code;     /* adapters of other conventions, read from their i2c
-                                    * parts (model.c) */
+                                    * parts (sitestates.c) */
     size_t callees_named;        /* inline-cache resolutions whose callee of the meantime
-                                    is named by the caller's invoke (model.c) */
+                                    is named by the caller's invoke (sitestates.c) */
     uint64_t close_scans;        /* the agent's close scans (STATS patch_close_scans) */
     size_t patches_cut;          /* recorded patches cut into changed calls and the rest
                                     (the counts above are of pieces) */

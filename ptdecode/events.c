@@ -371,7 +371,7 @@ int cmd_events(int argc, char **argv)
                PRIu64 " inconsistent; %" PRIu64 " bytes with no thread\n", pc->cpus,
                pc->stretches, pc->threads, pc->switches, pc->attached, pc->unattached,
                pc->inconsistent, pc->orphan_bytes);
-    dc_decode_streams(m, cache, &info, ss, k, &dopt);
+    dc_decode_streams(&(dc_trace){ m, cache, &info }, ss, k, &dopt);
     for (size_t i = 0; i < k; i++) {
         g_free(ps[i].pt);
         g_free((char *)ss[i].idx_path);

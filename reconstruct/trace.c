@@ -105,8 +105,8 @@ int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const ch
     rp_projector *r = rp_new(t->p, t->m, t->idx, tid, sink, ctx);
     dc_output out = { .sink = rp_event, .ctx = r };
     dc_stats local;
-    int rc = dc_decode_stream_opts(t->m, t->cache, &t->info, pt_path, idx_path, &out, &t->dopt,
-                                   dst ? dst : &local, err, errlen);
+    int rc = dc_decode_stream_opts(&(dc_trace){ t->m, t->cache, &t->info }, pt_path, idx_path,
+                                   &out, &t->dopt, dst ? dst : &local, err, errlen);
     if (rc >= 0 && rp_finish(r, st))
         rc = 1;
     rp_free(r);
@@ -141,7 +141,8 @@ int rt_decode(rt_trace *t, uint32_t tid, const dc_output *out, const dc_options 
         return -1;
     char *pt = g_strdup_printf("%s/pt/tid-%u.pt", sdir, tid);
     char *idx = g_strdup_printf("%s/pt/tid-%u.idx", sdir, tid);
-    int rc = dc_decode_stream_opts(t->m, t->cache, &t->info, pt, idx, out, opt, st, err, errlen);
+    int rc = dc_decode_stream_opts(&(dc_trace){ t->m, t->cache, &t->info }, pt, idx, out, opt, st,
+                                   err, errlen);
     g_free(pt);
     g_free(idx);
     return rc;

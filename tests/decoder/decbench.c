@@ -214,8 +214,8 @@ int main(int argc, char **argv)
             } else {
                 dc_output out = { .sink = count_event, .ctx = &events };
                 dc_stats st;
-                if (dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &opt, &st, err,
-                                          sizeof err) < 0) {
+                if (dc_decode_stream_opts(&(dc_trace){ m, cache, &info }, pt, idx, &out, &opt,
+                                          &st, err, sizeof err) < 0) {
                     fprintf(stderr, "decbench: %s\n", err);
                     status = 1;
                 }

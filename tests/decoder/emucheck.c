@@ -580,7 +580,8 @@ int main(int argc, char **argv)
         snprintf(idx, sizeof idx, "%s/pt/tid-%u.idx", dir, tids[i]);
         dc_output out = { .sink = on_event, .block = on_block, .ctx = &c };
         dc_stats st;
-        if (dc_decode_stream(m, cache, &info, pt, idx, &out, &st, err, sizeof err) < 0) {
+        if (dc_decode_stream(&(dc_trace){ m, cache, &info }, pt, idx, &out, &st, err,
+                             sizeof err) < 0) {
             fprintf(stderr, "emucheck: %s\n", err);
             bad++;
         }

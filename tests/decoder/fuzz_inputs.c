@@ -259,9 +259,11 @@ static void decode_checked(const dm_model *m, di_cache *cache, const char *pt, c
     dc_stats s1, sn;
     char err[512] = "";
     double t0 = now();
-    int r1 = dc_decode_stream_opts(m, cache, NULL, pt, idx, &out1, &o1, &s1, err, sizeof err);
+    int r1 = dc_decode_stream_opts(&(dc_trace){ m, cache, NULL }, pt, idx, &out1, &o1, &s1, err,
+                                   sizeof err);
     double t1 = now();
-    int rn = dc_decode_stream_opts(m, cache, NULL, pt, idx, &outn, &on, &sn, err, sizeof err);
+    int rn = dc_decode_stream_opts(&(dc_trace){ m, cache, NULL }, pt, idx, &outn, &on, &sn, err,
+                                   sizeof err);
     double t2 = now();
     if (r1 < 0 || rn < 0) {
         if (!err[0] || !strstr(err, pt))

@@ -577,7 +577,8 @@ static void decode_to(const char *dir, const dc_options *o, dc_sink sink, void *
     char *idx = g_build_filename(dir, "pt", "tid-4242.idx", NULL);
     dc_trace_info info = { 0 };
     dc_output out = { .sink = sink, .ctx = ctx };
-    cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, o, st, err, sizeof err),
+    cr_assert_eq(dc_decode_stream_opts(&(dc_trace){ m, cache, &info }, pt, idx, &out, o, st, err,
+                                       sizeof err),
                  0, "%s", err);
     g_free(pt);
     g_free(idx);
@@ -1185,7 +1186,8 @@ Test(decode, garbage_and_empty_streams_do_not_crash)
         dc_output out = { .sink = collect, .ctx = &log };
         dc_stats st;
         dc_trace_info info = { 0 };
-        cr_expect_geq(dc_decode_stream(m, cache, &info, pt, NULL, &out, &st, err, sizeof err), 0);
+        cr_expect_geq(dc_decode_stream(&(dc_trace){ m, cache, &info }, pt, NULL, &out, &st, err,
+                                       sizeof err), 0);
         g_free(pt);
     }
     g_rand_free(rnd);
@@ -1193,7 +1195,8 @@ Test(decode, garbage_and_empty_streams_do_not_crash)
     evlog log = { .n = 0 };
     dc_output out = { .sink = collect, .ctx = &log };
     dc_stats st;
-    cr_expect_eq(dc_decode_stream(m, cache, NULL, missing, NULL, &out, &st, err, sizeof err), -1);
+    cr_expect_eq(dc_decode_stream(&(dc_trace){ m, cache, NULL }, missing, NULL, &out, &st, err,
+                                  sizeof err), -1);
     cr_expect(strstr(err, "tid-1.pt") != NULL, "%s", err);
     g_free(missing);
     uint32_t *tids;
@@ -1247,7 +1250,8 @@ Test(model, damaged_metadata_is_survivable)
             evlog log = { .n = 0 };
             dc_output out = { .sink = collect, .ctx = &log };
             dc_stats ds;
-            cr_expect_geq(dc_decode_stream(m, cache, NULL, pt, NULL, &out, &ds, err, sizeof err), 0);
+            cr_expect_geq(dc_decode_stream(&(dc_trace){ m, cache, NULL }, pt, NULL, &out, &ds,
+                                           err, sizeof err), 0);
             di_cache_free(cache);
         }
         dm_free(m);
@@ -4041,8 +4045,8 @@ static dc_stats decode_same(const char *dir, const dc_options *opts, size_t nopt
         evvec got = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
         dc_output out = { .sink = collect_all, .ctx = i ? &got : &ref };
         dc_stats st;
-        cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &opts[i], &st, err,
-                                           sizeof err), 0, "%s", err);
+        cr_assert_eq(dc_decode_stream_opts(&(dc_trace){ m, cache, &info }, pt, idx, &out,
+                                           &opts[i], &st, err, sizeof err), 0, "%s", err);
         if (!i) {
             rst = st;
         } else {
@@ -4104,15 +4108,16 @@ static int decode_ranges(const char *dir, uint64_t chunk_bytes, const uint64_t *
     dc_stats st;
     dc_options o = { .threads = 1, .chunk_bytes = chunk_bytes };
     dc_output out = { .sink = collect_all, .ctx = &whole };
-    cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &o, &st, err, sizeof err),
+    cr_assert_eq(dc_decode_stream_opts(&(dc_trace){ m, cache, &info }, pt, idx, &out, &o, &st,
+                                       err, sizeof err),
                  0, "%s", err);
     int held = 0;
     out.ctx = &parts;
     for (size_t i = 0; i <= ncuts; i++) {
         o.from = i ? cuts[i - 1] : 0;
         o.to = i < ncuts ? cuts[i] : 0;
-        cr_assert_eq(dc_decode_stream_opts(m, cache, &info, pt, idx, &out, &o, &st, err,
-                                           sizeof err), 0, "%s", err);
+        cr_assert_eq(dc_decode_stream_opts(&(dc_trace){ m, cache, &info }, pt, idx, &out, &o, &st,
+                                           err, sizeof err), 0, "%s", err);
         held += st.chunks > 0;
     }
     cr_expect_eq(parts.ev->len, whole.ev->len, "ranges: %u events, whole: %u", parts.ev->len,
@@ -4235,7 +4240,7 @@ Test(decode, parallel_chunks_give_the_sequential_events)
  * before applied ahead of its record time (here a call-site resolution whose
  * patch is recorded much later) is not handed on, so no chunk waits for the
  * one before it. Where the trace contradicts the recorded code, a retry
- * finds the resolution again (decode.c); here the fixture's resolver is a
+ * finds the resolution again (retry.c); here the fixture's resolver is a
  * bare indirect jump that nothing contradicts, so the second chunk goes
  * through it, with any number of threads. */
 Test(decode, a_chunk_decodes_as_the_stream_would_from_its_psb)
@@ -4348,7 +4353,8 @@ Test(decode, several_streams_in_one_call)
     evvec alone = { g_array_new(FALSE, FALSE, sizeof(dc_event)) };
     dc_output out = { .sink = collect_all, .ctx = &alone };
     dc_stats st;
-    cr_assert_eq(dc_decode_stream(m, cache, NULL, pt, NULL, &out, &st, err, sizeof err), 0);
+    cr_assert_eq(dc_decode_stream(&(dc_trace){ m, cache, NULL }, pt, NULL, &out, &st, err,
+                                  sizeof err), 0);
     cr_assert_gt(alone.ev->len, 100);
     /* together: the stream, a missing one, the stream again */
     const char *paths[3] = { pt, missing, pt };
@@ -4363,7 +4369,7 @@ Test(decode, several_streams_in_one_call)
                                       .finished = multi_finished, .ctx = &logs[i] } };
     }
     dc_options opt = { .threads = 3, .chunk_bytes = 100 };
-    cr_expect_eq(dc_decode_streams(m, cache, NULL, ss, 3, &opt), -1);
+    cr_expect_eq(dc_decode_streams(&(dc_trace){ m, cache, NULL }, ss, 3, &opt), -1);
     cr_expect_eq(ss[0].rc, 0);
     cr_expect_eq(ss[1].rc, -1);
     cr_expect(strstr(ss[1].err, "tid-1.pt") != NULL, "%s", ss[1].err);
@@ -4430,7 +4436,7 @@ static void *spin_decode(void *p)
         char *pt = g_build_filename(r->dir, "pt", "tid-4242.pt", NULL);
         dc_trace_info info = { 0 };
         dc_output out = { .sink = collect, .ctx = &r->log };
-        r->rc = dc_decode_stream(m, cache, &info, pt, NULL, &out, &r->st, r->err,
+        r->rc = dc_decode_stream(&(dc_trace){ m, cache, &info }, pt, NULL, &out, &r->st, r->err,
                                  sizeof r->err);
         g_free(pt);
     }

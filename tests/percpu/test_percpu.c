@@ -291,7 +291,8 @@ static char *events_of(const char *mdir, const char *dir, uint32_t tid, dc_stats
     char *idx = g_strdup_printf("%s/pt/tid-%u.idx", dir, tid);
     GString *s = g_string_new("");
     dc_output out = { .sink = collect, .ctx = s };
-    cr_assert_geq(dc_decode_stream(m, cache, NULL, pt, idx, &out, st, err, sizeof err), 0, "%s",
+    cr_assert_geq(dc_decode_stream(&(dc_trace){ m, cache, NULL }, pt, idx, &out, st, err,
+                                   sizeof err), 0, "%s",
                   err);
     g_free(pt);
     g_free(idx);
