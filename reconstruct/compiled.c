@@ -497,6 +497,16 @@ static uint64_t add_sat(uint64_t x, uint64_t y) { return x > UINT64_MAX - y ? UI
 
 static bool goal_x(const tree *t, uint32_t x, uint32_t to) { return is_goal(t, x / NTOP, to); }
 
+/* A path asked of the inline tree's ICFG: from `from` (START, or a state;
+ * called: its call has been made) to `to` (a state or EXIT); with `wrap`,
+ * edges back to an earlier or the same bci are taken; with `strict`, no path
+ * goes through a pinned state; `throwing`: from `from` through a handler;
+ * with `round`, the way back to `from` is the path. */
+typedef struct path_query {
+    uint32_t from, to;
+    bool called, wrap, strict, throwing, round;
+} path_query;
+
 /* Marks the steps of out, the shortest forward path (no edge back) from
  * `from` to the goal, that some other forward path avoids: only pins and
  * known values settle a path, so where several reach the next pin the
@@ -506,9 +516,10 @@ static bool goal_x(const tree *t, uint32_t x, uint32_t to) { return is_goal(t, x
  * paths when the sum over its pairs p of paths(start, p) * paths(p, goal)
  * is paths(start, goal) (a count too large, a cycle, or more than WALK_MAX
  * pairs leave every step unsettled). */
-static void settle(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
-                   bool strict, bool throwing, GArray *out)
+static void settle(rj_filter *w, const tree *t, const path_query *q, GArray *out)
 {
+    uint32_t from = q->from, to = q->to;
+    bool called = q->called, strict = q->strict, throwing = q->throwing;
     next_generation(w);
     uint32_t tail = 0;
     uint32_t *indeg = w->dist;
@@ -603,15 +614,16 @@ static void settle(rj_filter *w, const tree *t, uint32_t from, bool called, uint
 }
 
 /* Breadth-first over the inline tree's ICFG, as (state, known value) pairs,
- * from `from` (first_states) to `to` (a state or EXIT); with `wrap`, edges
- * back to an earlier or the same bci are taken; with `strict`, no path goes
- * through a pinned state. The steps after `from` go to out, each marked
- * unsettled where another path reaches the goal without it (going round
- * loops, another path as short marks them all). false when no path is found
- * within WALK_MAX pairs (*limit set when the bound cut it). */
-static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint32_t to,
-                   bool wrap, bool strict, bool throwing, bool round, GArray *out, bool *limit)
+ * for the path q asks (first_states from q->from). The steps after `from`
+ * go to out, each marked unsettled where another path reaches the goal
+ * without it (going round loops, another path as short marks them all).
+ * false when no path is found within WALK_MAX pairs (*limit set when the
+ * bound cut it). */
+static bool search(rj_filter *w, const tree *t, const path_query *q, GArray *out, bool *limit)
 {
+    uint32_t from = q->from, to = q->to;
+    bool called = q->called, wrap = q->wrap, strict = q->strict, throwing = q->throwing;
+    bool round = q->round;
     uint32_t need = (t->nstates + 1) * NTOP;
     if (need > w->cap) {
         w->seen = g_renew(uint32_t, w->seen, need);
@@ -684,7 +696,7 @@ static bool search(rj_filter *w, const tree *t, uint32_t from, bool called, uint
         g_array_prepend_val(out, st);
     }
     if (!wrap)
-        settle(w, t, from, called, to, strict, throwing, out);
+        settle(w, t, q, out);
     return true;
 }
 
@@ -694,15 +706,13 @@ typedef struct mpath {
     step s[];
 } mpath;
 
-/* search, remembered per (from, called, to, wrap, strict, round). The result is in
- * f->path. */
-static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
-                    bool strict, bool throwing, bool round)
+/* search, remembered per query. The result is in f->path. */
+static bool walk_as(rj_filter *f, tree *t, path_query q)
 {
-    uint64_t fe = from == START ? t->nstates : from;
-    uint64_t te = to == EXIT ? t->nstates : to;
-    uint64_t key = fe << 37 | te << 5 | (uint64_t)round << 4 | (uint64_t)throwing << 3 |
-                   (uint64_t)strict << 2 | (uint64_t)called << 1 | (uint64_t)wrap;
+    uint64_t fe = q.from == START ? t->nstates : q.from;
+    uint64_t te = q.to == EXIT ? t->nstates : q.to;
+    uint64_t key = fe << 37 | te << 5 | (uint64_t)q.round << 4 | (uint64_t)q.throwing << 3 |
+                   (uint64_t)q.strict << 2 | (uint64_t)q.called << 1 | (uint64_t)q.wrap;
     gpointer v;
     if (g_hash_table_lookup_extended(t->memo, &key, NULL, &v)) {
         const mpath *mp = v;
@@ -713,7 +723,7 @@ static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t 
         return true;
     }
     bool limit = false;
-    bool ok = search(f, t, from, called, to, wrap, strict, throwing, round, f->path, &limit);
+    bool ok = search(f, t, &q, f->path, &limit);
     if (limit)
         f->st.walk_limit++;
     if (g_hash_table_size(t->memo) >= MEMO_MAX)
@@ -733,14 +743,18 @@ static bool walk_as(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t 
 static bool walk(rj_filter *f, tree *t, uint32_t from, bool called, uint32_t to, bool wrap,
                  bool throwing)
 {
-    return (t->in_order && walk_as(f, t, from, called, to, wrap, true, throwing, false)) ||
-           walk_as(f, t, from, called, to, wrap, false, throwing, false);
+    path_query q = { .from = from, .to = to, .called = called, .wrap = wrap,
+                     .throwing = throwing };
+    path_query strict = q;
+    strict.strict = true;
+    return (t->in_order && walk_as(f, t, strict)) || walk_as(f, t, q);
 }
 
 /* Once round the innermost loop through s, from s back to s. */
 static bool walk_round(rj_filter *f, tree *t, uint32_t s, bool called)
 {
-    return walk_as(f, t, s, called, s, true, false, false, true);
+    path_query q = { .from = s, .to = s, .called = called, .wrap = true, .round = true };
+    return walk_as(f, t, q);
 }
 
 /* ---- events out -------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 
 #include "common/jmeta.h"
 #include "common/jmrec.h"
+#include "common/jvm.h"
 #include "reconstruct/cfg.h"
 #include "decoder/classfile.h"
 
@@ -314,13 +315,22 @@ static void mx_init(rc_mx *x, uint32_t index, rc_class *c)
     x->cls = c;
 }
 
-rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
+/* The metadata records rc_program_load works from, collected in one pass,
+ * and what matching method records to class files found. */
+typedef struct records {
+    GArray *files, *file_tsc;          /* jm_rec, uint64_t: CLASS_FILE */
+    GArray *prepares, *prepare_tsc;    /* jm_rec, uint64_t: CLASS_PREPARE */
+    GArray *meths;                     /* meth_rec */
+    GArray *inited;                    /* class_time */
+    GHashTable *codes;                 /* method id -> code_rec */
+    GArray *pool_recs;                 /* jm_rec: CONSTANT_POOL */
+    GHashTable *pools;                 /* class id -> jm_rec * in pool_recs */
+    gint32 *match;                     /* meths[i]'s method in its class file, or -1 */
+    GArray *extra;                     /* class index << 32 | meths index */
+} records;
+
+static rc_program *program_new(jm_reader *r)
 {
-    char jdir[4096];
-    snprintf(jdir, sizeof jdir, "%s/jvm", trace_dir);
-    jm_reader *r = jm_reader_open(jdir, err, errlen);
-    if (!r)
-        return NULL;
     rc_program *p = g_new0(rc_program, 1);
     p->r = r;
     g_mutex_init(&p->lock);
@@ -335,21 +345,88 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
     p->names = g_hash_table_new(g_str_hash, g_str_equal);
     p->vm_sites = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
     p->cha = g_hash_table_new_full(hash64, g_direct_equal, NULL, cha_site_free);
+    return p;
+}
 
-    /* 1. Collect the records. */
-    GArray *files = g_array_new(FALSE, FALSE, sizeof(jm_rec));
-    GArray *prepares = g_array_new(FALSE, FALSE, sizeof(jm_rec));
-    GArray *file_tsc = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    GArray *prepare_tsc = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    GArray *meths = g_array_new(FALSE, FALSE, sizeof(meth_rec));
-    GArray *inited = g_array_new(FALSE, FALSE, sizeof(class_time));
-    GHashTable *codes = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
-    GHashTable *pools = g_hash_table_new(hash64, g_direct_equal); /* cid -> jm_rec* in pool_recs */
-    GArray *pool_recs = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+static void records_init(records *rs)
+{
+    rs->files = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    rs->prepares = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    rs->file_tsc = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    rs->prepare_tsc = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    rs->meths = g_array_new(FALSE, FALSE, sizeof(meth_rec));
+    rs->inited = g_array_new(FALSE, FALSE, sizeof(class_time));
+    rs->codes = g_hash_table_new_full(hash64, g_direct_equal, NULL, g_free);
+    rs->pools = g_hash_table_new(hash64, g_direct_equal);
+    rs->pool_recs = g_array_new(FALSE, FALSE, sizeof(jm_rec));
+    rs->match = NULL;
+    rs->extra = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+}
+
+static void records_free(records *rs)
+{
+    g_free(rs->match);
+    g_array_free(rs->extra, TRUE);
+    g_array_free(rs->files, TRUE);
+    g_array_free(rs->prepares, TRUE);
+    g_array_free(rs->file_tsc, TRUE);
+    g_array_free(rs->prepare_tsc, TRUE);
+    g_array_free(rs->meths, TRUE);
+    g_array_free(rs->inited, TRUE);
+    g_array_free(rs->pool_recs, TRUE);
+    g_hash_table_destroy(rs->codes);
+    g_hash_table_destroy(rs->pools);
+}
+
+/* Files record m (read at tsc) where rc_program_load wants it. */
+static void keep_record(records *rs, const jm_rec *m, uint64_t tsc)
+{
+    switch (m->type) {
+    case JM_METHOD: {
+        meth_rec x = { m->u.method.method_id, m->u.method.class_id, m->u.method.class_sig,
+                       m->u.method.name, m->u.method.sig, m->u.method.modifiers };
+        g_array_append_val(rs->meths, x);
+        break;
+    }
+    case JM_CLASS_FILE:
+        g_array_append_val(rs->files, *m);
+        g_array_append_val(rs->file_tsc, tsc);
+        break;
+    case JM_CLASS_PREPARE:
+        g_array_append_val(rs->prepares, *m);
+        g_array_append_val(rs->prepare_tsc, tsc);
+        break;
+    case JM_METHOD_BYTECODE: {
+        code_rec *c = g_new(code_rec, 1);
+        c->max_stack = m->u.method_bytecode.max_stack;
+        c->max_locals = m->u.method_bytecode.max_locals;
+        c->code = m->u.method_bytecode.bytecode;
+        g_hash_table_insert(rs->codes, GSIZE_TO_POINTER(m->u.method_bytecode.method_id), c);
+        break;
+    }
+    case JM_CONSTANT_POOL:
+        g_array_append_val(rs->pool_recs, *m);
+        break;
+    case JM_CLASSES_INITIALIZED: {
+        jm_cur c = m->u.classes_initialized.ids;
+        for (uint32_t k = 0; k < m->u.classes_initialized.n; k++) {
+            class_time x = { jm_get_u64(&c), tsc };
+            g_array_append_val(rs->inited, x);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* 1. Collect the records. */
+static void collect_records(rc_program *p, records *rs)
+{
     char e[512];
     jm_record rec;
     int rc;
-    while ((rc = jm_reader_next(r, &rec)) == 1) {
+    while ((rc = jm_reader_next(p->r, &rec)) == 1) {
         jm_rec m;
         if ((rec.type < JM_METHOD || rec.type > JM_CONSTANT_POOL) &&
             rec.type != JM_CLASSES_INITIALIZED)
@@ -358,54 +435,22 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
             warn(p, "%s record: %s", jm_type_name(rec.type), e);
             continue;
         }
-        switch (m.type) {
-        case JM_METHOD: {
-            meth_rec x = { m.u.method.method_id, m.u.method.class_id, m.u.method.class_sig,
-                           m.u.method.name, m.u.method.sig, m.u.method.modifiers };
-            g_array_append_val(meths, x);
-            break;
-        }
-        case JM_CLASS_FILE:
-            g_array_append_val(files, m);
-            g_array_append_val(file_tsc, rec.tsc);
-            break;
-        case JM_CLASS_PREPARE:
-            g_array_append_val(prepares, m);
-            g_array_append_val(prepare_tsc, rec.tsc);
-            break;
-        case JM_METHOD_BYTECODE: {
-            code_rec *c = g_new(code_rec, 1);
-            c->max_stack = m.u.method_bytecode.max_stack;
-            c->max_locals = m.u.method_bytecode.max_locals;
-            c->code = m.u.method_bytecode.bytecode;
-            g_hash_table_insert(codes, GSIZE_TO_POINTER(m.u.method_bytecode.method_id), c);
-            break;
-        }
-        case JM_CONSTANT_POOL:
-            g_array_append_val(pool_recs, m);
-            break;
-        case JM_CLASSES_INITIALIZED: {
-            jm_cur c = m.u.classes_initialized.ids;
-            for (uint32_t k = 0; k < m.u.classes_initialized.n; k++) {
-                class_time x = { jm_get_u64(&c), rec.tsc };
-                g_array_append_val(inited, x);
-            }
-            break;
-        }
-        default:
-            break;
-        }
+        keep_record(rs, &m, rec.tsc);
     }
     if (rc < 0)
-        warn(p, "%s", jm_reader_error(r));
-    for (guint i = 0; i < pool_recs->len; i++) {
-        jm_rec *m = &g_array_index(pool_recs, jm_rec, i);
-        g_hash_table_insert(pools, GSIZE_TO_POINTER(m->u.constant_pool.class_id), m);
+        warn(p, "%s", jm_reader_error(p->r));
+    for (guint i = 0; i < rs->pool_recs->len; i++) {
+        jm_rec *m = &g_array_index(rs->pool_recs, jm_rec, i);
+        g_hash_table_insert(rs->pools, GSIZE_TO_POINTER(m->u.constant_pool.class_id), m);
     }
+}
 
-    /* 2. Class files: the first that parses for each class id. */
-    for (guint i = 0; i < files->len; i++) {
-        jm_rec *m = &g_array_index(files, jm_rec, i);
+/* 2. Class files: the first that parses for each class id. */
+static void add_class_files(rc_program *p, const records *rs)
+{
+    char e[512];
+    for (guint i = 0; i < rs->files->len; i++) {
+        jm_rec *m = &g_array_index(rs->files, jm_rec, i);
         uint64_t cid = m->u.class_file.class_id;
         if (g_hash_table_contains(p->by_cid, GSIZE_TO_POINTER(cid)))
             continue;
@@ -421,13 +466,18 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         c->from_file = true;
         c->access = cf.access;
         if (m->u.class_file.origin == JM_CLASS_LOAD_HOOK)
-            c->since = g_array_index(file_tsc, uint64_t, i);
+            c->since = g_array_index(rs->file_tsc, uint64_t, i);
     }
-    /* 3. Bare classes: prepared without a class file (hidden ones with their
-     * constant pool). */
-    p->any_prepared = prepares->len > 0;
-    for (guint i = 0; i < prepares->len; i++) {
-        jm_rec *m = &g_array_index(prepares, jm_rec, i);
+}
+
+/* 3. Bare classes: prepared without a class file (hidden ones with their
+ * constant pool). */
+static void add_bare_classes(rc_program *p, const records *rs)
+{
+    char e[512];
+    p->any_prepared = rs->prepares->len > 0;
+    for (guint i = 0; i < rs->prepares->len; i++) {
+        jm_rec *m = &g_array_index(rs->prepares, jm_rec, i);
         uint64_t cid = m->u.class_prepare.class_id;
         rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(cid));
         if (c) {
@@ -440,25 +490,29 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         c->prepared = true;
         c->hidden = (m->u.class_prepare.flags & JM_CLASS_HIDDEN) != 0;
         if (c->hidden)
-            c->since = g_array_index(prepare_tsc, uint64_t, i);
+            c->since = g_array_index(rs->prepare_tsc, uint64_t, i);
         p->nbare++;
         if (!c->hidden)
             p->nbare_plain++;
         if (!c->hidden)
             warn(p, "class %s (class id %llu): prepared without a class file", c->name,
                  (unsigned long long)cid);
-        jm_rec *pool = g_hash_table_lookup(pools, GSIZE_TO_POINTER(cid));
+        jm_rec *pool = g_hash_table_lookup(rs->pools, GSIZE_TO_POINTER(cid));
         if (pool && cf_parse_pool(pool->u.constant_pool.bytes.p, pool->u.constant_pool.bytes.len,
                                   pool->u.constant_pool.cp_count, &c->cf, e, sizeof e) < 0)
             warn(p, "constant pool of %s (class id %llu): %s", c->name,
                  (unsigned long long)cid, e);
     }
-    /* 4. Method records. A class-file method is found by name and
-     * descriptor; bare classes, and methods missing from their class file
-     * (added by the JVM after the load hook, e.g. JFR's event methods),
-     * become extra methods of their class (in record order). */
-    GArray *extra = g_array_new(FALSE, FALSE, sizeof(uint64_t)); /* class index << 32 | meths index */
-    gint32 *match = g_new(gint32, meths->len ? meths->len : 1);
+}
+
+/* 4. Method records. A class-file method is found by name and
+ * descriptor; bare classes, and methods missing from their class file
+ * (added by the JVM after the load hook, e.g. JFR's event methods),
+ * become extra methods of their class (in record order). */
+static void match_methods(rc_program *p, records *rs)
+{
+    GArray *meths = rs->meths;
+    gint32 *match = rs->match = g_new(gint32, meths->len ? meths->len : 1);
     GHashTable *seen = g_hash_table_new(hash64, g_direct_equal);
     uint32_t unmatched = 0;
     for (guint i = 0; i < meths->len; i++) {
@@ -486,13 +540,68 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
                      (const char *)x->sig.p);
         }
         uint64_t key = (uint64_t)c->index << 32 | i;
-        g_array_append_val(extra, key);
+        g_array_append_val(rs->extra, key);
     }
     if (unmatched > 100)
         warn(p, "%u more method ids not in their class files", unmatched - 100);
-    g_array_sort(extra, cmp_u64);
-    /* 5. Methods, dense: per class, the class file's methods in file order,
-     * then the extra ones. */
+    g_array_sort(rs->extra, cmp_u64);
+    g_hash_table_destroy(seen);
+}
+
+/* Method x of class c from its class file's method fm. */
+static void file_method(rc_program *p, rc_mx *x, const rc_class *c, const cf_method *fm)
+{
+    char e[512];
+    x->m.name = intern(p, fm->name);
+    x->m.sig = intern(p, fm->sig);
+    x->m.access = fm->access;
+    if (fm->code && rc_code_check(fm->code, fm->code_len, fm->handlers, fm->nhandlers, e,
+                                  sizeof e) < 0) {
+        warn(p, "%s.%s%s: %s (code dropped)", c->name, fm->name, fm->sig, e);
+        return;
+    }
+    x->m.code = fm->code;
+    x->m.code_len = fm->code_len;
+    x->m.max_stack = fm->max_stack;
+    x->m.max_locals = fm->max_locals;
+    x->m.nhandlers = fm->nhandlers;
+    x->m.handlers = fm->handlers;
+    x->m.nlines = fm->nlines;
+    x->m.lines = fm->lines;
+}
+
+/* Method x of class c from method record y alone (and its bytecode record). */
+static void extra_method(rc_program *p, const records *rs, rc_mx *x, const rc_class *c,
+                         const meth_rec *y)
+{
+    char e[512];
+    x->m.id = y->id;
+    x->m.name = intern(p, g_string_chunk_insert_len(p->strs, (const char *)y->name.p,
+                                                    y->name.len));
+    x->m.sig = intern(p, g_string_chunk_insert_len(p->strs, (const char *)y->sig.p,
+                                                   y->sig.len));
+    x->m.access = (uint16_t)y->modifiers;
+    code_rec *cr = g_hash_table_lookup(rs->codes, GSIZE_TO_POINTER(y->id));
+    if (cr && rc_code_check(cr->code.p, cr->code.len, NULL, 0, e, sizeof e) < 0) {
+        warn(p, "%s.%s%s (bytecode record): %s (code dropped)", c->name, x->m.name,
+             x->m.sig, e);
+    } else if (cr) {
+        x->m.code = cr->code.p;
+        x->m.code_len = cr->code.len;
+        x->m.max_stack = cr->max_stack < 0 ? 0 : (uint16_t)cr->max_stack;
+        x->m.max_locals = cr->max_locals < 0 ? 0 : (uint16_t)cr->max_locals;
+    }
+    g_hash_table_insert(p->by_id, GSIZE_TO_POINTER(y->id), x);
+    if (!c->from_file && !(x->m.access & (CF_ACC_STATIC | CF_ACC_PRIVATE)) &&
+        x->m.name[0] != '<')
+        g_ptr_array_add(p->bare_virtual, x);
+}
+
+/* 5. Methods, dense: per class, the class file's methods in file order,
+ * then the extra ones. */
+static void lay_out_methods(rc_program *p, const records *rs)
+{
+    GArray *extra = rs->extra;
     uint32_t total = extra->len;
     for (guint i = 0; i < p->classes->len; i++) {
         rc_class *c = g_ptr_array_index(p->classes, i);
@@ -506,70 +615,39 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         rc_class *c = g_ptr_array_index(p->classes, i);
         c->first_method = k;
         for (uint32_t j = 0; c->from_file && j < c->cf.nmethods; j++, k++) {
-            const cf_method *fm = &c->cf.methods[j];
-            rc_mx *x = &p->mx[k];
-            mx_init(x, k, c);
-            x->m.name = intern(p, fm->name);
-            x->m.sig = intern(p, fm->sig);
-            x->m.access = fm->access;
-            if (fm->code && rc_code_check(fm->code, fm->code_len, fm->handlers, fm->nhandlers, e,
-                                          sizeof e) < 0) {
-                warn(p, "%s.%s%s: %s (code dropped)", c->name, fm->name, fm->sig, e);
-                continue;
-            }
-            x->m.code = fm->code;
-            x->m.code_len = fm->code_len;
-            x->m.max_stack = fm->max_stack;
-            x->m.max_locals = fm->max_locals;
-            x->m.nhandlers = fm->nhandlers;
-            x->m.handlers = fm->handlers;
-            x->m.nlines = fm->nlines;
-            x->m.lines = fm->lines;
+            mx_init(&p->mx[k], k, c);
+            file_method(p, &p->mx[k], c, &c->cf.methods[j]);
         }
         for (; next_extra < extra->len; next_extra++, k++) {
             uint64_t key = g_array_index(extra, uint64_t, next_extra);
             if ((key >> 32) != c->index)
                 break;
-            meth_rec *y = &g_array_index(meths, meth_rec, (guint)key);
-            rc_mx *x = &p->mx[k];
-            mx_init(x, k, c);
-            x->m.id = y->id;
-            x->m.name = intern(p, g_string_chunk_insert_len(p->strs, (const char *)y->name.p,
-                                                            y->name.len));
-            x->m.sig = intern(p, g_string_chunk_insert_len(p->strs, (const char *)y->sig.p,
-                                                           y->sig.len));
-            x->m.access = (uint16_t)y->modifiers;
-            code_rec *cr = g_hash_table_lookup(codes, GSIZE_TO_POINTER(y->id));
-            if (cr && rc_code_check(cr->code.p, cr->code.len, NULL, 0, e, sizeof e) < 0) {
-                warn(p, "%s.%s%s (bytecode record): %s (code dropped)", c->name, x->m.name,
-                     x->m.sig, e);
-            } else if (cr) {
-                x->m.code = cr->code.p;
-                x->m.code_len = cr->code.len;
-                x->m.max_stack = cr->max_stack < 0 ? 0 : (uint16_t)cr->max_stack;
-                x->m.max_locals = cr->max_locals < 0 ? 0 : (uint16_t)cr->max_locals;
-            }
-            g_hash_table_insert(p->by_id, GSIZE_TO_POINTER(y->id), x);
-            if (!c->from_file && !(x->m.access & (CF_ACC_STATIC | CF_ACC_PRIVATE)) &&
-                x->m.name[0] != '<')
-                g_ptr_array_add(p->bare_virtual, x);
+            mx_init(&p->mx[k], k, c);
+            extra_method(p, rs, &p->mx[k], c, &g_array_index(rs->meths, meth_rec, (guint)key));
         }
         c->nmethods = k - c->first_method;
     }
     p->nmethods = k;
-    /* 6. Ids of class-file methods. */
-    for (guint i = 0; i < meths->len; i++) {
-        if (match[i] < 0)
+}
+
+/* 6. Ids of class-file methods. */
+static void assign_ids(rc_program *p, const records *rs)
+{
+    for (guint i = 0; i < rs->meths->len; i++) {
+        if (rs->match[i] < 0)
             continue;
-        meth_rec *y = &g_array_index(meths, meth_rec, i);
+        meth_rec *y = &g_array_index(rs->meths, meth_rec, i);
         rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(y->class_id));
-        rc_mx *x = &p->mx[c->first_method + (uint32_t)match[i]];
+        rc_mx *x = &p->mx[c->first_method + (uint32_t)rs->match[i]];
         if (!x->m.id)
             x->m.id = y->id;
         g_hash_table_insert(p->by_id, GSIZE_TO_POINTER(y->id), x);
     }
-    g_free(match);
-    /* 7. The hierarchy. */
+}
+
+/* 7. The hierarchy. */
+static void link_hierarchy(rc_program *p)
+{
     for (guint i = 0; i < p->classes->len; i++) {
         rc_class *c = g_ptr_array_index(p->classes, i);
         if (!c->from_file)
@@ -589,26 +667,40 @@ rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
         }
     }
     p->object = class_find(p, "java/lang/Object");
-    /* 8. Class initializers that cannot run any more. */
+}
+
+/* 8. Class initializers that cannot run any more. */
+static void mark_initialized(rc_program *p, const records *rs)
+{
     const char *clinit = interned(p, "<clinit>"), *v = interned(p, "()V");
-    for (guint i = 0; i < inited->len && clinit && v; i++) {
-        const class_time *x = &g_array_index(inited, class_time, i);
+    for (guint i = 0; i < rs->inited->len && clinit && v; i++) {
+        const class_time *x = &g_array_index(rs->inited, class_time, i);
         rc_class *c = g_hash_table_lookup(p->by_cid, GSIZE_TO_POINTER(x->class_id));
         rc_mx *m = c ? declared(p, c, clinit, v) : NULL;
         if (m && (!m->initialized_by || x->tsc < m->initialized_by))
             m->initialized_by = x->tsc;
     }
-    g_hash_table_destroy(seen);
-    g_array_free(extra, TRUE);
-    g_array_free(files, TRUE);
-    g_array_free(prepares, TRUE);
-    g_array_free(file_tsc, TRUE);
-    g_array_free(prepare_tsc, TRUE);
-    g_array_free(meths, TRUE);
-    g_array_free(inited, TRUE);
-    g_array_free(pool_recs, TRUE);
-    g_hash_table_destroy(codes);
-    g_hash_table_destroy(pools);
+}
+
+rc_program *rc_program_load(const char *trace_dir, char *err, size_t errlen)
+{
+    char jdir[4096];
+    snprintf(jdir, sizeof jdir, "%s/jvm", trace_dir);
+    jm_reader *r = jm_reader_open(jdir, err, errlen);
+    if (!r)
+        return NULL;
+    rc_program *p = program_new(r);
+    records rs;
+    records_init(&rs);
+    collect_records(p, &rs);
+    add_class_files(p, &rs);
+    add_bare_classes(p, &rs);
+    match_methods(p, &rs);
+    lay_out_methods(p, &rs);
+    assign_ids(p, &rs);
+    link_hierarchy(p);
+    mark_initialized(p, &rs);
+    records_free(&rs);
     return p;
 }
 
@@ -1013,24 +1105,27 @@ static void cha(const rc_program *p, rc_class *c, const rc_mx *r, tset *out, boo
         *open = true;
 }
 
-enum { OP_INVOKEVIRTUAL = 182, OP_INVOKESPECIAL, OP_INVOKESTATIC, OP_INVOKEINTERFACE,
-       OP_INVOKEDYNAMIC };
+/* An invocation: the method (klass, name, sig) an invoke names, called
+ * with the semantics of op. */
+typedef struct invocation {
+    int op;
+    const char *klass, *name, *sig;
+} invocation;
 
-/* Targets of an invocation of (klass, name, sig) with the semantics of op;
- * through an interface, *itab gets the targets' itable positions (owned by
- * the program; may be NULL). */
-static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, const char *klass,
-                           const char *name, const char *sig, tset *out, bool *open,
-                           const site **itab)
+/* Targets of an invocation from caller; through an interface, *itab gets
+ * the targets' itable positions (owned by the program; may be NULL). */
+static void invoke_targets(const rc_program *p, const rc_mx *caller, invocation iv, tset *out,
+                           bool *open, const site **itab)
 {
-    rc_class *c = class_find(p, klass);
-    name = interned(p, name);
-    sig = interned(p, sig);
+    int op = iv.op;
+    rc_class *c = class_find(p, iv.klass);
+    const char *name = interned(p, iv.name);
+    const char *sig = interned(p, iv.sig);
     if (!c || !name || !sig) {
         *open = true; /* the class (or any method of that name) was never captured */
         return;
     }
-    if (op == OP_INVOKESPECIAL) {
+    if (op == JVM_INVOKESPECIAL) {
         /* A call of a superclass's method (not <init>) starts at the
          * caller's direct superclass (ACC_SUPER semantics). */
         const rc_class *cur = caller->cls;
@@ -1047,8 +1142,8 @@ static void invoke_targets(const rc_program *p, const rc_mx *caller, int op, con
         *open = true; /* signature-polymorphic, or a class that was not captured */
         return;
     }
-    if (op == OP_INVOKESTATIC || op == OP_INVOKESPECIAL) {
-        if (op == OP_INVOKESPECIAL && (r->m.access & CF_ACC_ABSTRACT)) {
+    if (op == JVM_INVOKESTATIC || op == JVM_INVOKESPECIAL) {
+        if (op == JVM_INVOKESPECIAL && (r->m.access & CF_ACC_ABSTRACT)) {
             *open = true;
             return;
         }
@@ -1128,16 +1223,17 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
     uint16_t idx = (uint16_t)(m->code[bci + 1] << 8 | m->code[bci + 2]);
     uint8_t tag;
     const char *k, *n, *s;
-    if (op >= OP_INVOKEVIRTUAL && op <= OP_INVOKEINTERFACE) {
+    if (op >= JVM_INVOKEVIRTUAL && op <= JVM_INVOKEINTERFACE) {
         if (cf_member_ref(cf, idx, &tag, &k, &n, &s) < 0 || tag == CF_FIELDREF)
             open = true;
         else if (k[0] == '[')
             /* a method of an array type: java/lang/Object's (clone is the array's own) */
-            invoke_targets(p, x, op, "java/lang/Object", n, s, &out, &open, NULL);
+            invoke_targets(p, x, (invocation){ op, "java/lang/Object", n, s }, &out, &open,
+                           NULL);
         else
-            invoke_targets(p, x, op, k, n, s, &out, &open,
-                           op == OP_INVOKEINTERFACE ? &itab : NULL);
-    } else if (op == OP_INVOKEDYNAMIC) {
+            invoke_targets(p, x, (invocation){ op, k, n, s }, &out, &open,
+                           op == JVM_INVOKEINTERFACE ? &itab : NULL);
+    } else if (op == JVM_INVOKEDYNAMIC) {
         /* The site links once (bootstrap), then runs the call site's target;
          * for LambdaMetafactory that makes the lambda object, whose interface
          * method later calls the implementation method reported here. */
@@ -1150,10 +1246,10 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
             cf_method_handle(cf, cf_bsm_arg(cf, b, 1), &kind, &ref) == 0 &&
             cf_member_ref(cf, ref, &tag, &k, &n, &s) == 0) {
             bool ignored = false;
-            int iop = kind == CF_REF_INVOKE_STATIC      ? OP_INVOKESTATIC
-                      : kind == CF_REF_INVOKE_INTERFACE ? OP_INVOKEINTERFACE
-                      : kind == CF_REF_INVOKE_VIRTUAL   ? OP_INVOKEVIRTUAL
-                                                        : OP_INVOKESPECIAL;
+            int iop = kind == CF_REF_INVOKE_STATIC      ? JVM_INVOKESTATIC
+                      : kind == CF_REF_INVOKE_INTERFACE ? JVM_INVOKEINTERFACE
+                      : kind == CF_REF_INVOKE_VIRTUAL   ? JVM_INVOKEVIRTUAL
+                                                        : JVM_INVOKESPECIAL;
             /* REF_invokeSpecial here names the method itself (private). */
             if (kind == CF_REF_INVOKE_SPECIAL || kind == CF_REF_NEW_INVOKE_SPECIAL) {
                 rc_class *c = class_find(p, k);
@@ -1162,7 +1258,7 @@ static site *compute_site(const rc_program *p, const rc_mx *x, uint32_t bci)
                 rc_mx *r = c && n && s ? resolve(p, c, n, s) : NULL;
                 tset_add(&out, r);
             } else {
-                invoke_targets(p, x, iop, k, n, s, &out, &ignored, NULL);
+                invoke_targets(p, x, (invocation){ iop, k, n, s }, &out, &ignored, NULL);
             }
         }
     }
@@ -1191,7 +1287,7 @@ static const site *site_at(rc_program *p, rc_mx *x, const rc_cfg *g, int64_t ins
     if (!g || insn < 0 || insn >= g->ninsn)
         return NULL;
     uint8_t op = g->op[insn];
-    if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
+    if (op < JVM_INVOKEVIRTUAL || op > JVM_INVOKEDYNAMIC)
         return NULL;
     /* Lock-free after the first query of a site: a table per method,
      * published with compare-and-exchange like the CFG (a losing builder
@@ -1268,10 +1364,6 @@ bool rc_itable_may_run(rc_program *p, const rc_method *m, uint32_t insn, uint32_
 /* ------------------------------------------------------------------------ */
 /* Calls the VM makes itself */
 
-enum { OP_LDC = 18, OP_LDC_W, OP_LDC2_W, OP_GETSTATIC = 178, OP_PUTSTATIC, OP_GETFIELD,
-       OP_PUTFIELD, OP_NEW = 187, OP_NEWARRAY, OP_ANEWARRAY, OP_CHECKCAST = 192,
-       OP_INSTANCEOF, OP_MULTIANEWARRAY = 197 };
-
 /* c's class initializer, then those of its superclasses and superinterfaces
  * (initializing c starts with them). Each class is visited once: interfaces
  * shared along the hierarchy (or a damaged, cyclic one) would otherwise make
@@ -1336,28 +1428,28 @@ static site *compute_vm_site(rc_program *p, const rc_mx *x, uint32_t bci)
     uint8_t tag;
     bool loads = false;     /* may load a class through a Java class loader */
     switch (op) {
-    case OP_NEW:
+    case JVM_NEW:
         k = cf_class_name(cf, idx);
         loads = true;
         break;
-    case OP_GETSTATIC:
-    case OP_PUTSTATIC:
-    case OP_INVOKESTATIC:
+    case JVM_GETSTATIC:
+    case JVM_PUTSTATIC:
+    case JVM_INVOKESTATIC:
         if (cf_member_ref(cf, idx, &tag, &k, &n, &s) < 0)
             k = NULL;
         loads = true;
         break;
-    case OP_GETFIELD:
-    case OP_PUTFIELD:
-    case OP_INVOKEVIRTUAL:
-    case OP_INVOKESPECIAL:
-    case OP_INVOKEINTERFACE:
-    case OP_ANEWARRAY:
-    case OP_CHECKCAST:
-    case OP_INSTANCEOF:
-    case OP_MULTIANEWARRAY:
-    case OP_LDC:
-    case OP_LDC_W:
+    case JVM_GETFIELD:
+    case JVM_PUTFIELD:
+    case JVM_INVOKEVIRTUAL:
+    case JVM_INVOKESPECIAL:
+    case JVM_INVOKEINTERFACE:
+    case JVM_ANEWARRAY:
+    case JVM_CHECKCAST:
+    case JVM_INSTANCEOF:
+    case JVM_MULTIANEWARRAY:
+    case JVM_LDC:
+    case JVM_LDC_W:
         loads = true;
         break;
     default:
@@ -1378,8 +1470,8 @@ static site *compute_vm_site(rc_program *p, const rc_mx *x, uint32_t bci)
             tset_add(&out, g_ptr_array_index(p->load_class, i));
     /* 3. Linking invokedynamic, method handle invocations and constants:
      *    MethodHandleNatives' up-calls. */
-    if (op == OP_INVOKEDYNAMIC || op == OP_INVOKEVIRTUAL || op == OP_LDC || op == OP_LDC_W ||
-        op == OP_LDC2_W) {
+    if (op == JVM_INVOKEDYNAMIC || op == JVM_INVOKEVIRTUAL || op == JVM_LDC || op == JVM_LDC_W ||
+        op == JVM_LDC2_W) {
         static const char *const link[] = { "linkCallSite", "linkMethod",
                                             "linkMethodHandleConstant", "findMethodHandleType",
                                             "linkDynamicConstant", NULL };
@@ -1470,7 +1562,7 @@ bool rc_receiver_may_run(rc_program *p, const rc_class *bound, int op, const rc_
         return true;
     }
     /* a super call or a private method (never overridden): t itself */
-    if (op == OP_INVOKESPECIAL || (t->access & CF_ACC_PRIVATE))
+    if (op == JVM_INVOKESPECIAL || (t->access & CF_ACC_PRIVATE))
         return true;
     if (is_subclass(bound, c)) {
         const rc_mx *sel = select_chain(p, bound, mx_of(p, t));
@@ -1488,56 +1580,57 @@ static bool value_effect(const rc_mx *x, uint32_t bci, int *pop, int *push)
     uint8_t op = code[bci];
     *pop = 0;
     *push = 0;
-    if (op == 0x00 || op == 0x84)                       /* nop, iinc */
+    if (op == JVM_NOP || op == JVM_IINC)
         return true;
-    if (op <= 0x2d) {                                   /* constants, ldc, loads */
+    if (op <= JVM_ALOAD_3) {                            /* constants, ldc, loads */
         *push = 1;
         return true;
     }
-    if (op <= 0x35) {                                   /* array loads */
+    if (op <= JVM_SALOAD) {                             /* array loads */
         *pop = 2;
         *push = 1;
         return true;
     }
-    if (op <= 0x4e) {                                   /* stores */
+    if (op <= JVM_ASTORE_3) {                           /* stores */
         *pop = 1;
         return true;
     }
-    if (op <= 0x56) {                                   /* array stores */
+    if (op <= JVM_SASTORE) {                            /* array stores */
         *pop = 3;
         return true;
     }
-    if (op == 0x57) {                                   /* pop */
+    if (op == JVM_POP) {
         *pop = 1;
         return true;
     }
-    if (op <= 0x5f)                                     /* pop2, dup*, swap */
+    if (op <= JVM_SWAP)                                 /* pop2, dup*, swap */
         return false;
-    if (op <= 0x98) {
-        bool unary = (op >= 0x74 && op <= 0x77) || (op >= 0x85 && op <= 0x93);
+    if (op <= JVM_DCMPG) {                              /* arithmetic, conversions, compares */
+        bool unary = (op >= JVM_INEG && op <= JVM_DNEG) || (op >= JVM_I2L && op <= JVM_I2S);
         *pop = unary ? 1 : 2;
         *push = 1;
         return true;
     }
     switch (op) {
-    case 0xb2: *push = 1; return true;                  /* getstatic */
-    case 0xb3: *pop = 1; return true;                   /* putstatic */
-    case 0xb4: *pop = 1; *push = 1; return true;        /* getfield */
-    case 0xb5: *pop = 2; return true;                   /* putfield */
-    case 0xbb: *push = 1; return true;                  /* new */
-    case 0xbc: case 0xbd: case 0xbe: case 0xc0: case 0xc1:
-        *pop = 1; *push = 1; return true;               /* newarray ... instanceof */
-    case 0xc2: case 0xc3: *pop = 1; return true;        /* monitorenter/exit */
-    case 0xc5: *pop = code[bci + 3]; *push = 1; return true; /* multianewarray */
+    case JVM_GETSTATIC: *push = 1; return true;
+    case JVM_PUTSTATIC: *pop = 1; return true;
+    case JVM_GETFIELD: *pop = 1; *push = 1; return true;
+    case JVM_PUTFIELD: *pop = 2; return true;
+    case JVM_NEW: *push = 1; return true;
+    case JVM_NEWARRAY: case JVM_ANEWARRAY: case JVM_ARRAYLENGTH: case JVM_CHECKCAST:
+    case JVM_INSTANCEOF:
+        *pop = 1; *push = 1; return true;
+    case JVM_MONITORENTER: case JVM_MONITOREXIT: *pop = 1; return true;
+    case JVM_MULTIANEWARRAY: *pop = code[bci + 3]; *push = 1; return true;
     default: break;
     }
-    if (op < OP_INVOKEVIRTUAL || op > OP_INVOKEDYNAMIC)
+    if (op < JVM_INVOKEVIRTUAL || op > JVM_INVOKEDYNAMIC)
         return false;
     uint16_t idx = (uint16_t)(code[bci + 1] << 8 | code[bci + 2]);
     const char *k, *n, *s;
     uint8_t tag;
     uint16_t bsm;
-    if (op == OP_INVOKEDYNAMIC ? cf_dynamic(&x->cls->cf, idx, &bsm, &n, &s) < 0
+    if (op == JVM_INVOKEDYNAMIC ? cf_dynamic(&x->cls->cf, idx, &bsm, &n, &s) < 0
                                : cf_member_ref(&x->cls->cf, idx, &tag, &k, &n, &s) < 0)
         return false;
     if (s[0] != '(')
@@ -1559,7 +1652,7 @@ static bool value_effect(const rc_mx *x, uint32_t bci, int *pop, int *push)
     }
     if (*q != ')')
         return false;
-    *pop = args + (op == OP_INVOKESTATIC || op == OP_INVOKEDYNAMIC ? 0 : 1);
+    *pop = args + (op == JVM_INVOKESTATIC || op == JVM_INVOKEDYNAMIC ? 0 : 1);
     *push = q[1] != 'V';
     return true;
 }
@@ -1570,7 +1663,7 @@ static bool invoke_on_this(const rc_mx *x, const rc_cfg *g, const uint8_t *enter
                            uint32_t insn)
 {
     uint8_t op = g->op[insn];
-    if (op != OP_INVOKEVIRTUAL && op != OP_INVOKESPECIAL && op != OP_INVOKEINTERFACE)
+    if (op != JVM_INVOKEVIRTUAL && op != JVM_INVOKESPECIAL && op != JVM_INVOKEINTERFACE)
         return false;
     int pop, push;
     if (!value_effect(x, g->bci[insn], &pop, &push) || pop < 1)
@@ -1581,7 +1674,8 @@ static bool invoke_on_this(const rc_mx *x, const rc_cfg *g, const uint8_t *enter
             return false;               /* a merge point, or an effect not counted */
         if (above < push) {
             uint8_t o = g->op[j];
-            return push == 1 && (o == 0x2a || (o == 0x19 && x->m.code[g->bci[j] + 1] == 0));
+            return push == 1 &&
+                   (o == JVM_ALOAD_0 || (o == JVM_ALOAD && x->m.code[g->bci[j] + 1] == 0));
         }
         above += pop - push;
     }
@@ -1597,8 +1691,8 @@ static uint8_t *on_this_table(const rc_mx *x, const rc_cfg *g)
     /* local 0 stays `this` only if nothing stores into it */
     for (uint32_t i = 0; i < g->ninsn; i++) {
         const uint8_t *c = m->code + g->bci[i];
-        if (g->op[i] == 0x4b || (g->op[i] == 0x3a && c[1] == 0) ||
-            (g->op[i] == 0xc4 && c[1] == 0x3a && c[2] == 0 && c[3] == 0))
+        if (g->op[i] == JVM_ASTORE_0 || (g->op[i] == JVM_ASTORE && c[1] == 0) ||
+            (g->op[i] == JVM_WIDE && c[1] == JVM_ASTORE && c[2] == 0 && c[3] == 0))
             return t;
     }
     uint8_t *entered = g_new0(uint8_t, g->ninsn + 1);
@@ -1640,7 +1734,7 @@ static const rc_method *find_this_call(rc_program *p, const rc_method *m, uint32
         return NULL;
     const rc_method *found = NULL;
     for (uint32_t i = 0; i < g->ninsn; i++) {
-        if (g->op[i] != OP_INVOKESPECIAL || !rc_receiver_is_this(p, m, i))
+        if (g->op[i] != JVM_INVOKESPECIAL || !rc_receiver_is_this(p, m, i))
             continue;
         const rc_method *const *t;
         bool open = false;

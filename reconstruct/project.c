@@ -55,14 +55,6 @@
 #define NONE UINT32_MAX
 #define ANY (UINT32_MAX - 1)
 
-enum {
-    OP_ATHROW = JVM_ATHROW, OP_INVOKEVIRTUAL = JVM_INVOKEVIRTUAL,
-    OP_INVOKEINTERFACE = JVM_INVOKEINTERFACE, OP_INVOKEDYNAMIC = JVM_INVOKEDYNAMIC,
-};
-
-static bool is_return(int op) { return jvm_is_return(op); }
-static bool is_invoke(int op) { return jvm_is_invoke(op); }
-
 enum frame_kind {
     FR_INTERP = 1,   /* an interpreted method at a known instruction (or ANY of its) */
     FR_UNKNOWN,      /* frames nobody has seen: the segment's unknown context */
@@ -70,10 +62,6 @@ enum frame_kind {
     FR_OPAQUE,       /* a method that runs no bytecodes here: native or intrinsic */
     FR_VMCALL,       /* the VM called Java through the call stub */
 };
-
-#define ACC_SYNCHRONIZED JVM_ACC_SYNCHRONIZED
-#define ACC_NATIVE JVM_ACC_NATIVE
-#define ACC_ABSTRACT JVM_ACC_ABSTRACT
 
 typedef struct frame {
     const struct frame *caller;
@@ -304,7 +292,7 @@ static int cmp_pair_ent(const void *a, const void *b)
     return x->ps.insn < y->ps.insn ? -1 : x->ps.insn > y->ps.insn;
 }
 
-static bool is_special(int op) { return is_invoke(op) || is_return(op) || op == OP_ATHROW; }
+static bool is_special(int op) { return jvm_is_invoke(op) || jvm_is_return(op) || op == JVM_ATHROW; }
 
 /* Adds instruction i of method mi (cfg g) to pp: by opcode if special, else
  * under each distinct opcode among its successors. */
@@ -408,7 +396,7 @@ static pos_index *index_build(rc_program *p)
             if (i == 0) {
                 g_array_append_val(x->start[g->op[i]], ps);
                 pairs_add(&x->start2, ents[1], g, mi, i);
-            } else if (is_invoke(g->op[i - 1])) {
+            } else if (jvm_is_invoke(g->op[i - 1])) {
                 g_array_append_val(x->after_call[g->op[i]], ps);
                 pairs_add(&x->after_call2, ents[2], g, mi, i);
             }
@@ -508,7 +496,7 @@ static size_t skip_compiled(const rp_projector *r, size_t k)
             break;
         }
         case DC_BYTECODE:
-            if (nest && is_return(e->opcode))
+            if (nest && jvm_is_return(e->opcode))
                 nest--;
             break;
         case DC_INTERP_RETURN:
@@ -565,7 +553,7 @@ static size_t lookahead(const rp_projector *r, size_t from, uint16_t *sym, uint8
         case DC_JIT_ENTER: {
             /* an interpreted invoke's compiled callee: one symbol naming
              * it, then the interpreter's return into the caller */
-            if (!n || !is_invoke(sym[n - 1]) || (e->flags & DC_F_BY_RETURN))
+            if (!n || !jvm_is_invoke(sym[n - 1]) || (e->flags & DC_F_BY_RETURN))
                 return n;
             callee[n] = index_of_id(r, e->method_id);
             sym[n++] = SYM_COMPILED;
@@ -622,16 +610,16 @@ static int walk(walker *w, size_t depth, size_t k)
     uint16_t s = w->sym[k];
     if (!g || s >= 0x100 || i >= g->ninsn || g->op[i] != s)
         return W_NO;
-    if (s == OP_ATHROW)
+    if (s == JVM_ATHROW)
         return W_YES;
-    if (is_return(s)) {
+    if (jvm_is_return(s)) {
         if (depth == 1)
             return W_YES;       /* returns past what the walk knows */
         if (k + 1 < w->n && w->sym[k + 1] != SYM_IRET)
             return W_NO;
         return walk(w, depth - 1, k + 2);
     }
-    if (is_invoke(s)) {
+    if (jvm_is_invoke(s)) {
         uint32_t next = NONE;
         for (uint32_t e = g->first[i]; e < g->first[i + 1]; e++)
             if (g->edge[e].kind == RC_EDGE_NEXT)
@@ -784,7 +772,7 @@ static const hist *infer_intrinsic_call(rp_projector *r, const frame *f, const h
     const rc_method *const *t;
     bool open = false;
     if (rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) != 1 ||
-        !(t[0]->access & ACC_NATIVE))
+        !(t[0]->access & JVM_ACC_NATIVE))
         return h;
     const uint32_t fl = FL_F_COMPILED | FL_F_INLINED | FL_F_INFERRED;
     h = record(r, h, FL_CALL, t[0]->id, f->bci, -1, fl);
@@ -853,7 +841,7 @@ static bool calls_method(rp_projector *r, const frame *f, uint32_t callee)
     const rc_cfg *g = m ? rc_cfg_get(r->p, m) : NULL;
     bool yes = false;
     for (uint32_t i = 0; g && i < g->ninsn && !yes; i++) {
-        if (!is_invoke(g->op[i]))
+        if (!jvm_is_invoke(g->op[i]))
             continue;
         const rc_method *const *t;
         bool open = false;
@@ -981,7 +969,7 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
         return;
     uint32_t i = f->insn;
     h = record(r, h, FL_BYTECODE, m->id, (int32_t)g->bci[i], op, 0);
-    if (is_return(op)) {
+    if (jvm_is_return(op)) {
         const hist *hh = h;
         const frame *c = pop(r, f, &hh, 0);
         add(r, returned_to(r, c, f->method), hh);
@@ -990,12 +978,12 @@ static void step_interp_bc(rp_projector *r, const frame *f, const hist *h, int o
     frame n = *f;
     n.last = i;
     n.throwing = false;
-    if (op == OP_ATHROW) {
+    if (op == JVM_ATHROW) {
         n.throwing = true;
         add(r, frame_copy(r, &n), h);
         return;
     }
-    if (is_invoke(op)) {
+    if (jvm_is_invoke(op)) {
         n.calling = true;
         n.insn = NONE;
         for (uint32_t k = g->first[i]; k < g->first[i + 1]; k++)
@@ -1184,17 +1172,31 @@ static callee_index *callee_index_of(rp_projector *r, const GArray *all)
     return ci;
 }
 
-/* The candidates that best explain the lookahead (expand), where the frame
- * below returned from `returned` (NONE: not known to): the same for every
- * hypothesis at this event with that method. Where some explain the whole
- * lookahead, the ones that only might (open call sites, budget) are dropped. */
-static const GArray *scored(rp_projector *r, GArray *cands, const pos_pairs *pp,
-                            uint32_t only_method, uint32_t returned, int op, const dc_event *e)
+/* Start candidates for a bytecode op in a frame whose place is unknown:
+ * the positions of cands (keyed by opcode pair in pp; NULL: none), only
+ * those of only_method (NONE: any), where the frame below returned from
+ * `returned` (NONE: not known to). */
+typedef struct cand_query {
+    GArray *cands;
+    const pos_pairs *pp;
+    uint32_t only_method;
+    uint32_t returned;
+    int op;
+} cand_query;
+
+/* The candidates that best explain the lookahead (expand): the same for
+ * every hypothesis at this event with that method. Where some explain the
+ * whole lookahead, the ones that only might (open call sites, budget) are
+ * dropped. */
+static const GArray *scored(rp_projector *r, const cand_query *q, const dc_event *e)
 {
+    GArray *cands = q->cands;
+    uint32_t only_method = q->only_method, returned = q->returned;
+    int op = q->op;
     const fit_entry *f = memo_find(r, cands, only_method, returned, op);
     if (f)
         return f->fit;
-    const GArray *all = scores(r, cands, pp, only_method, op, e);
+    const GArray *all = scores(r, cands, q->pp, only_method, op, e);
     GArray *fit = g_array_new(FALSE, FALSE, sizeof(pos));
     int top = W_MAYBE;
     if (returned == NONE) {
@@ -1242,11 +1244,14 @@ static const GArray *scored(rp_projector *r, GArray *cands, const pos_pairs *pp,
     return memo_add(r, cands, only_method, returned, op, fit);
 }
 
-static void expand(rp_projector *r, const frame *below, const hist *h, GArray *cands,
-                   const pos_pairs *pp, uint32_t only_method, uint32_t returned, int op,
+/* Frames for the candidates that best explain the lookahead, pushed on
+ * below; context_call: below is an unknown context that called them. */
+static void expand(rp_projector *r, const frame *below, const hist *h, const cand_query *q,
                    const dc_event *e, bool context_call)
 {
-    const GArray *fit = scored(r, cands, pp, only_method, returned, op, e);
+    uint32_t returned = q->returned;
+    int op = q->op;
+    const GArray *fit = scored(r, q, e);
     /* A frame found at the bottom of a segment that follows an unresolved
      * one may be a frame that segment left running: then the frames it
      * had below that one are its callers. Both are tried, the linked one
@@ -1260,7 +1265,7 @@ static void expand(rp_projector *r, const frame *below, const hist *h, GArray *c
      * RETURN_FANOUT candidates the frame stays unidentified: its bytecode
      * goes out without a method, and the frame below learns nothing of who
      * returned (a frame the segment before left running is still tried). */
-    bool anonymous = is_return(op) && below && below->kind == FR_UNKNOWN &&
+    bool anonymous = jvm_is_return(op) && below && below->kind == FR_UNKNOWN &&
                      fit->len > RETURN_FANOUT;
     if (anonymous) {
         add(r, returned_to(r, below, NONE), record(r, h, FL_BYTECODE, 0, -1, op, 0));
@@ -1372,11 +1377,11 @@ static void step_bc(rp_projector *r, const frame *f, const hist *h, const dc_eve
             return;             /* compiled code does not run templates */
         case FR_UNKNOWN: {
             pos_index *x = index_get(r);
-            if (f->after_return)
-                expand(r, f, h, x->after_call[op], &x->after_call2, NONE, f->returned, op, e,
-                       true);
-            else
-                expand(r, f, h, x->any[op], &x->any2, NONE, NONE, op, e, true);
+            cand_query q = f->after_return
+                               ? (cand_query){ x->after_call[op], &x->after_call2, NONE,
+                                               f->returned, op }
+                               : (cand_query){ x->any[op], &x->any2, NONE, NONE, op };
+            expand(r, f, h, &q, e, true);
             return;
         }
         case FR_INTERP:
@@ -1385,8 +1390,8 @@ static void step_bc(rp_projector *r, const frame *f, const hist *h, const dc_eve
                 return;
             }
             if (f->insn == ANY) {
-                expand(r, f->caller, h, index_get(r)->any[op], NULL, f->method, NONE, op, e,
-                       false);
+                cand_query q = { index_get(r)->any[op], NULL, f->method, NONE, op };
+                expand(r, f->caller, h, &q, e, false);
                 return;
             }
             if (f->calling)
@@ -1427,23 +1432,32 @@ static entry_kind_t entry_kind_of(const char *desc)
 
 static bool entry_fits(entry_kind_t k, const rc_method *m)
 {
-    bool sync = m->access & ACC_SYNCHRONIZED, native = m->access & ACC_NATIVE;
+    bool sync = m->access & JVM_ACC_SYNCHRONIZED, native = m->access & JVM_ACC_NATIVE;
     switch (k) {
     case EK_JAVA: return m->code && !sync && !native;
     case EK_SYNC: return m->code && sync && !native;
     case EK_NATIVE: return native && !sync;
     case EK_NATIVE_SYNC: return native && sync;
-    case EK_ABSTRACT: return (m->access & ACC_ABSTRACT) != 0;
+    case EK_ABSTRACT: return (m->access & JVM_ACC_ABSTRACT) != 0;
     default: return true;
     }
 }
 
-/* Enters m (NULL: unknown) from caller, its receiver within recv
+/* A method entered: m (NULL: unknown), its id, its receiver within recv
  * (this_call: the caller's own receiver). */
-static void enter_on(rp_projector *r, const frame *caller, const hist *h, const rc_method *m,
-                     uint64_t id, entry_kind_t k, int32_t call_bci, const rc_class *recv,
-                     bool this_call)
+typedef struct callee_info {
+    const rc_method *m;
+    uint64_t id;
+    const rc_class *recv;
+    bool this_call;
+} callee_info;
+
+/* Enters c from caller, with entry kind k from the call at call_bci. */
+static void enter_on(rp_projector *r, const frame *caller, const hist *h, callee_info c,
+                     entry_kind_t k, int32_t call_bci)
 {
+    const rc_method *m = c.m;
+    uint64_t id = c.id;
     bool runs_bytecode = (k == EK_JAVA || k == EK_SYNC) && m && m->code;
     uint32_t flags = (k == EK_NATIVE || k == EK_NATIVE_SYNC) ? FL_F_NATIVE : 0;
     h = record(r, h, FL_CALL, id, call_bci, -1, flags);
@@ -1452,8 +1466,8 @@ static void enter_on(rp_projector *r, const frame *caller, const hist *h, const 
                                        .insn = NONE, .last = NONE, .returned = NONE,
                                        .method_id = id };
     if (runs_bytecode) {
-        f.recv = recv;
-        f.this_call = this_call;
+        f.recv = c.recv;
+        f.this_call = c.this_call;
     }
     add(r, push(r, caller, f), h);
 }
@@ -1461,7 +1475,8 @@ static void enter_on(rp_projector *r, const frame *caller, const hist *h, const 
 static void enter(rp_projector *r, const frame *caller, const hist *h, const rc_method *m,
                   uint64_t id, entry_kind_t k, int32_t call_bci)
 {
-    enter_on(r, caller, h, m, id, k, call_bci, m ? rc_receiver_bound(r->p, m) : NULL, false);
+    callee_info c = { .m = m, .id = id, .recv = m ? rc_receiver_bound(r->p, m) : NULL };
+    enter_on(r, caller, h, c, k, call_bci);
 }
 
 /* public static void main(String[]) */
@@ -1483,7 +1498,7 @@ static const char *indy_class_below(rp_projector *r, const frame *f)
             continue;
         const rc_method *m = rc_method_at(r->p, f->method);
         const rc_cfg *g = rc_cfg_get(r->p, m);
-        if (g && f->last < g->ninsn && g->op[f->last] == OP_INVOKEDYNAMIC)
+        if (g && f->last < g->ninsn && g->op[f->last] == JVM_INVOKEDYNAMIC)
             return m->klass;
     }
     return NULL;
@@ -1641,7 +1656,7 @@ static int call_site(rp_projector *r, const frame *f, const rc_method **m, uint3
     int64_t i = f->kind == FR_INTERP && f->last != NONE ? (int64_t)f->last
                 : f->kind == FR_COMPILED && f->bci >= 0 ? rc_cfg_index(g, (uint32_t)f->bci)
                                                         : -1;
-    if (i < 0 || (uint64_t)i >= g->ninsn || !is_invoke(g->op[i]))
+    if (i < 0 || (uint64_t)i >= g->ninsn || !jvm_is_invoke(g->op[i]))
         return 0;
     *m = fm;
     *insn = (uint32_t)i;
@@ -1709,7 +1724,7 @@ static bool still_selected(rp_projector *r, const frame *f, const rc_class *boun
     if (!g || c->last >= g->ninsn)
         return true;
     int op = g->op[c->last];
-    if (op != OP_INVOKEVIRTUAL && op != OP_INVOKEINTERFACE)
+    if (op != JVM_INVOKEVIRTUAL && op != JVM_INVOKEINTERFACE)
         return true;
     const rc_class *narrowed;
     return rc_receiver_may_run(r->p, bound, op, rc_method_at(r->p, f->method), &narrowed);
@@ -1720,10 +1735,20 @@ static bool still_selected(rp_projector *r, const frame *f, const rc_class *boun
  * A call on the caller's own receiver enters only targets its class can
  * select (unless that leaves none), and what a target tells of the class
  * goes to the caller and the frames sharing the receiver. */
+typedef struct call_targets {
+    const rc_method *const *v;
+    size_t n;
+    bool open;             /* methods the analysis does not know may be called */
+    uint32_t open_doubt;   /* added to the doubt of a path entering those */
+} call_targets;
+
 static void enter_targets(rp_projector *r, const frame *f, const hist *h,
-                          const rc_method *const *t, size_t nt, bool open, entry_kind_t k,
-                          int32_t bci, uint32_t open_doubt)
+                          const call_targets *ct, entry_kind_t k, int32_t bci)
 {
+    const rc_method *const *t = ct->v;
+    size_t nt = ct->n;
+    bool open = ct->open;
+    uint32_t open_doubt = ct->open_doubt;
     bool on_this = false;
     int op = 0;
     const rc_method *m = NULL;
@@ -1742,7 +1767,7 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
     /* The itable position the interface call's scan found: targets no
      * receiver class at that position selects are out (unless that leaves
      * none: trust the trace). */
-    bool by_itable = op == OP_INVOKEINTERFACE && r->call_itable_pos && nt > 1;
+    bool by_itable = op == JVM_INVOKEINTERFACE && r->call_itable_pos && nt > 1;
     size_t in_itable = 0;
     for (size_t j = 0; j < nt; j++) {
         rf[j].itable = !by_itable ||
@@ -1791,12 +1816,14 @@ static void enter_targets(rp_projector *r, const frame *f, const hist *h,
                 (nt > 1 && may_have_receiver(r, t[j]) != !pass))
                 continue;
             if (!filter) {
-                enter_on(r, f, h, t[j], t[j]->id, k, bci, rc_receiver_bound(r->p, t[j]),
-                         on_this);
+                callee_info c = { .m = t[j], .id = t[j]->id,
+                             .recv = rc_receiver_bound(r->p, t[j]), .this_call = on_this };
+                enter_on(r, f, h, c, k, bci);
                 continue;
             }
             const frame *caller = rf[j].bound != f->recv ? rebind(r, f, rf[j].bound, 64) : f;
-            enter_on(r, caller, h, t[j], t[j]->id, k, bci, rf[j].bound, true);
+            callee_info c = { .m = t[j], .id = t[j]->id, .recv = rf[j].bound, .this_call = true };
+            enter_on(r, caller, h, c, k, bci);
         }
     /* an open site may call methods the analysis does not know, not those
      * it ruled out */
@@ -1834,7 +1861,7 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
         const rc_method *const *t;
         bool open = false;
         size_t nt = rc_call_targets(r->p, m, (uint32_t)bci, &t, &open);
-        enter_targets(r, f, h, t, nt, open, k, bci, 0);
+        enter_targets(r, f, h, &(call_targets){ .v = t, .n = nt, .open = open }, k, bci);
         return;
     }
     if (f->kind == FR_COMPILED && f->bci >= 0 && f->method != NONE) {
@@ -1847,7 +1874,7 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
         const rc_method *const *t;
         bool open = false;
         size_t nt = m && m->code ? rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) : 0;
-        enter_targets(r, f, h, t, nt, true, k, f->bci, 0);
+        enter_targets(r, f, h, &(call_targets){ .v = t, .n = nt, .open = true }, k, f->bci);
         return;
     }
     if (f->kind == FR_VMCALL && !f->calling) {
@@ -1864,7 +1891,8 @@ static void step_entry(rp_projector *r, const frame *f, const hist *h, const dc_
             const rc_cfg *g = rc_cfg_get(r->p, m);
             const rc_method *const *t;
             size_t nt = g ? rc_vm_call_targets(r->p, m, g->bci[c->last], &t) : 0;
-            enter_targets(r, f, h, t, nt, true, k, -1, 1);
+            call_targets ct = { .v = t, .n = nt, .open = true, .open_doubt = 1 };
+            enter_targets(r, f, h, &ct, k, -1);
             return;
         }
     }
@@ -2590,7 +2618,7 @@ static void process(rp_projector *r, const dc_event *e)
     r->st.events++;
     if (e->kind == DC_BYTECODE) {
         r->st.bytecodes++;
-        r->call_itable_pos = e->opcode == OP_INVOKEINTERFACE ? e->itable_pos : 0;
+        r->call_itable_pos = e->opcode == JVM_INVOKEINTERFACE ? e->itable_pos : 0;
     }
     if (e->kind == DC_GAP) {
         /* Where the decoder could not follow code, it resumed at the next
