@@ -546,6 +546,8 @@ static void process(rp_projector *r, const dc_event *e)
 
 /* ------------------------------------------------------------------------ */
 
+/* The index is needed only where a context is unknown; most threads of a
+ * lossless trace start at the call stub, so build it on first use. */
 pos_index *pj_index_get(rp_projector *r)
 {
     rp_index *x = r->shared;

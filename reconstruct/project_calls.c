@@ -466,7 +466,7 @@ void pj_step_entry(rp_projector *r, const frame *f, const hist *h, const dc_even
          * (records are sparse where DebugNonSafepoints was off, and code
          * HotSpot adds around calls has none): any method stays possible */
         const rc_method *m = rc_method_at(r->p, f->method);
-        const rc_method *const *t;
+        const rc_method *const *t = NULL;
         bool open = false;
         size_t nt = m && m->code ? rc_call_targets(r->p, m, (uint32_t)f->bci, &t, &open) : 0;
         enter_targets(r, f, h, &(call_targets){ .v = t, .n = nt, .open = true }, k, f->bci);
