@@ -281,8 +281,8 @@ static void produce(producer *p)
         else
             cons_begin(p->c, tid);
         uint64_t t0 = cpu_ns();
-        int r = rt_thread_flow(p->t, tid, produce_event, p, &th.rp, &th.dc, th.err,
-                               sizeof th.err);
+        rt_flow_out out = { .sink = produce_event, .ctx = p, .st = &th.rp, .dst = &th.dc };
+        int r = rt_thread_flow(p->t, tid, &out, th.err, sizeof th.err);
         th.cpu_ns = cpu_ns() - t0;
         th.rc = r < 0 ? -1 : 0;
         if (p->pp)

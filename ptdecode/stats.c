@@ -824,8 +824,8 @@ static void stats_end(const fc_thread *th, void *vr)
         collector rc2 = { .syms = g_array_new(FALSE, FALSE, sizeof(fsym)) };
         rp_stats rst = { 0 };
         dc_stats rdc;
-        int rr = rt_thread_flow_path(r->t, tid, lossless, NULL, collect, &rc2, &rst, &rdc, err,
-                                     sizeof err);
+        rt_flow_out out = { .sink = collect, .ctx = &rc2, .st = &rst, .dst = &rdc };
+        int rr = rt_thread_flow_path(r->t, tid, lossless, NULL, &out, err, sizeof err);
         if (rr < 0) {
             jerr_error("%s (lossless copy)", err);
             ts->eval = false;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/jvm.h"
 #include "decoder/classfile.h"
 
 /* Limits that no real method reaches (code is at most 65535 bytes); they keep
@@ -128,221 +129,274 @@ out:
     return rc;
 }
 
-rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h, uint32_t nh,
-                     char *err, size_t errlen)
+/* What rc_cfg_build works on and with, step by step. */
+typedef struct builder {
+    const uint8_t *code;
+    uint32_t code_len;
+    const rc_handler *h;
+    uint32_t nh;
+    char *err;
+    size_t errlen;
+    int32_t *idx_of;       /* bci -> instruction index, -1 inside one */
+    uint32_t *bci;         /* instruction index -> bci */
+    uint32_t n, njsr, nret;
+    uint32_t *stamp;       /* per target: the instruction that last added an edge to it */
+    uint64_t xtotal;       /* (instruction, handler) pairs */
+    uint32_t *xcount;      /* instruction i's handlers: xlist[xcount[i], xcount[i + 1]) */
+    uint64_t *xlist;
+    uint32_t *jsr_next;    /* the instructions after a jsr: where a ret may go */
+    uint32_t nj;
+    ebuf eb;
+    uint32_t *first;       /* instruction i's edges: eb.e[first[i], first[i + 1]) */
+} builder;
+
+static bool is_jsr(uint8_t op) { return op == JVM_JSR || op == JVM_JSR_W; }
+
+static int out_of_memory(builder *b, uint32_t pc)
 {
-    rc_cfg *g = NULL;
-    int32_t *idx_of = malloc((size_t)code_len * sizeof *idx_of);
-    uint32_t *bci = malloc((size_t)code_len * sizeof *bci);
-    uint32_t *stamp = calloc((size_t)code_len + 1, sizeof *stamp);
-    uint32_t *jsr_next = NULL, *xcount = NULL;
-    uint64_t *xlist = NULL;
-    ebuf eb = { 0 };
-    if (!idx_of || !bci || !stamp) {
-        cf_fail(err, errlen, "bci", 0, "out of memory");
-        goto out;
-    }
-    /* 1. Instruction boundaries. */
-    uint32_t n = 0, njsr = 0, nret = 0;
-    for (uint32_t i = 0; i < code_len; i++)
-        idx_of[i] = -1;
-    for (uint32_t pc = 0; pc < code_len;) {
-        int32_t len = cf_insn_len(code, code_len, pc, err, errlen);
+    return cf_fail(b->err, b->errlen, "bci", pc, "out of memory");
+}
+
+/* 1. Instruction boundaries. */
+static int find_instructions(builder *b)
+{
+    const uint8_t *code = b->code;
+    for (uint32_t i = 0; i < b->code_len; i++)
+        b->idx_of[i] = -1;
+    for (uint32_t pc = 0; pc < b->code_len;) {
+        int32_t len = cf_insn_len(code, b->code_len, pc, b->err, b->errlen);
         if (len < 0)
-            goto out;
-        idx_of[pc] = (int32_t)n;
-        bci[n++] = pc;
+            return -1;
+        b->idx_of[pc] = (int32_t)b->n;
+        b->bci[b->n++] = pc;
         uint8_t op = code[pc];
-        if (op == 168 || op == 201)
-            njsr++;
-        else if (op == 169 || (op == CF_OP_WIDE && code[pc + 1] == 169))
-            nret++;
+        if (is_jsr(op))
+            b->njsr++;
+        else if (op == JVM_RET || (op == JVM_WIDE && code[pc + 1] == JVM_RET))
+            b->nret++;
         pc += (uint32_t)len;
     }
-    /* 2. Handlers: start and handler at instruction starts, end at one or at the end. */
-    uint64_t xtotal = 0;
-    for (uint32_t k = 0; k < nh; k++) {
-        const rc_handler *x = &h[k];
+    return 0;
+}
+
+/* The instructions [*s, *e) handler k covers. */
+static void handler_range(const builder *b, uint32_t k, uint32_t *s, uint32_t *e)
+{
+    *s = (uint32_t)b->idx_of[b->h[k].start_pc];
+    *e = b->h[k].end_pc < b->code_len ? (uint32_t)b->idx_of[b->h[k].end_pc] : b->n;
+}
+
+/* 2. Handlers: start and handler at instruction starts, end at one or at
+ * the end; exception and ret edges within bounds. */
+static int check_handlers(builder *b)
+{
+    uint32_t code_len = b->code_len;
+    for (uint32_t k = 0; k < b->nh; k++) {
+        const rc_handler *x = &b->h[k];
         if (x->start_pc >= x->end_pc || x->end_pc > code_len || x->handler_pc >= code_len ||
-            idx_of[x->start_pc] < 0 || idx_of[x->handler_pc] < 0 ||
-            (x->end_pc < code_len && idx_of[x->end_pc] < 0)) {
-            cf_fail(err, errlen, "bci", x->start_pc,
+            b->idx_of[x->start_pc] < 0 || b->idx_of[x->handler_pc] < 0 ||
+            (x->end_pc < code_len && b->idx_of[x->end_pc] < 0))
+            return cf_fail(b->err, b->errlen, "bci", x->start_pc,
                   "exception handler %u [%u, %u) -> %u does not fall on instruction boundaries",
                   k, x->start_pc, x->end_pc, x->handler_pc);
-            goto out;
-        }
-        uint32_t e = x->end_pc < code_len ? (uint32_t)idx_of[x->end_pc] : n;
-        xtotal += e - (uint32_t)idx_of[x->start_pc];
+        uint32_t s, e;
+        handler_range(b, k, &s, &e);
+        b->xtotal += e - s;
     }
-    if (xtotal > MAX_EXC_EDGES) {
-        cf_fail(err, errlen, "bci", 0, "exception table covers %llu instruction slots: too many",
-              (unsigned long long)xtotal);
-        goto out;
-    }
-    if ((uint64_t)njsr * nret > MAX_RET_EDGES) {
-        cf_fail(err, errlen, "bci", 0, "%u jsr x %u ret: too many edges", njsr, nret);
-        goto out;
-    }
-    /* (instruction, handler instruction) pairs in table order, bucketed by
-     * instruction with a counting sort (stable: handler order is kept). */
-    xcount = calloc((size_t)n + 1, sizeof *xcount);
-    xlist = malloc((xtotal ? xtotal : 1) * sizeof *xlist);
-    jsr_next = malloc((njsr ? njsr : 1) * sizeof *jsr_next);
-    if (!xcount || !xlist || !jsr_next) {
-        cf_fail(err, errlen, "bci", 0, "out of memory");
-        goto out;
-    }
-    for (uint32_t k = 0; k < nh; k++) {
-        uint32_t s = (uint32_t)idx_of[h[k].start_pc];
-        uint32_t e = h[k].end_pc < code_len ? (uint32_t)idx_of[h[k].end_pc] : n;
+    if (b->xtotal > MAX_EXC_EDGES)
+        return cf_fail(b->err, b->errlen, "bci", 0,
+                       "exception table covers %llu instruction slots: too many",
+                       (unsigned long long)b->xtotal);
+    if ((uint64_t)b->njsr * b->nret > MAX_RET_EDGES)
+        return cf_fail(b->err, b->errlen, "bci", 0, "%u jsr x %u ret: too many edges", b->njsr,
+                       b->nret);
+    return 0;
+}
+
+/* (instruction, handler instruction) pairs in table order, bucketed by
+ * instruction with a counting sort (stable: handler order is kept); and
+ * the instructions after each jsr. */
+static int list_handlers(builder *b)
+{
+    uint32_t n = b->n;
+    b->xcount = calloc((size_t)n + 1, sizeof *b->xcount);
+    b->xlist = malloc((b->xtotal ? b->xtotal : 1) * sizeof *b->xlist);
+    b->jsr_next = malloc((b->njsr ? b->njsr : 1) * sizeof *b->jsr_next);
+    if (!b->xcount || !b->xlist || !b->jsr_next)
+        return out_of_memory(b, 0);
+    uint32_t s, e;
+    for (uint32_t k = 0; k < b->nh; k++) {
+        handler_range(b, k, &s, &e);
         for (uint32_t i = s; i < e; i++)
-            xcount[i + 1]++;
+            b->xcount[i + 1]++;
     }
     for (uint32_t i = 0; i < n; i++)
-        xcount[i + 1] += xcount[i];
-    {
-        uint32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
-        if (!fill) {
-            cf_fail(err, errlen, "bci", 0, "out of memory");
-            goto out;
-        }
-        memcpy(fill, xcount, ((size_t)n + 1) * sizeof *fill);
-        for (uint32_t k = 0; k < nh; k++) {
-            uint32_t s = (uint32_t)idx_of[h[k].start_pc];
-            uint32_t e = h[k].end_pc < code_len ? (uint32_t)idx_of[h[k].end_pc] : n;
-            uint32_t t = (uint32_t)idx_of[h[k].handler_pc];
-            for (uint32_t i = s; i < e; i++)
-                xlist[fill[i]++] = t;
-        }
-        free(fill);
+        b->xcount[i + 1] += b->xcount[i];
+    uint32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
+    if (!fill)
+        return out_of_memory(b, 0);
+    memcpy(fill, b->xcount, ((size_t)n + 1) * sizeof *fill);
+    for (uint32_t k = 0; k < b->nh; k++) {
+        handler_range(b, k, &s, &e);
+        uint32_t t = (uint32_t)b->idx_of[b->h[k].handler_pc];
+        for (uint32_t i = s; i < e; i++)
+            b->xlist[fill[i]++] = t;
     }
-    uint32_t nj = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint8_t op = code[bci[i]];
-        if ((op == 168 || op == 201) && i + 1 < n)
-            jsr_next[nj++] = i + 1;
+    free(fill);
+    for (uint32_t i = 0; i < n; i++)
+        if (is_jsr(b->code[b->bci[i]]) && i + 1 < n)
+            b->jsr_next[b->nj++] = i + 1;
+    return 0;
+}
+
+static int push_ret_edges(builder *b)
+{
+    int rc = 0;
+    for (uint32_t k = 0; k < b->nj; k++)
+        rc |= push(&b->eb, b->jsr_next[k], RC_EDGE_TAKEN);
+    return rc;
+}
+
+/* A switch's edges: default first, then the cases; each target once. 0,
+ * -1 when out of memory, 1 for a target that is not an instruction. */
+static int push_switch_edges(builder *b, uint32_t i)
+{
+    uint32_t pc = b->bci[i];
+    const uint8_t *s = b->code + pc + 1 + (4 - (pc + 1) % 4) % 4;
+    uint32_t ncase;
+    const uint8_t *tab;
+    size_t step;
+    if (b->code[pc] == JVM_TABLESWITCH) {
+        ncase = (uint32_t)((int64_t)(int32_t)rbe32(s + 8) - (int32_t)rbe32(s + 4) + 1);
+        tab = s + 12;
+        step = 4;
+    } else {
+        ncase = rbe32(s + 4);
+        tab = s + 8 + 4;
+        step = 8;
     }
-    /* 3. Edges. */
-    uint32_t *first = malloc(((size_t)n + 1) * sizeof *first);
-    if (!first) {
-        cf_fail(err, errlen, "bci", 0, "out of memory");
-        goto out;
+    int rc = 0;
+    for (uint64_t k = 0; k <= ncase; k++) {
+        int32_t off = (int32_t)rbe32(k == 0 ? s : tab + (k - 1) * step);
+        int64_t t = target(b->idx_of, b->code_len, pc, off);
+        if (t < 0)
+            return 1;
+        if (b->stamp[t] != i + 1) {
+            b->stamp[t] = i + 1;
+            rc |= push(&b->eb, (uint32_t)t, RC_EDGE_SWITCH);
+        }
     }
-    for (uint32_t i = 0; i < n; i++) {
-        first[i] = (uint32_t)eb.n;
-        uint32_t pc = bci[i];
-        uint8_t op = code[pc];
-        const uint8_t *b = code + pc;
-        int rc = 0;
-        int64_t t;
-        switch (op) {
-        case 153 ... 166: case 198: case 199: /* if<cond>, if_icmp, if_acmp, ifnull, ifnonnull */
-            t = target(idx_of, code_len, pc, (int16_t)(b[1] << 8 | b[2]));
-            if (t < 0)
-                goto bad_target;
-            if (i + 1 < n)
-                rc |= push(&eb, i + 1, RC_EDGE_NEXT);
-            rc |= push(&eb, (uint32_t)t, RC_EDGE_TAKEN);
-            break;
-        case 167: case 168: /* goto, jsr */
-            t = target(idx_of, code_len, pc, (int16_t)(b[1] << 8 | b[2]));
-            if (t < 0)
-                goto bad_target;
-            rc |= push(&eb, (uint32_t)t, RC_EDGE_TAKEN);
-            break;
-        case 200: case 201: /* goto_w, jsr_w */
-            t = target(idx_of, code_len, pc, (int32_t)rbe32(b + 1));
-            if (t < 0)
-                goto bad_target;
-            rc |= push(&eb, (uint32_t)t, RC_EDGE_TAKEN);
-            break;
-        case 169: /* ret */
-            for (uint32_t k = 0; k < nj; k++)
-                rc |= push(&eb, jsr_next[k], RC_EDGE_TAKEN);
-            break;
-        case CF_OP_WIDE:
-            if (b[1] == 169) {
-                for (uint32_t k = 0; k < nj; k++)
-                    rc |= push(&eb, jsr_next[k], RC_EDGE_TAKEN);
-            } else if (i + 1 < n) {
-                rc |= push(&eb, i + 1, RC_EDGE_NEXT);
-            }
-            break;
-        case CF_OP_TABLESWITCH: case CF_OP_LOOKUPSWITCH: {
-            const uint8_t *s = b + 1 + (4 - (pc + 1) % 4) % 4;
-            uint32_t ncase;
-            const uint8_t *tab;
-            size_t step;
-            if (op == CF_OP_TABLESWITCH) {
-                ncase = (uint32_t)((int64_t)(int32_t)rbe32(s + 8) - (int32_t)rbe32(s + 4) + 1);
-                tab = s + 12;
-                step = 4;
-            } else {
-                ncase = rbe32(s + 4);
-                tab = s + 8 + 4;
-                step = 8;
-            }
-            /* default first, then the cases; each target once. */
-            for (uint64_t k = 0; k <= ncase; k++) {
-                int32_t off = (int32_t)rbe32(k == 0 ? s : tab + (k - 1) * step);
-                t = target(idx_of, code_len, pc, off);
-                if (t < 0)
-                    goto bad_target;
-                if (stamp[t] != i + 1) {
-                    stamp[t] = i + 1;
-                    rc |= push(&eb, (uint32_t)t, RC_EDGE_SWITCH);
-                }
-            }
-            break;
-        }
-        case 172 ... 177: case 191: /* returns, athrow */
-            break;
-        default:
-            if (i + 1 < n)
-                rc |= push(&eb, i + 1, RC_EDGE_NEXT);
-            break;
-        }
-        /* Exception edges, each handler once (stamps of the other half). */
-        for (uint32_t k = xcount[i]; k < xcount[i + 1]; k++) {
-            uint32_t x = xlist[k];
-            if (stamp[x] != i + 1 + 0x80000000u) {
-                stamp[x] = i + 1 + 0x80000000u;
-                rc |= push(&eb, x, RC_EDGE_EXCEPTION);
-            }
-        }
-        if (rc) {
-            free(first);
-            cf_fail(err, errlen, "bci", pc, "out of memory");
-            goto out;
-        }
-        continue;
-    bad_target:
-        free(first);
-        cf_fail(err, errlen, "bci", pc, "%s: branch target is not an instruction of the method",
-              cf_op_name(op));
-        goto out;
+    return rc;
+}
+
+/* The edges of instruction i by its opcode, then to its handlers: 0, -1
+ * when out of memory, 1 for a branch target that is not an instruction. */
+static int push_edges(builder *b, uint32_t i)
+{
+    uint32_t pc = b->bci[i], n = b->n;
+    const uint8_t *c = b->code + pc;
+    uint8_t op = c[0];
+    int rc = 0;
+    int64_t t;
+    switch (op) {
+    case JVM_IFEQ ... JVM_IF_ACMPNE: case JVM_IFNULL: case JVM_IFNONNULL:
+        t = target(b->idx_of, b->code_len, pc, (int16_t)(c[1] << 8 | c[2]));
+        if (t < 0)
+            return 1;
+        if (i + 1 < n)
+            rc |= push(&b->eb, i + 1, RC_EDGE_NEXT);
+        rc |= push(&b->eb, (uint32_t)t, RC_EDGE_TAKEN);
+        break;
+    case JVM_GOTO: case JVM_JSR:
+        t = target(b->idx_of, b->code_len, pc, (int16_t)(c[1] << 8 | c[2]));
+        if (t < 0)
+            return 1;
+        rc |= push(&b->eb, (uint32_t)t, RC_EDGE_TAKEN);
+        break;
+    case JVM_GOTO_W: case JVM_JSR_W:
+        t = target(b->idx_of, b->code_len, pc, (int32_t)rbe32(c + 1));
+        if (t < 0)
+            return 1;
+        rc |= push(&b->eb, (uint32_t)t, RC_EDGE_TAKEN);
+        break;
+    case JVM_RET:
+        rc |= push_ret_edges(b);
+        break;
+    case JVM_WIDE:
+        if (c[1] == JVM_RET)
+            rc |= push_ret_edges(b);
+        else if (i + 1 < n)
+            rc |= push(&b->eb, i + 1, RC_EDGE_NEXT);
+        break;
+    case JVM_TABLESWITCH: case JVM_LOOKUPSWITCH: {
+        int sw = push_switch_edges(b, i);
+        if (sw > 0)
+            return 1;
+        rc |= sw;
+        break;
     }
-    first[n] = (uint32_t)eb.n;
-    /* 4. One block: header, bci, first, edges, op, cyclic. */
-    size_t sz = sizeof *g + (size_t)n * 4 + ((size_t)n + 1) * 4 + eb.n * sizeof(rc_edge) + 2 * (size_t)n;
-    g = malloc(sz);
+    case JVM_IRETURN ... JVM_RETURN: case JVM_ATHROW:
+        break;
+    default:
+        if (i + 1 < n)
+            rc |= push(&b->eb, i + 1, RC_EDGE_NEXT);
+        break;
+    }
+    /* Exception edges, each handler once (stamps of the other half). */
+    for (uint32_t k = b->xcount[i]; k < b->xcount[i + 1]; k++) {
+        uint32_t x = (uint32_t)b->xlist[k];
+        if (b->stamp[x] != i + 1 + 0x80000000u) {
+            b->stamp[x] = i + 1 + 0x80000000u;
+            rc |= push(&b->eb, x, RC_EDGE_EXCEPTION);
+        }
+    }
+    return rc ? -1 : 0;
+}
+
+/* 3. Edges. */
+static int add_edges(builder *b)
+{
+    b->first = malloc(((size_t)b->n + 1) * sizeof *b->first);
+    if (!b->first)
+        return out_of_memory(b, 0);
+    for (uint32_t i = 0; i < b->n; i++) {
+        b->first[i] = (uint32_t)b->eb.n;
+        uint32_t pc = b->bci[i];
+        int rc = push_edges(b, i);
+        if (rc < 0)
+            return out_of_memory(b, pc);
+        if (rc > 0)
+            return cf_fail(b->err, b->errlen, "bci", pc,
+                           "%s: branch target is not an instruction of the method",
+                           cf_op_name(b->code[pc]));
+    }
+    b->first[b->n] = (uint32_t)b->eb.n;
+    return 0;
+}
+
+/* 4. One block: header, bci, first, edges, op, cyclic. */
+static rc_cfg *assemble(builder *b)
+{
+    uint32_t n = b->n;
+    size_t nedge = b->eb.n;
+    size_t sz = sizeof(rc_cfg) + (size_t)n * 4 + ((size_t)n + 1) * 4 + nedge * sizeof(rc_edge) +
+                2 * (size_t)n;
+    rc_cfg *g = malloc(sz);
     if (!g) {
-        free(first);
-        cf_fail(err, errlen, "bci", 0, "out of memory");
-        goto out;
+        out_of_memory(b, 0);
+        return NULL;
     }
     char *m = (char *)(g + 1);
     uint32_t *gbci = (uint32_t *)m;
-    memcpy(gbci, bci, (size_t)n * 4);
+    memcpy(gbci, b->bci, (size_t)n * 4);
     uint32_t *gfirst = gbci + n;
-    memcpy(gfirst, first, ((size_t)n + 1) * 4);
+    memcpy(gfirst, b->first, ((size_t)n + 1) * 4);
     rc_edge *gedge = (rc_edge *)(gfirst + n + 1);
-    if (eb.n)
-        memcpy(gedge, eb.e, eb.n * sizeof *gedge);
-    uint8_t *gop = (uint8_t *)(gedge + eb.n);
+    if (nedge)
+        memcpy(gedge, b->eb.e, nedge * sizeof *gedge);
+    uint8_t *gop = (uint8_t *)(gedge + nedge);
     for (uint32_t i = 0; i < n; i++)
-        gop[i] = code[bci[i]];
-    free(first);
+        gop[i] = b->code[b->bci[i]];
     g->ninsn = n;
     g->bci = gbci;
     g->first = gfirst;
@@ -352,17 +406,34 @@ rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h
     g->cyclic = gcyc;
     if (mark_cycles(n, gfirst, gedge, gcyc) < 0) {
         free(g);
-        g = NULL;
-        cf_fail(err, errlen, "bci", 0, "out of memory");
+        out_of_memory(b, 0);
+        return NULL;
     }
-out:
-    free(idx_of);
-    free(bci);
-    free(stamp);
-    free(jsr_next);
-    free(xcount);
-    free(xlist);
-    free(eb.e);
+    return g;
+}
+
+rc_cfg *rc_cfg_build(const uint8_t *code, uint32_t code_len, const rc_handler *h, uint32_t nh,
+                     char *err, size_t errlen)
+{
+    builder b = { .code = code, .code_len = code_len, .h = h, .nh = nh, .err = err,
+                  .errlen = errlen };
+    rc_cfg *g = NULL;
+    b.idx_of = malloc((size_t)code_len * sizeof *b.idx_of);
+    b.bci = malloc((size_t)code_len * sizeof *b.bci);
+    b.stamp = calloc((size_t)code_len + 1, sizeof *b.stamp);
+    if (!b.idx_of || !b.bci || !b.stamp)
+        out_of_memory(&b, 0);
+    else if (find_instructions(&b) == 0 && check_handlers(&b) == 0 && list_handlers(&b) == 0 &&
+             add_edges(&b) == 0)
+        g = assemble(&b);
+    free(b.idx_of);
+    free(b.bci);
+    free(b.stamp);
+    free(b.jsr_next);
+    free(b.xcount);
+    free(b.xlist);
+    free(b.eb.e);
+    free(b.first);
     return g;
 }
 
@@ -410,20 +481,20 @@ int rc_code_check(const uint8_t *code, uint32_t code_len, const rc_handler *h, u
         uint8_t op = b[0];
         int64_t t = 0;
         bool bad = false;
-        if ((op >= 153 && op <= 168) || op == 198 || op == 199) {
+        if ((op >= JVM_IFEQ && op <= JVM_JSR) || op == JVM_IFNULL || op == JVM_IFNONNULL) {
             t = (int64_t)pc + (int16_t)(b[1] << 8 | b[2]);
             bad = t < 0 || !IS_START((uint64_t)t);
-        } else if (op == 200 || op == 201) {
+        } else if (op == JVM_GOTO_W || op == JVM_JSR_W) {
             t = (int64_t)pc + (int32_t)rbe32(b + 1);
             bad = t < 0 || !IS_START((uint64_t)t);
-        } else if (op == CF_OP_TABLESWITCH || op == CF_OP_LOOKUPSWITCH) {
+        } else if (op == JVM_TABLESWITCH || op == JVM_LOOKUPSWITCH) {
             const uint8_t *s = b + 1 + (4 - (pc + 1) % 4) % 4;
-            uint64_t ncase = op == CF_OP_TABLESWITCH
+            uint64_t ncase = op == JVM_TABLESWITCH
                                  ? (uint64_t)((int64_t)(int32_t)rbe32(s + 8) -
                                               (int32_t)rbe32(s + 4) + 1)
                                  : rbe32(s + 4);
-            const uint8_t *tab = op == CF_OP_TABLESWITCH ? s + 12 : s + 12;
-            size_t step = op == CF_OP_TABLESWITCH ? 4 : 8;
+            const uint8_t *tab = op == JVM_TABLESWITCH ? s + 12 : s + 12;
+            size_t step = op == JVM_TABLESWITCH ? 4 : 8;
             for (uint64_t k = 0; k <= ncase && !bad; k++) {
                 int32_t off = (int32_t)rbe32(k == 0 ? s : tab + (k - 1) * step);
                 t = (int64_t)pc + off;

@@ -99,22 +99,20 @@ size_t rt_threads(const rt_trace *t, const uint32_t **tids, size_t *ncpu)
 }
 
 int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const char *idx_path,
-                        fl_sink sink, void *ctx, rp_stats *st, dc_stats *dst, char *err,
-                        size_t errlen)
+                        const rt_flow_out *out, char *err, size_t errlen)
 {
-    rp_projector *r = rp_new(t->p, t->m, t->idx, tid, sink, ctx);
-    dc_output out = { .sink = rp_event, .ctx = r };
+    rp_projector *r = rp_new(t->p, t->m, t->idx, tid, out->sink, out->ctx);
+    dc_output dout = { .sink = rp_event, .ctx = r };
     dc_stats local;
     int rc = dc_decode_stream_opts(&(dc_trace){ t->m, t->cache, &t->info }, pt_path, idx_path,
-                                   &out, &t->dopt, dst ? dst : &local, err, errlen);
-    if (rc >= 0 && rp_finish(r, st))
+                                   &dout, &t->dopt, out->dst ? out->dst : &local, err, errlen);
+    if (rc >= 0 && rp_finish(r, out->st))
         rc = 1;
     rp_free(r);
     return rc;
 }
 
-int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
-                   dc_stats *dst, char *err, size_t errlen)
+int rt_thread_flow(rt_trace *t, uint32_t tid, const rt_flow_out *out, char *err, size_t errlen)
 {
     /* A per-CPU trace's threads are in its split (decoder/percpu.h). */
     const char *sdir = dc_thread_stream_dir(t->dir, err, errlen);
@@ -122,7 +120,7 @@ int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats 
         return -1;
     char *pt = g_strdup_printf("%s/pt/tid-%u.pt", sdir, tid);
     char *idx = g_strdup_printf("%s/pt/tid-%u.idx", sdir, tid);
-    int rc = rt_thread_flow_path(t, tid, pt, idx, sink, ctx, st, dst, err, errlen);
+    int rc = rt_thread_flow_path(t, tid, pt, idx, out, err, errlen);
     g_free(pt);
     g_free(idx);
     return rc;

@@ -33,11 +33,19 @@ size_t rt_threads(const rt_trace *t, const uint32_t **tids, size_t *ncpu);
  * thread). */
 void rt_set_decode_options(rt_trace *t, const dc_options *o);
 
-/* Decodes thread tid's stream and delivers its reconstructed flow to sink.
+/* Where a thread's reconstructed flow goes (sink with ctx) and where the
+ * projector's and the decoder's counts go (each may be NULL). */
+typedef struct rt_flow_out {
+    fl_sink sink;
+    void *ctx;
+    rp_stats *st;
+    dc_stats *dst;
+} rt_flow_out;
+
+/* Decodes thread tid's stream and delivers its reconstructed flow to out.
  * Returns 0, 1 if the sink stopped it, -1 if the stream cannot be read
  * (message in err). Safe to call for different threads concurrently. */
-int rt_thread_flow(rt_trace *t, uint32_t tid, fl_sink sink, void *ctx, rp_stats *st,
-                   dc_stats *dst, char *err, size_t errlen);
+int rt_thread_flow(rt_trace *t, uint32_t tid, const rt_flow_out *out, char *err, size_t errlen);
 
 /* The two halves of rt_thread_flow, for callers that decode a thread's
  * stream in ranges (dc_options.from / to) into one projection: thread
@@ -53,8 +61,7 @@ int rt_decode(rt_trace *t, uint32_t tid, const dc_output *out, const dc_options 
  * program: pt_path is the stream, idx_path its AUX index (NULL: no losses
  * known). */
 int rt_thread_flow_path(rt_trace *t, uint32_t tid, const char *pt_path, const char *idx_path,
-                        fl_sink sink, void *ctx, rp_stats *st, dc_stats *dst, char *err,
-                        size_t errlen);
+                        const rt_flow_out *out, char *err, size_t errlen);
 
 /* The trace directory rt_open was given. */
 const char *rt_dir(const rt_trace *t);
