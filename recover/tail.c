@@ -1,0 +1,223 @@
+/* The tail of a long hole: the history that led up to an earlier run of
+ * the next segment's first symbols, spliced onto the fill. */
+#include "recover/filter.h"
+
+#include <stdlib.h>
+
+/* A continuation is surest near the place it was anchored: on luindex at
+ * ~25% loss, a fill's first tenth matched the hole at 84%, its last at 14%
+ * (README.md). The end of a hole is anchored too: the next segment starts
+ * with known symbols, and the history before an earlier run of the same
+ * symbols is a continuation backwards from there. A long fill that never
+ * rejoined is spliced: it keeps its first half and ends with the history
+ * that led up to the next segment's first symbols. The seam is where both
+ * run the same K symbols, the nearer to halfway the better (the same caller
+ * preferred); where they share none, at halfway. The tail's frames are
+ * taken there as found running (seam_stack). A hole of any size that no
+ * candidate continues from its start (the segment before it ran code the
+ * history never ran, or every candidate contradicts the stack) is filled
+ * with the tail alone. */
+#define SPLICE_MIN 4096u          /* bytecodes a hole must hold */
+#define SPLICE_TAILS 4u           /* earlier runs of the rejoin symbols tried */
+#define SPLICE_NEAR 8u            /* joints tried per place of a tail */
+
+/* A bytecode of the fill where a tail may join it. */
+typedef struct joint {
+    uint64_t key;             /* the K-gram ending there */
+    uint64_t nbc;             /* the fill's bytecodes up to and with it */
+    uint64_t caller;          /* the frame below its own on the stack, 0 unknown */
+} joint;
+
+static int by_key_nbc(const void *pa, const void *pb)
+{
+    const joint *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->nbc < b->nbc ? -1 : a->nbc > b->nbc;
+}
+
+/* The frame below the top one, 0 when unknown. */
+static uint64_t caller_of(const GArray *stk)
+{
+    return stk->len >= 2 ? g_array_index(stk, frame, stk->len - 2).method_id : 0;
+}
+
+/* A way for the fill to end: after its fwd-th bytecode, the history's
+ * events (x, r), run in the frames stk (bottom first, as far as known). */
+typedef struct seam {
+    uint64_t fwd, x, r, score;
+    GArray *stk;
+} seam;
+
+static void seam_take(seam *sm, uint64_t fwd, uint64_t x, uint64_t r, uint64_t score,
+                      const GArray *stk)
+{
+    *sm = (seam){ fwd, x, r, score, sm->stk };
+    g_array_set_size(sm->stk, 0);
+    g_array_append_vals(sm->stk, stk->data, stk->len);
+}
+
+/* Replaces the part of the fill beyond about half of what the hole holds
+ * (expect bytecodes) by the history that led to an earlier run of the next
+ * segment's first symbols, so that the fill holds about expect bytecodes;
+ * an empty fill becomes that history alone, as much of it as reads back.
+ * The tail reads back across breaks of the history where nothing or only a
+ * decode error's skip is missing (seg_crossable), as long as the frames it
+ * runs in agree. 1 when done (the fill then ends at the rejoin point). */
+int rv_splice_tail(rv_filter *f, GArray *pieces, const target *t, uint64_t expect,
+                   uint64_t span)
+{
+    const int alone = !pieces->len;
+    if (expect < (alone ? f->o.k : SPLICE_MIN) || t->nwant < f->o.k || t->idx != &f->bc)
+        return 0;
+    /* the earlier runs of the rejoin symbols, newest first */
+    uint64_t want[64];
+    for (unsigned i = 0; i < f->o.k; i++)
+        want[i] = t->want[f->o.k - 1 - i];
+    rv_si_ready(&f->bc, f->o.k);
+    gpointer hit = g_hash_table_lookup(f->bc.head, (gpointer)(uintptr_t)rv_kgram_of(want, f->o.k));
+    if (!hit)
+        return 0;
+    uint64_t a = (uint64_t)(uintptr_t)hit;   /* absolute symbol + 1 */
+    /* the seam goes where the fill and the tail share K symbols, the nearer
+     * to halfway (or to the fill's end, when shorter) the better, else at
+     * that place */
+    const uint64_t fwd = rv_bytecodes_in(f, pieces, pieces->len);
+    const uint64_t mid = fwd < expect / 2 ? fwd : expect / 2, tol = expect / 8;
+    const uint64_t tail_want = expect - mid;
+    GArray *joints = g_array_new(FALSE, FALSE, sizeof(joint));
+    GArray *sim = g_array_new(FALSE, FALSE, sizeof(frame));
+    g_array_append_vals(sim, f->stk->data, f->stk->len);
+    uint64_t nbc = 0;
+    for (guint k = 0; k < pieces->len && nbc < expect; k++) {
+        const piece *pc = &g_array_index(pieces, piece, k);
+        for (uint64_t i = 0; i < pc->len && nbc < expect; i++) {
+            const hev *x = ev_at(f, pc->start + i);
+            if (!context_known(sim, x))
+                stack_step(sim, x);
+            if (x->kind != FL_BYTECODE)
+                continue;
+            nbc++;
+            if (x->sym < 0 || sym_at(f, (uint64_t)x->sym)->run < f->o.k)
+                continue;
+            joint j = { rv_kgram_key(f, (uint64_t)x->sym), nbc, caller_of(sim) };
+            g_array_append_val(joints, j);
+        }
+    }
+    if (joints->len > 1)
+        qsort(joints->data, joints->len, sizeof(joint), by_key_nbc);
+    GHashTable *first = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (guint i = joints->len; i-- > 0;)
+        g_hash_table_insert(first, (gpointer)(uintptr_t)g_array_index(joints, joint, i).key,
+                            GUINT_TO_POINTER(i + 1));
+    seam joined = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    seam cut = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    seam part = { .score = UINT64_MAX, .stk = g_array_new(FALSE, FALSE, sizeof(frame)) };
+    uint64_t part_tb = 0;     /* the bytecodes of part's tail */
+    GArray *back = g_array_new(FALSE, FALSE, sizeof(frame));
+    for (unsigned tried = 0; a && tried < SPLICE_TAILS;) {
+        uint64_t s = a - 1;
+        a = sym_at(f, s)->prev;
+        if (s + 1 < f->bc.sbase + f->o.k)
+            break;
+        uint64_t r = sym_at(f, s + 1 - f->o.k)->ev;   /* the run's first event */
+        if (r < f->hbase || !rv_rejoins_at(f, r, t))
+            continue;
+        tried++;
+        /* back from r: the frames each event ran in, from those the next
+         * segment starts with (method 0: unknown) */
+        g_array_set_size(back, 0);
+        g_array_append_vals(back, t->stk->data, t->stk->len);
+        uint32_t seg = ev_at(f, r)->segno;
+        uint64_t tb = 0;     /* bytecodes after e, before r */
+        uint64_t e = r;
+        for (; e > f->hbase && tb < expect;) {
+            const hev *x = ev_at(f, e - 1);
+            if (x->segno != seg) {
+                if (x->segno + 1 != seg || !rv_seg_crossable(f, seg))
+                    break;
+                seg = x->segno;
+            }
+            if (x->kind == FL_BYTECODE && x->sym >= 0) {
+                frame *top = back->len ? &g_array_index(back, frame, back->len - 1) : NULL;
+                if (top && top->method_id && top->method_id != x->method_id)
+                    break;
+                if (!top) {
+                    frame fr = { x->method_id, -1 };
+                    g_array_append_val(back, fr);
+                } else {
+                    top->method_id = x->method_id;
+                }
+            } else if (x->kind == FL_RETURN) {
+                frame fr = { x->method_id, -1 };
+                g_array_append_val(back, fr);
+            } else if (x->kind == FL_CALL && back->len) {
+                uint64_t top = g_array_index(back, frame, back->len - 1).method_id;
+                if (top && top != x->method_id)
+                    break;
+            }
+            e--;
+            /* back: the frames x ran in, also after it (a call's callee is
+             * popped below, once x is passed) */
+            if (x->kind == FL_BYTECODE && x->sym >= 0 && tb + 1 < expect &&
+                sym_at(f, (uint64_t)x->sym)->run >= f->o.k) {
+                uint64_t key = rv_kgram_key(f, (uint64_t)x->sym), goal = expect - tb;
+                gpointer fj = g_hash_table_lookup(first, (gpointer)(uintptr_t)key);
+                guint lo = fj ? GPOINTER_TO_UINT(fj) - 1 : joints->len, l = lo, h = joints->len;
+                while (l < h) {      /* the first joint of key with nbc >= goal */
+                    guint m = l + (h - l) / 2;
+                    const joint *j = &g_array_index(joints, joint, m);
+                    if (j->key == key && j->nbc < goal)
+                        l = m + 1;
+                    else
+                        h = m;
+                }
+                uint64_t below = caller_of(back);
+                for (guint q = l > lo + SPLICE_NEAR ? l - SPLICE_NEAR : lo;
+                     q < joints->len && q < l + SPLICE_NEAR; q++) {
+                    const joint *j = &g_array_index(joints, joint, q);
+                    if (j->key != key || dist(j->nbc + tb, expect) > tol)
+                        continue;
+                    uint64_t score = dist(j->nbc, mid) + dist(j->nbc + tb, expect) +
+                                     (below && j->caller && below != j->caller ? tol : 0);
+                    if (score < joined.score)
+                        seam_take(&joined, j->nbc, e, r, score, back);
+                }
+            }
+            if (x->kind == FL_CALL && back->len)
+                g_array_set_size(back, back->len - 1);
+            if (x->kind == FL_BYTECODE && ++tb == tail_want && cut.score == UINT64_MAX &&
+                e > f->hbase)
+                seam_take(&cut, expect - tb, e - 1, r, 0, back);
+        }
+        /* a tail shorter than half the hole: the fill's part makes up the
+         * rest; without a fill, the longest tail is more than nothing */
+        if (cut.score == UINT64_MAX && tb >= SPLICE_MIN / 2 && e > f->hbase)
+            seam_take(&cut, expect - tb, e - 1, r, 0, back);
+        else if (alone && tb > part_tb && e > f->hbase) {
+            seam_take(&part, 0, e - 1, r, 0, back);
+            part_tb = tb;
+        }
+    }
+    seam *sm = joined.score != UINT64_MAX ? &joined : cut.score != UINT64_MAX ? &cut
+             : part.score != UINT64_MAX   ? &part : NULL;
+    if (sm) {
+        rv_keep_bytecodes(f, pieces, sm->fwd);
+        uint64_t t0 = ev_at(f, sm->x)->tsc, t1 = ev_at(f, sm->r - 1)->tsc;
+        uint64_t took = t1 > t0 ? t1 - t0 : 0;
+        uint64_t len = sm->r - (sm->x + 1) - rv_lead_before(f, sm->x, sm->r, t);
+        piece tail = { sm->x + 1, len, span > took ? span - took : 0, 0, NULL };
+        tail.agreed = tail.len;
+        tail.seam = g_array_new(FALSE, FALSE, sizeof(frame));
+        g_array_append_vals(tail.seam, sm->stk->data, sm->stk->len);
+        g_array_append_val(pieces, tail);
+    }
+    g_array_free(joined.stk, TRUE);
+    g_array_free(cut.stk, TRUE);
+    g_array_free(part.stk, TRUE);
+    g_array_free(back, TRUE);
+    g_array_free(sim, TRUE);
+    g_array_free(joints, TRUE);
+    g_hash_table_destroy(first);
+    return sm != NULL;
+}
