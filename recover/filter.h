@@ -312,6 +312,12 @@ static inline uint64_t goal_of(const budget *bd) { return in_bytes(bd) ? bd->byt
  * hole held more of the loop: at 7/8, PR 87.5 -> 90.5, RA 79.0 -> 78.5,
  * overall 89.3 -> 89.9 (README.md). */
 #define EARLY_EIGHTHS 7u
+/* How far a continuation ran: its events, bytecodes, and the ticks from its
+ * start to its last event. */
+typedef struct reach {
+    uint64_t len, nbc, ticks;
+} reach;
+
 typedef struct early {
     uint64_t len, nbc, ticks;
     GArray *sim;              /* frame: the stack there; NULL: none met */
@@ -353,9 +359,8 @@ int rv_same_stack(const GArray *a, const GArray *b);
 int rv_past_anchor(rv_filter *f, past *ps, const symindex *idx);
 int rv_past_prepare(rv_filter *f, past *ps, int calls);
 void rv_rank(rv_filter *f, const past *ps, unsigned n, GArray *top);
-int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
-                    const budget *bd, uint64_t *len, uint64_t *nbc, uint64_t *ticks,
-                    early *er);
+int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim, const budget *bd,
+                    reach *out, early *er);
 /* icfg.c: the ICFG fallback */
 int rv_icfg_path(rv_filter *f, uint64_t mid, int32_t bci, const GArray *sim,
                  const target *t, GArray *out);

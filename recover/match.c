@@ -328,15 +328,14 @@ void rv_rank(rv_filter *f, const past *ps, unsigned n, GArray *top)
 
 /* ---- continuations ------------------------------------------------------ */
 /* The continuation of the history after p, as far as the stack allows and
- * the budget lasts: events (p, p + *len]. sim is updated. A rejoin met
+ * the budget lasts: events (p, p + out->len]. sim is updated. A rejoin met
  * short of what the span holds (under EARLY_EIGHTHS eighths of it) where
  * the candidate's own segment then ends, or its stack then contradicts the
  * flow's, is not taken: the continuation ends at the segment (END_SEGMENT,
  * to chain on) or is passed over (END_STACK), and the rejoin goes to *er
  * (er->sim NULL when there was none). */
-int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
-                    const budget *bd, uint64_t *len, uint64_t *nbc, uint64_t *ticks,
-                    early *er)
+int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim, const budget *bd,
+                    reach *out, early *er)
 {
     uint32_t seg = ev_at(f, p)->segno;
     uint64_t ref = ev_at(f, p)->tsc;
@@ -363,15 +362,15 @@ int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
     GArray *x_sim = NULL;
     int end;
     for (;; e++, n++) {
-        *len = n;
-        *nbc = b;
+        out->len = n;
+        out->nbc = b;
         m = !by_bytes ? b : ev_at(f, e - 1)->offset > from ? ev_at(f, e - 1)->offset - from : 0;
         if (e < ev_end(f) && ev_at(f, e)->segno == seg + 1 && seg_joined(f, seg + 1)) {
             seg++;
             crossed = 1;
             x_len = n;
             x_nbc = b;
-            x_ticks = *ticks;
+            x_ticks = out->ticks;
             if (!x_sim)
                 x_sim = g_array_new(FALSE, FALSE, sizeof(frame));
             g_array_set_size(x_sim, 0);
@@ -389,7 +388,7 @@ int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
                 r_len = n - rv_lead_before(f, p, e, t);
                 r_nbc = b;
                 r_m = m;
-                r_ticks = *ticks;
+                r_ticks = out->ticks;
                 if (!r_sim)
                     r_sim = g_array_new(FALSE, FALSE, sizeof(frame));
                 g_array_set_size(r_sim, 0);
@@ -409,14 +408,14 @@ int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
             end = END_BOUND;
             break;
         }
-        *ticks = dt;
+        out->ticks = dt;
         if (!stack_step(sim, x)) {
             end = END_STACK;
             if (crossed) {
                 end = END_SEGMENT;
-                *len = x_len;
-                *nbc = x_nbc;
-                *ticks = x_ticks;
+                out->len = x_len;
+                out->nbc = x_nbc;
+                out->ticks = x_ticks;
                 g_array_set_size(sim, 0);
                 g_array_append_vals(sim, x_sim->data, x_sim->len);
                 if (rejoined && r_len > x_len) {
@@ -438,9 +437,9 @@ int rv_continuation(rv_filter *f, uint64_t p, const target *t, GArray *sim,
         return end;
     }
     if (rejoined) {
-        *len = r_len;
-        *nbc = r_nbc;
-        *ticks = r_ticks;
+        out->len = r_len;
+        out->nbc = r_nbc;
+        out->ticks = r_ticks;
         g_array_set_size(sim, 0);
         g_array_append_vals(sim, r_sim->data, r_sim->len);
         g_array_free(r_sim, TRUE);
