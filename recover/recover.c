@@ -196,4 +196,3 @@ void rv_stats_add(rv_stats *sum, const rv_stats *s)
     sum->inconsistent += s->inconsistent;
     sum->ns += s->ns;
 }
-
