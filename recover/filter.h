@@ -255,6 +255,7 @@ static inline int stack_step(GArray *sim, const hev *x)
     return 1;
 }
 
+/* What the next segment starts with (rv_target_of). */
 typedef struct target {
     uint64_t want[64];        /* its first (up to K) symbols */
     unsigned nwant;
@@ -304,6 +305,12 @@ typedef struct budget {
 static inline int in_bytes(const budget *bd) { return bd->by_bytes && bd->bytes; }
 static inline uint64_t goal_of(const budget *bd) { return in_bytes(bd) ? bd->bytes : bd->expect; }
 
+/* How far a continuation ran: its events, bytecodes, and the ticks from its
+ * start to its last event. */
+typedef struct reach {
+    uint64_t len, nbc, ticks;
+} reach;
+
 /* A rejoin met before its continuation had run the bytecodes the gap's span
  * holds: where the fill could end if nothing longer rejoins. Below 7/8 of
  * them such a rejoin is only a fallback. Holes sized by their bytes are
@@ -312,12 +319,6 @@ static inline uint64_t goal_of(const budget *bd) { return in_bytes(bd) ? bd->byt
  * hole held more of the loop: at 7/8, PR 87.5 -> 90.5, RA 79.0 -> 78.5,
  * overall 89.3 -> 89.9 (README.md). */
 #define EARLY_EIGHTHS 7u
-/* How far a continuation ran: its events, bytecodes, and the ticks from its
- * start to its last event. */
-typedef struct reach {
-    uint64_t len, nbc, ticks;
-} reach;
-
 typedef struct early {
     uint64_t len, nbc, ticks;
     GArray *sim;              /* frame: the stack there; NULL: none met */
