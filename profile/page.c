@@ -73,12 +73,21 @@ static bool put_json_escaped(FILE *out, const char *s, size_t n)
     return put(out, s + start, n - start);
 }
 
-/* The template tpl with its title and data marks replaced; what names the
- * page in messages, default_title is the title when none is given. */
-static int page_write(FILE *out, const char *tpl, size_t tlen, const char *what,
-                      const char *default_title, const char *cct_json, size_t len,
+/* A kind of page: its template (tlen bytes), what names it in messages,
+ * and its title when none is given. */
+typedef struct page {
+    const char *tpl;
+    size_t tlen;
+    const char *what;
+    const char *default_title;
+} page;
+
+/* The page's template with its title and data marks replaced. */
+static int page_write(FILE *out, const page *pg, const char *cct_json, size_t len,
                       const char *title, char *err, size_t errlen)
 {
+    const char *tpl = pg->tpl, *what = pg->what;
+    const size_t tlen = pg->tlen;
     if (!out || !cct_json)
         return fail(err, errlen, "%s: no output or no input", what);
     size_t i = 0;
@@ -100,7 +109,7 @@ static int page_write(FILE *out, const char *tpl, size_t tlen, const char *what,
     const char *after_d = dmark + strlen(DATA_MARK);
 
     bool ok = put(out, tpl, (size_t)(tmark - tpl)) &&
-              put_html_escaped(out, title ? title : default_title) &&
+              put_html_escaped(out, title ? title : pg->default_title) &&
               put(out, after_t, (size_t)(dmark - after_t)) &&
               put_json_escaped(out, cct_json + i, len - i) &&
               put(out, after_d, (size_t)(tpl + tlen - after_d)) && fflush(out) == 0 &&
@@ -111,13 +120,15 @@ static int page_write(FILE *out, const char *tpl, size_t tlen, const char *what,
 int pf_ringchart_write(FILE *out, const char *cct_json, size_t len, const char *title,
                        char *err, size_t errlen)
 {
-    return page_write(out, pf_ringchart_template, pf_ringchart_template_len, "ringchart",
-                      "Calling Context Ring Chart", cct_json, len, title, err, errlen);
+    const page pg = { pf_ringchart_template, pf_ringchart_template_len, "ringchart",
+                      "Calling Context Ring Chart" };
+    return page_write(out, &pg, cct_json, len, title, err, errlen);
 }
 
 int pf_flamegraph_write(FILE *out, const char *cct_json, size_t len, const char *title,
                         char *err, size_t errlen)
 {
-    return page_write(out, pf_flamegraph_template, pf_flamegraph_template_len, "flamegraph",
-                      "Flame graph", cct_json, len, title, err, errlen);
+    const page pg = { pf_flamegraph_template, pf_flamegraph_template_len, "flamegraph",
+                      "Flame graph" };
+    return page_write(out, &pg, cct_json, len, title, err, errlen);
 }
