@@ -400,9 +400,17 @@ static void put_pkt(wr *w, vcpu *c, const struct pt_packet *pkt)
 }
 
 /* One sideband record: header, body, sample_id (PERF_JPT_SAMPLE_TYPE). */
+/* The sample_id of a record: whose it is, when, and of which event. */
+typedef struct rec_sample {
+    uint32_t pid, tid;
+    uint64_t tsc, id;
+} rec_sample;
+
 static void put_rec(wr *w, vcpu *c, uint32_t type, uint16_t misc, const void *body,
-                    size_t blen, uint32_t pid, uint32_t tid, uint64_t tsc, uint64_t id)
+                    size_t blen, rec_sample sm)
 {
+    uint32_t pid = sm.pid, tid = sm.tid;
+    uint64_t tsc = sm.tsc, id = sm.id;
     if (tsc < c->last_rec) tsc = c->last_rec;   /* records of a CPU are in time order */
     c->last_rec = tsc;
     uint8_t rec[128];
@@ -428,8 +436,8 @@ static uint64_t dummy_id(const vcpu *c) { return 2u * c->num + 2; }
 
 static void put_switch(wr *w, vcpu *c, bool out, uint32_t pid, uint32_t tid, uint64_t tsc)
 {
-    put_rec(w, c, PERF_RECORD_SWITCH, out ? PERF_RECORD_MISC_SWITCH_OUT : 0, NULL, 0, pid, tid,
-            tsc, dummy_id(c));
+    put_rec(w, c, PERF_RECORD_SWITCH, out ? PERF_RECORD_MISC_SWITCH_OUT : 0, NULL, 0,
+            (rec_sample){ pid, tid, tsc, dummy_id(c) });
     w->res->switches++;
 }
 
@@ -444,7 +452,8 @@ static void flush_aux(wr *w, vcpu *c, uint64_t tsc, bool truncated, uint64_t los
                          truncated ? PERF_AUX_FLAG_TRUNCATED : 0 };
     uint32_t pid = c->last_tid >= 0 ? c->last_pid : 0;
     uint32_t tid = c->last_tid >= 0 ? (uint32_t)c->last_tid : 0;
-    put_rec(w, c, PERF_RECORD_AUX, 0, body, sizeof body, pid, tid, tsc, pt_id(c));
+    put_rec(w, c, PERF_RECORD_AUX, 0, body, sizeof body,
+            (rec_sample){ pid, tid, tsc, pt_id(c) });
     auxidx_rec x = {
         .offset = body[0], .size = body[1], .flags = body[2],
         .tsc = perf_time_to_tsc(&w->p->time, pc_tsc_to_perf_time(&w->p->time, tsc)),
@@ -603,8 +612,8 @@ static void place(wr *w, vcpu *cpus, unsigned n, thr *t)
         if (!g_hash_table_contains(c->started, GUINT_TO_POINTER(t->tid))) {
             g_hash_table_add(c->started, GUINT_TO_POINTER(t->tid));
             uint32_t body[2] = { t->pid, t->tid };
-            put_rec(w, c, PERF_RECORD_ITRACE_START, 0, body, sizeof body, t->pid, t->tid, in,
-                    pt_id(c));
+            put_rec(w, c, PERF_RECORD_ITRACE_START, 0, body, sizeof body,
+                    (rec_sample){ t->pid, t->tid, in, pt_id(c) });
         }
         c->last_tid = t->tid;
         c->last_pid = t->pid;
@@ -753,8 +762,8 @@ int pc_convert(const char *dir, const pc_params *p, pc_result *res, char *err, s
             uint32_t ids[4] = { pick->pid, pick->exit_ppid, pick->tid, pick->exit_ptid };
             memcpy(body, ids, 16);
             body[2] = pc_tsc_to_perf_time(&p->time, pick->end_t + 3);
-            put_rec(&w, c, PERF_RECORD_EXIT, 0, body, sizeof body, pick->pid, pick->tid,
-                    pick->end_t + 3, dummy_id(c));
+            put_rec(&w, c, PERF_RECORD_EXIT, 0, body, sizeof body,
+                    (rec_sample){ pick->pid, pick->tid, pick->end_t + 3, dummy_id(c) });
         }
     }
     if (p->progress && shown) p->progress(total, total, p->ctx);

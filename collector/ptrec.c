@@ -719,68 +719,92 @@ static bool tree_pending(const tree *t)
 
 /* ---- main ----------------------------------------------------------------- */
 
-int main(int argc, char **argv)
-{
-    jerr_set_prog("ptrec");
-    pr_opts o = { 0 };
-    parse_options(argc, argv, &o);
+/* One recording: the options, the session its info.json describes, the
+ * backend, and what main's steps hand on to each other. */
+typedef struct recorder {
+    pr_opts o;
+    const char *out_given;      /* -o as given */
+    char *out;                  /* -o canonical */
+    bool replace;               /* -o is a trace to replace (--force) */
+    char *real;                 /* the command's file behind symlinks */
+    bool has_agent;             /* the command brings its own agent */
+    pr_session s;
+    pr_backend b;
+    char *agent, *exec_lib;     /* with a process tree */
+    tree t;
+    int hsp[2], ctlp[2];        /* handshake and control socket pairs */
+    pr_exec_plan plan;          /* the exec of a command that is itself a JVM */
+    int sfd;                    /* signalfd of the forwarded signals and SIGCHLD */
+    sigset_t oldmask;
+} recorder;
 
-    const char *out_given = o.out_dir;
-    if (!*out_given)
+/* -o: an empty or trace directory to replace, or a new one in an existing
+ * directory; dies with a usage error otherwise. */
+static void check_out_dir(recorder *r)
+{
+    pr_opts *o = &r->o;
+    r->out_given = o->out_dir;
+    if (!*r->out_given)
         jerr_die(PR_EXIT_USAGE, "-o: the trace directory's name is empty");
-    char *out = g_canonicalize_filename(o.out_dir, NULL);
-    o.out_dir = out;
+    char *out = r->out = g_canonicalize_filename(o->out_dir, NULL);
+    o->out_dir = out;
     if (has_bad_chars(out))
         jerr_die(PR_EXIT_USAGE, "the trace directory's path %s must not contain commas, quotes "
                  "or control characters (they separate the agent's and the plugin's options)",
                  out);
     struct stat st;
-    bool replace = false;
     if (stat(out, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
-            jerr_die(PR_EXIT_USAGE, "%s exists and is not a directory", out_given);
+            jerr_die(PR_EXIT_USAGE, "%s exists and is not a directory", r->out_given);
         if (!dir_is_empty(out)) {
-            if (!o.force)
-                jerr_die(PR_EXIT_USAGE, "%s exists (use --force to replace it)", out_given);
+            if (!o->force)
+                jerr_die(PR_EXIT_USAGE, "%s exists (use --force to replace it)", r->out_given);
             char *stranger;
             if (!looks_like_trace(out, &stranger))
                 jerr_die(PR_EXIT_USAGE, "%s is not empty and does not look like a trace "
                          "directory%s%s%s; not replacing it", out, stranger ? " (it holds " : "",
                          stranger ? stranger : "", stranger ? ")" : "");
-            replace = true;
+            r->replace = true;
         }
     } else {
         /* A mistyped -o must not leave a tree of new directories. */
         char *parent = g_path_get_dirname(out);
         if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
             jerr_die(PR_EXIT_USAGE, "cannot create %s: %s is not a directory (create it first)",
-                     out_given, parent);
+                     r->out_given, parent);
         g_free(parent);
     }
+}
 
-    /* The command: qemu-user does not search PATH, and java detection wants
-     * the real file behind symlinks such as /usr/bin/java. */
-    o.resolved = pr_find_in_path(o.command[0]);
-    if (!o.resolved) {
-        if (strchr(o.command[0], '/') && access(o.command[0], F_OK) == 0)
-            jerr_die(PR_EXIT_NOEXEC, "%s: not an executable file", o.command[0]);
-        jerr_die(PR_EXIT_NOTFOUND, "%s: command not found", o.command[0]);
+/* The command: its file, whether it is a JVM, and whether to follow its
+ * process tree. */
+static void resolve_command(recorder *r)
+{
+    pr_opts *o = &r->o;
+    pr_session *s = &r->s;
+    /* qemu-user does not search PATH, and java detection wants the real
+     * file behind symlinks such as /usr/bin/java. */
+    o->resolved = pr_find_in_path(o->command[0]);
+    if (!o->resolved) {
+        if (strchr(o->command[0], '/') && access(o->command[0], F_OK) == 0)
+            jerr_die(PR_EXIT_NOEXEC, "%s: not an executable file", o->command[0]);
+        jerr_die(PR_EXIT_NOTFOUND, "%s: command not found", o->command[0]);
     }
-    char *real = realpath(o.resolved, NULL);
-    pr_session s = { .opts = &o, .handshake = "none" };
+    r->real = realpath(o->resolved, NULL);
+    *s = (pr_session){ .opts = o, .handshake = "none" };
     /* A script named java (a version manager's shim) runs natively and
      * execs the real launcher, which is followed. */
-    s.java = pr_is_java_launcher(o.command[0], real) && pr_is_elf_file(o.resolved);
-    bool has_agent = pr_has_jpt_agent_argv(o.command + 1) ||
-                     pr_has_jpt_agent_opts(getenv("JAVA_TOOL_OPTIONS")) ||
-                     pr_has_jpt_agent_opts(getenv("JDK_JAVA_OPTIONS")) ||
-                     pr_has_jpt_agent_opts(getenv("_JAVA_OPTIONS"));
+    s->java = pr_is_java_launcher(o->command[0], r->real) && pr_is_elf_file(o->resolved);
+    r->has_agent = pr_has_jpt_agent_argv(o->command + 1) ||
+                   pr_has_jpt_agent_opts(getenv("JAVA_TOOL_OPTIONS")) ||
+                   pr_has_jpt_agent_opts(getenv("JDK_JAVA_OPTIONS")) ||
+                   pr_has_jpt_agent_opts(getenv("_JAVA_OPTIONS"));
     /* Follow the process tree to its JVMs, unless the command brings its own
      * agent or (not a JVM) is itself what --filter all or a range traces. */
-    o.tree = !has_agent && (s.java || o.filter == PR_FILTER_CODECACHE);
-    if (o.emulate && !o.tree) {
+    o->tree = !r->has_agent && (s->java || o->filter == PR_FILTER_CODECACHE);
+    if (o->emulate && !o->tree) {
         /* qemu-user emulates one program; what a script execs runs natively. */
-        FILE *f = fopen(o.resolved, "rb");
+        FILE *f = fopen(o->resolved, "rb");
         char head[2] = { 0, 0 };
         if (f) {
             if (fread(head, 1, 2, f) != 2) head[0] = 0;
@@ -789,37 +813,49 @@ int main(int argc, char **argv)
         if (head[0] == '#' && head[1] == '!')
             jerr_die(PR_EXIT_USAGE, "%s is a script: with --filter other than codecache, "
                      "the command itself runs under emulation and the programs it starts run "
-                     "untraced; give the program itself", o.command[0]);
+                     "untraced; give the program itself", o->command[0]);
     }
+}
 
+/* The backend prepared, and with a process tree the exec library and the
+ * agent found. */
+static void prepare_backend(recorder *r)
+{
+    pr_opts *o = &r->o;
     char err[1024];
-    char *agent = NULL;
-    pr_backend b = { .ops = o.emulate ? &pr_emulated_ops : &pr_perf_ops, .opts = &o };
-    s.backend = b.ops->name;
-    int rc = b.ops->prepare(&b, &o, &s.exec_argv, err, sizeof err);
+    r->b = (pr_backend){ .ops = o->emulate ? &pr_emulated_ops : &pr_perf_ops, .opts = o };
+    r->s.backend = r->b.ops->name;
+    int rc = r->b.ops->prepare(&r->b, o, &r->s.exec_argv, err, sizeof err);
     if (rc) jerr_die(rc, "%s", err);
-    s.perf = b.perf;
-    char *exec_lib = NULL;
-    if (o.tree && !(exec_lib = find_exec_lib(err, sizeof err))) jerr_die(PR_EXIT_USAGE, "%s", err);
-    if (exec_lib && has_bad_chars(exec_lib))
+    r->s.perf = r->b.perf;
+    if (o->tree && !(r->exec_lib = find_exec_lib(err, sizeof err)))
+        jerr_die(PR_EXIT_USAGE, "%s", err);
+    if (r->exec_lib && has_bad_chars(r->exec_lib))
         jerr_die(PR_EXIT_USAGE, "%s: the path must not contain commas, quotes or control "
-                 "characters", exec_lib);
-    if (o.tree) {
-        if (!(agent = find_agent(o.agent, err, sizeof err))) jerr_die(PR_EXIT_USAGE, "%s", err);
-        if (has_bad_chars(agent))
+                 "characters", r->exec_lib);
+    if (o->tree) {
+        if (!(r->agent = find_agent(o->agent, err, sizeof err)))
+            jerr_die(PR_EXIT_USAGE, "%s", err);
+        if (has_bad_chars(r->agent))
             jerr_die(PR_EXIT_USAGE, "the agent's path %s must not contain commas, quotes or "
-                     "control characters", agent);
-        s.agent_path = agent;
-        s.agent_added = true;
+                     "control characters", r->agent);
+        r->s.agent_path = r->agent;
+        r->s.agent_added = true;
     }
+}
 
-    /* The trace directory. */
-    if (replace) {
+/* The trace directory, and a first info.json in it, so that a trace whose
+ * recorder died is still described. */
+static void make_trace(recorder *r)
+{
+    const char *out = r->out;
+    char err[1024];
+    if (r->replace) {
         /* Walk the real directory: nftw with FTW_PHYS would not enter DIR
          * itself when it is a symlink to a trace. */
         char *top = realpath(out, NULL);
         if (!top || nftw(top, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-            jerr_die(PR_EXIT_USAGE, "cannot replace %s", out_given);
+            jerr_die(PR_EXIT_USAGE, "cannot replace %s", r->out_given);
         free(top);
     }
     if (!make_trace_dirs(out))
@@ -827,81 +863,94 @@ int main(int argc, char **argv)
                  strerror(errno));
 
     char *cpuinfo = NULL;
-    if (g_file_get_contents("/proc/cpuinfo", &cpuinfo, NULL, NULL)) pr_cpu_parse(cpuinfo, &s.cpu);
-    else pr_cpu_parse("", &s.cpu);
+    if (g_file_get_contents("/proc/cpuinfo", &cpuinfo, NULL, NULL))
+        pr_cpu_parse(cpuinfo, &r->s.cpu);
+    else
+        pr_cpu_parse("", &r->s.cpu);
     g_free(cpuinfo);
-    clock_gettime(CLOCK_REALTIME, &s.start);
-    pr_clock_now(&s.clock_start);
-    /* A first info.json now, so a trace whose recorder died is still described. */
-    if (pr_write_info(&s, err, sizeof err) != 0) jerr_die(PR_EXIT_USAGE, "%s", err);
+    clock_gettime(CLOCK_REALTIME, &r->s.start);
+    pr_clock_now(&r->s.clock_start);
+    if (pr_write_info(&r->s, err, sizeof err) != 0) jerr_die(PR_EXIT_USAGE, "%s", err);
+}
 
-    /* Environment of the child. */
-    int hsp[2] = { -1, -1 };
-    tree t = { .listen_fd = -1 };
-    if (o.tree) {
-        tree_listen(&t);
+/* The child's environment: the exec library and the tree's socket, or the
+ * handshake descriptor; and the exec of a command that is itself a JVM. */
+static void child_environment(recorder *r)
+{
+    pr_opts *o = &r->o;
+    tree *t = &r->t;
+    if (o->tree) {
+        tree_listen(t);
         /* Only the JVMs get a handshake descriptor, their own. */
         unsetenv("JPT_HANDSHAKE_FD");
         unsetenv("JPT_TRACE_DIR");
         const char *pre = getenv("LD_PRELOAD");
-        char *preload = pre && *pre ? g_strdup_printf("%s %s", exec_lib, pre) : g_strdup(exec_lib);
+        char *preload = pre && *pre ? g_strdup_printf("%s %s", r->exec_lib, pre)
+                                    : g_strdup(r->exec_lib);
         setenv("LD_PRELOAD", preload, 1);
         g_free(preload);
-        setenv(PR_EXEC_ENV_SOCK, t.sock, 1);
-        setenv(PR_EXEC_ENV_AGENT, agent, 1);
-        if (b.tree_qemu) {
-            setenv(PR_EXEC_ENV_QEMU, b.tree_qemu, 1);
-            setenv(PR_EXEC_ENV_PLUGIN, b.tree_plugin, 1);
+        setenv(PR_EXEC_ENV_SOCK, t->sock, 1);
+        setenv(PR_EXEC_ENV_AGENT, r->agent, 1);
+        if (r->b.tree_qemu) {
+            setenv(PR_EXEC_ENV_QEMU, r->b.tree_qemu, 1);
+            setenv(PR_EXEC_ENV_PLUGIN, r->b.tree_plugin, 1);
         } else {
             unsetenv(PR_EXEC_ENV_QEMU);
             unsetenv(PR_EXEC_ENV_PLUGIN);
         }
     } else {
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hsp) != 0)
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->hsp) != 0)
             jerr_die(1, "socketpair: %s", strerror(errno));
         char fdstr[16];
-        snprintf(fdstr, sizeof fdstr, "%d", hsp[1]);
+        snprintf(fdstr, sizeof fdstr, "%d", r->hsp[1]);
         setenv("JPT_HANDSHAKE_FD", fdstr, 1);
-        setenv("JPT_TRACE_DIR", out, 1);
+        setenv("JPT_TRACE_DIR", r->out, 1);
     }
     /* The command is itself a JVM: the exec a JVM of the tree gets, with
      * the connections made here rather than asked for on the socket. */
-    int ctlp[2] = { -1, -1 };
-    pr_exec_plan plan = { 0 };
-    if (o.tree && s.java) {
+    if (o->tree && r->s.java) {
         pr_exec_cfg cfg;
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hsp) != 0 ||
-            (b.tree_qemu && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctlp) != 0))
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->hsp) != 0 ||
+            (r->b.tree_qemu && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->ctlp) != 0))
             jerr_die(1, "socketpair: %s", strerror(errno));
         if (!pr_exec_cfg_get(&cfg, getenv) ||
-            !pr_exec_plan_make(&cfg, o.resolved, o.command, environ, out, hsp[1], ctlp[1], &plan))
+            !pr_exec_plan_make(&cfg, o->resolved, o->command, environ, r->out, r->hsp[1],
+                               r->ctlp[1], &r->plan))
             jerr_die(1, "cannot build the command's exec: out of memory");
-        tree_jvm *j = tree_add_jvm(&t, &s, &b);
+        tree_jvm *j = tree_add_jvm(t, &r->s, &r->b);
         if (!j) jerr_die(1, "cannot trace the command");
-        j->hs.fd = hsp[0];
-        j->ctl.fd = ctlp[0];
-        g_strfreev(s.exec_argv);
-        s.exec_argv = g_strdupv(plan.argv);
+        j->hs.fd = r->hsp[0];
+        j->ctl.fd = r->ctlp[0];
+        g_strfreev(r->s.exec_argv);
+        r->s.exec_argv = g_strdupv(r->plan.argv);
     }
+}
 
-    sigset_t mask, oldmask;
+/* Forks and execs the command, attached to and traced by the backend;
+ * signals to forward arrive on r->sfd. Dies when it cannot run. */
+static void start_command(recorder *r)
+{
+    pr_session *s = &r->s;
+    pr_backend *b = &r->b;
+    char err[1024];
+    sigset_t mask;
     sigemptyset(&mask);
     int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
     for (size_t i = 0; i < G_N_ELEMENTS(fwd); i++) sigaddset(&mask, fwd[i]);
     sigaddset(&mask, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &mask, &oldmask);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) jerr_die(1, "signalfd: %s", strerror(errno));
+    sigprocmask(SIG_BLOCK, &mask, &r->oldmask);
+    r->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (r->sfd < 0) jerr_die(1, "signalfd: %s", strerror(errno));
 
     int inherit[8];
-    size_t ninherit = b.ops->child_fds(&b, inherit, G_N_ELEMENTS(inherit) - 1);
-    if (hsp[1] >= 0) inherit[ninherit++] = hsp[1];
-    if (ctlp[1] >= 0) inherit[ninherit++] = ctlp[1];
+    size_t ninherit = b->ops->child_fds(b, inherit, G_N_ELEMENTS(inherit) - 1);
+    if (r->hsp[1] >= 0) inherit[ninherit++] = r->hsp[1];
+    if (r->ctlp[1] >= 0) inherit[ninherit++] = r->ctlp[1];
     int errp[2];
     if (pipe2(errp, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
     /* With an attach step the child waits on this pipe before its exec. */
     int gate[2] = { -1, -1 };
-    if (b.ops->attach && pipe2(gate, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
+    if (b->ops->attach && pipe2(gate, O_CLOEXEC) != 0) jerr_die(1, "pipe: %s", strerror(errno));
 
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -923,22 +972,22 @@ int main(int argc, char **argv)
             int fl = fcntl(inherit[i], F_GETFD);
             if (fl >= 0) fcntl(inherit[i], F_SETFD, fl & ~FD_CLOEXEC);
         }
-        sigprocmask(SIG_SETMASK, &oldmask, NULL);
-        if (plan.path) execve(plan.path, plan.argv, plan.envp);
-        else execv(s.exec_argv[0], s.exec_argv);
+        sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
+        if (r->plan.path) execve(r->plan.path, r->plan.argv, r->plan.envp);
+        else execv(s->exec_argv[0], s->exec_argv);
         int e = errno;
         ssize_t w = write(errp[1], &e, sizeof e);
         (void)w;
         _exit(PR_EXIT_NOTFOUND);
     }
-    s.pid = pid;
+    s->pid = pid;
     close(errp[1]);
-    if (hsp[1] >= 0) close(hsp[1]);
-    if (ctlp[1] >= 0) close(ctlp[1]);
-    pr_exec_plan_free(&plan);
+    if (r->hsp[1] >= 0) close(r->hsp[1]);
+    if (r->ctlp[1] >= 0) close(r->ctlp[1]);
+    pr_exec_plan_free(&r->plan);
     if (gate[0] >= 0) {
         close(gate[0]);
-        if (b.ops->attach(&b, pid, err, sizeof err) != 0) {
+        if (b->ops->attach(b, pid, err, sizeof err) != 0) {
             close(gate[1]);
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
@@ -949,34 +998,75 @@ int main(int argc, char **argv)
         close(gate[1]);
     }
     int exec_errno = 0;
-    ssize_t r;
-    while ((r = read(errp[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+    ssize_t rd;
+    while ((rd = read(errp[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
     close(errp[0]);
-    if (r == (ssize_t)sizeof exec_errno) {
+    if (rd == (ssize_t)sizeof exec_errno) {
         waitpid(pid, NULL, 0);
         jerr_die(exec_errno == ENOENT ? PR_EXIT_NOTFOUND : PR_EXIT_NOEXEC, "cannot run %s: %s",
-                 s.exec_argv[0], strerror(exec_errno));
+                 s->exec_argv[0], strerror(exec_errno));
     }
-    if (b.ops->start(&b, pid, err, sizeof err) != 0) {
+    if (b->ops->start(b, pid, err, sizeof err) != 0) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         jerr_die(1, "%s", err);
     }
+}
 
-    hs_state hs = { .fd = o.tree ? -1 : hsp[0], .s = &s };
+/* The signals of r->sfd: passed on to the command, or once it is gone to
+ * the JVMs still traced; reaps the command. */
+static void on_signals(recorder *r, bool *stop_waiting, int *signals_after)
+{
+    pr_session *s = &r->s;
+    tree *t = &r->t;
+    struct signalfd_siginfo si;
+    while (read(r->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGCHLD) continue;
+        /* A signal from the terminal already went to the whole
+         * foreground process group, the child included. */
+        if (si.ssi_code == SI_KERNEL) continue;
+        if (!s->finished) {
+            kill(s->pid, (int)si.ssi_signo);
+            continue;
+        }
+        /* The command is gone: pass it on to the JVMs still traced. */
+        for (guint i = 0; i < t->jvms->len; i++) {
+            tree_jvm *j = g_ptr_array_index(t->jvms, i);
+            if (j->ctl.fd >= 0 && j->hs.s->jvm_pid > 0)
+                kill((pid_t)j->hs.s->jvm_pid, (int)si.ssi_signo);
+        }
+        /* A second one: stop waiting for JVMs that do not end. */
+        *stop_waiting = ++*signals_after >= 2;
+    }
+    int wst;
+    pid_t w = s->finished ? 0 : waitpid(s->pid, &wst, WNOHANG);
+    if (w == s->pid) {
+        s->finished = true;
+        s->wait_status = wst;
+    }
+}
+
+/* Serves the handshakes, the tree's connections and the signals until the
+ * command and the JVMs of its tree have ended. */
+static void wait_for_command(recorder *r)
+{
+    pr_session *s = &r->s;
+    pr_backend *b = &r->b;
+    tree *t = &r->t;
+    hs_state hs = { .fd = r->o.tree ? -1 : r->hsp[0], .s = s };
     GArray *pfds = g_array_new(FALSE, TRUE, sizeof(struct pollfd));
     /* In a process tree, emulated JVMs may outlive the command: their
      * traces are complete when their plugin has closed its connection. */
     bool stop_waiting = false;
     int signals_after = 0;      /* signals passed on to JVMs after the command exited */
-    while (!s.finished || (tree_running(&t) && !stop_waiting) || tree_pending(&t)) {
+    while (!s->finished || (tree_running(t) && !stop_waiting) || tree_pending(t)) {
         g_array_set_size(pfds, 0);
-        struct pollfd p = { .fd = sfd, .events = POLLIN };
+        struct pollfd p = { .fd = r->sfd, .events = POLLIN };
         g_array_append_val(pfds, p);
-        p.fd = t.listen_fd >= 0 ? t.listen_fd : hs.fd;
+        p.fd = t->listen_fd >= 0 ? t->listen_fd : hs.fd;
         g_array_append_val(pfds, p);
-        for (guint i = 0; t.jvms && i < t.jvms->len; i++) {
-            tree_jvm *j = g_ptr_array_index(t.jvms, i);
+        for (guint i = 0; t->jvms && i < t->jvms->len; i++) {
+            tree_jvm *j = g_ptr_array_index(t->jvms, i);
             p.fd = j->hs.fd;
             g_array_append_val(pfds, p);
             p.fd = j->ctl.fd;
@@ -985,76 +1075,62 @@ int main(int argc, char **argv)
         struct pollfd *pf = (struct pollfd *)(void *)pfds->data;
         /* A JVM that was the command itself closes its connection at once;
          * say why ptrec waits only for the others. */
-        int n = poll(pf, pfds->len, s.finished && !t.waiting_said ? 1000 : -1);
+        int n = poll(pf, pfds->len, s->finished && !t->waiting_said ? 1000 : -1);
         if (n < 0) {
             if (errno == EINTR) continue;
             jerr_die(1, "poll: %s", strerror(errno));
         }
         if (n == 0) {
-            if (!o.quiet)
+            if (!r->o.quiet)
                 fprintf(stderr, "ptrec: the command has exited; waiting for the %zu traced "
                         "JVMs it started that still run (SIGINT or SIGTERM: passed on to them; "
-                        "twice: stop waiting)\n", tree_running(&t));
-            t.waiting_said = true;
+                        "twice: stop waiting)\n", tree_running(t));
+            t->waiting_said = true;
             continue;
         }
-        if (pf[0].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGCHLD) continue;
-                /* A signal from the terminal already went to the whole
-                 * foreground process group, the child included. */
-                if (si.ssi_code == SI_KERNEL) continue;
-                if (!s.finished) {
-                    kill(pid, (int)si.ssi_signo);
-                    continue;
-                }
-                /* The command is gone: pass it on to the JVMs still traced. */
-                for (guint i = 0; i < t.jvms->len; i++) {
-                    tree_jvm *j = g_ptr_array_index(t.jvms, i);
-                    if (j->ctl.fd >= 0 && j->hs.s->jvm_pid > 0)
-                        kill((pid_t)j->hs.s->jvm_pid, (int)si.ssi_signo);
-                }
-                /* A second one: stop waiting for JVMs that do not end. */
-                stop_waiting = ++signals_after >= 2;
-            }
-            int wst;
-            pid_t w = s.finished ? 0 : waitpid(pid, &wst, WNOHANG);
-            if (w == pid) {
-                s.finished = true;
-                s.wait_status = wst;
-            }
-        }
+        if (pf[0].revents & POLLIN)
+            on_signals(r, &stop_waiting, &signals_after);
         /* Accept first: a JVM's plugin connects before its exec, so before
          * its agent's handshake, which needs the connection. */
-        if (t.listen_fd >= 0 && (pf[1].revents & POLLIN)) tree_accept(&t, &s, &b);
-        if (t.listen_fd < 0 && hs.fd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
-            hs_read(&hs, &b);
+        if (t->listen_fd >= 0 && (pf[1].revents & POLLIN)) tree_accept(t, s, b);
+        if (t->listen_fd < 0 && hs.fd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            hs_read(&hs, b);
         /* jvms may have grown: only the entries polled. */
         for (guint i = 0; 2 + 2 * i + 1 < pfds->len; i++) {
-            tree_jvm *j = g_ptr_array_index(t.jvms, i);
+            tree_jvm *j = g_ptr_array_index(t->jvms, i);
             if (j->hs.fd >= 0 && (pf[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
-                hs_read(&j->hs, &b);
+                hs_read(&j->hs, b);
             if (j->ctl.fd >= 0 && (pf[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
-                tree_ctl_read(j, &b);
+                tree_ctl_read(j, b);
         }
     }
     g_array_free(pfds, TRUE);
     hs_close(&hs);
-    clock_gettime(CLOCK_REALTIME, &s.end);
-    pr_clock_end(&s.clock_start, &s.clock_end);
+}
 
-    tree_unlisten(&t);
+/* The final info.json of the trace and of each further JVM of the tree,
+ * the warnings of a recording that traced nothing, and the summary. */
+static void finish_recording(recorder *r)
+{
+    pr_opts *o = &r->o;
+    pr_session *s = &r->s;
+    pr_backend *b = &r->b;
+    tree *t = &r->t;
+    char err[1024];
+    clock_gettime(CLOCK_REALTIME, &s->end);
+    pr_clock_end(&s->clock_start, &s->clock_end);
+
+    tree_unlisten(t);
     GArray *more = g_array_new(FALSE, TRUE, sizeof(pr_tree_jvm));
-    for (guint i = 0; t.jvms && i < t.jvms->len; i++) {
-        tree_jvm *j = g_ptr_array_index(t.jvms, i);
+    for (guint i = 0; t->jvms && i < t->jvms->len; i++) {
+        tree_jvm *j = g_ptr_array_index(t->jvms, i);
         hs_close(&j->hs);
         if (j->index == 1) continue;
         /* Still running (ptrec was told to stop waiting) or, on hardware,
          * not seen ending: written as they are. */
         if (!j->ended) {
             bool running = j->ctl.fd >= 0;
-            tree_jvm_end(j, &b);
+            tree_jvm_end(j, b);
             if (running) {
                 j->own.finished = false;
                 char e2[1024];
@@ -1064,53 +1140,76 @@ int main(int argc, char **argv)
         pr_tree_jvm tj = { .index = j->index, .pid = j->own.jvm_pid, .dir = j->rel };
         g_array_append_val(more, tj);
     }
-    s.more_jvms = (const pr_tree_jvm *)(void *)more->data;
-    s.n_more_jvms = more->len;
-    b.ops->finish(&b, &s.sum);
-    if (o.filter == PR_FILTER_RANGE) {
-        s.range_set = true;
-        s.range_lo = o.range_lo;
-        s.range_hi = o.range_hi;
+    s->more_jvms = (const pr_tree_jvm *)(void *)more->data;
+    s->n_more_jvms = more->len;
+    b->ops->finish(b, &s->sum);
+    if (o->filter == PR_FILTER_RANGE) {
+        s->range_set = true;
+        s->range_lo = o->range_lo;
+        s->range_hi = o->range_hi;
     }
-    if (pr_write_info(&s, err, sizeof err) != 0) jerr_error("%s", err);
-    if (o.tree && (!t.jvms || t.jvms->len == 0))
+    if (pr_write_info(s, err, sizeof err) != 0) jerr_error("%s", err);
+    if (o->tree && (!t->jvms || t->jvms->len == 0))
         jerr_warn("%s started no java launcher: nothing was traced (the execs of statically "
-                  "linked programs are not followed)", o.command[0]);
-    else if (o.filter == PR_FILTER_CODECACHE && s.jvm_pid == 0 && (has_agent || o.tree))
+                  "linked programs are not followed)", o->command[0]);
+    else if (o->filter == PR_FILTER_CODECACHE && s->jvm_pid == 0 && (r->has_agent || o->tree))
         jerr_warn("the agent never reported the code cache: nothing was traced (see %s/jvm/"
-                  "agent.log)", out);
-    if (!o.quiet) {
+                  "agent.log)", r->out);
+    if (!o->quiet) {
         char line[160];
-        pr_format_summary(&s.sum, line, sizeof line);
-        fprintf(stderr, "ptrec: %s, trace in %s\n", line, out_given);
-        for (guint i = 1; t.jvms && i < t.jvms->len; i++) {
-            tree_jvm *j = g_ptr_array_index(t.jvms, i);
+        pr_format_summary(&s->sum, line, sizeof line);
+        fprintf(stderr, "ptrec: %s, trace in %s\n", line, r->out_given);
+        for (guint i = 1; t->jvms && i < t->jvms->len; i++) {
+            tree_jvm *j = g_ptr_array_index(t->jvms, i);
             pr_format_summary(&j->own.sum, line, sizeof line);
             fprintf(stderr, "ptrec: JVM %lu (pid %ld): %s, trace in %s/%s\n", j->index,
-                    j->own.jvm_pid, line, out_given, j->rel);
+                    j->own.jvm_pid, line, r->out_given, j->rel);
         }
     }
+    g_array_free(more, TRUE);
+    s->more_jvms = NULL;
+    s->n_more_jvms = 0;
+}
 
-    b.ops->destroy(&b);
-    pr_summary_free(&s.sum);
-    for (guint i = 0; t.jvms && i < t.jvms->len; i++) {
-        tree_jvm *j = g_ptr_array_index(t.jvms, i);
+static void recorder_free(recorder *r)
+{
+    r->b.ops->destroy(&r->b);
+    pr_summary_free(&r->s.sum);
+    tree *t = &r->t;
+    for (guint i = 0; t->jvms && i < t->jvms->len; i++) {
+        tree_jvm *j = g_ptr_array_index(t->jvms, i);
         pr_summary_free(&j->own.sum);
         g_free(j->dir);
         g_free(j->rel);
         g_free(j);
     }
-    if (t.jvms) g_ptr_array_free(t.jvms, TRUE);
-    g_array_free(more, TRUE);
-    g_free(t.sock);
-    g_free(t.sockdir);
-    g_free(exec_lib);
-    int status = WIFEXITED(s.wait_status) ? WEXITSTATUS(s.wait_status)
-               : WIFSIGNALED(s.wait_status) ? 128 + WTERMSIG(s.wait_status) : 1;
-    g_strfreev(s.exec_argv);
-    g_free(agent);
-    g_free(real);
-    g_free(o.resolved);
-    g_free(out);
+    if (t->jvms) g_ptr_array_free(t->jvms, TRUE);
+    g_free(t->sock);
+    g_free(t->sockdir);
+    g_free(r->exec_lib);
+    g_strfreev(r->s.exec_argv);
+    g_free(r->agent);
+    g_free(r->real);
+    g_free(r->o.resolved);
+    g_free(r->out);
+}
+
+int main(int argc, char **argv)
+{
+    jerr_set_prog("ptrec");
+    recorder r = { .hsp = { -1, -1 }, .ctlp = { -1, -1 }, .t = { .listen_fd = -1 },
+                   .sfd = -1 };
+    parse_options(argc, argv, &r.o);
+    check_out_dir(&r);
+    resolve_command(&r);
+    prepare_backend(&r);
+    make_trace(&r);
+    child_environment(&r);
+    start_command(&r);
+    wait_for_command(&r);
+    finish_recording(&r);
+    int ws = r.s.wait_status;
+    int status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 1;
+    recorder_free(&r);
     return status;
 }

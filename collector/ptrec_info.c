@@ -252,14 +252,10 @@ static void write_ts(json_w *j, const char *key, const struct timespec *ts)
     json_ku64(j, kns, (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec);
 }
 
-static void write_info(json_w *j, const pr_session *s)
+/* The command, what ran, where, its exit and when. */
+static void write_command(json_w *j, const pr_session *s)
 {
     const pr_opts *o = s->opts;
-    json_obj(j);
-    json_ku64(j, "version", INFO_FORMAT_VERSION);
-    json_kstr(j, "tool", "ptrec " JPT_VERSION);
-    json_kbool(j, "complete", s->finished);
-
     json_key(j, "command");
     json_arr(j);
     for (size_t i = 0; o->command[i]; i++) json_str(j, o->command[i]);
@@ -284,8 +280,11 @@ static void write_info(json_w *j, const pr_session *s)
     json_end(j);
     write_ts(j, "start_time", &s->start);
     if (s->finished) write_ts(j, "end_time", &s->end);
+}
 
-    json_kstr(j, "backend", s->backend);
+/* The CPU, with its TSC frequency leaf when perf read it. */
+static void write_cpu(json_w *j, const pr_session *s)
+{
     json_key(j, "cpu");
     json_obj(j);
     json_kstr(j, "vendor", s->cpu.vendor);
@@ -302,7 +301,13 @@ static void write_info(json_w *j, const pr_session *s)
         json_end(j);
     }
     json_end(j);
+}
 
+/* How PT was configured (by the hardware backend, or as the emulation
+ * encodes), and the IP filter. */
+static void write_pt(json_w *j, const pr_session *s)
+{
+    const pr_opts *o = s->opts;
     json_key(j, "pt");
     json_obj(j);
     const pr_perf_info *hw = s->perf;
@@ -340,7 +345,12 @@ static void write_info(json_w *j, const pr_session *s)
     json_end(j);
     json_end(j);   /* filter */
     json_end(j);   /* pt */
+}
 
+/* Converting sideband times to TSC, and the TSC frequency. */
+static void write_time(json_w *j, const pr_session *s)
+{
+    const pr_perf_info *hw = s->perf;
     json_key(j, "time");
     json_obj(j);
     if (hw) {
@@ -364,15 +374,12 @@ static void write_info(json_w *j, const pr_session *s)
         json_kstr(j, "tsc_hz_source", hz_source);
     }
     json_end(j);
+}
 
-    if (hw) {
-        json_ku64(j, "cpus", hw->ncpus);
-        json_ku64(j, "data_size", hw->data_size);
-    }
-    json_ku64(j, "aux_size", hw ? hw->aux_size : o->aux_size);
-    json_ku64(j, "drain_rate", o->drain_rate);
-    json_kbool(j, "keep_lossless", o->keep_lossless);
-
+/* The JVM traced, and in a process tree the others. */
+static void write_jvm(json_w *j, const pr_session *s)
+{
+    const pr_opts *o = s->opts;
     json_key(j, "jvm");
     json_obj(j);
     json_kbool(j, "java_launcher", s->java);
@@ -402,7 +409,12 @@ static void write_info(json_w *j, const pr_session *s)
         }
         json_end(j);
     }
+}
 
+/* Each PT stream's bytes and losses, and their totals. */
+static void write_streams(json_w *j, const pr_session *s)
+{
+    const pr_perf_info *hw = s->perf;
     json_key(j, "streams");
     json_arr(j);
     for (size_t i = 0; i < s->sum.nstreams; i++) {
@@ -427,6 +439,32 @@ static void write_info(json_w *j, const pr_session *s)
         json_ku64(j, "lost_events", hw->lost_events);
     }
     json_end(j);
+}
+
+static void write_info(json_w *j, const pr_session *s)
+{
+    const pr_opts *o = s->opts;
+    const pr_perf_info *hw = s->perf;
+    json_obj(j);
+    json_ku64(j, "version", INFO_FORMAT_VERSION);
+    json_kstr(j, "tool", "ptrec " JPT_VERSION);
+    json_kbool(j, "complete", s->finished);
+
+    write_command(j, s);
+    json_kstr(j, "backend", s->backend);
+    write_cpu(j, s);
+    write_pt(j, s);
+    write_time(j, s);
+    if (hw) {
+        json_ku64(j, "cpus", hw->ncpus);
+        json_ku64(j, "data_size", hw->data_size);
+    }
+    json_ku64(j, "aux_size", hw ? hw->aux_size : o->aux_size);
+    json_ku64(j, "drain_rate", o->drain_rate);
+    json_kbool(j, "keep_lossless", o->keep_lossless);
+
+    write_jvm(j, s);
+    write_streams(j, s);
     json_end(j);
 }
 

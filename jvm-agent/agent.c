@@ -3,8 +3,8 @@
  * stubs, class files, methods, threads, code patches (trace.dir/jvm/).
  *
  * Usage:  java -agentpath:/path/libjpt.so[=OPTIONS] ...
- * OPTIONS is a comma-separated list (see usage_text below, or run with
- * "=help"). The output directory is, in order: out=DIR, else $JPT_TRACE_DIR
+ * OPTIONS is a comma-separated list (see usage_text in options.c, or run
+ * with "=help"). The output directory is, in order: out=DIR, else $JPT_TRACE_DIR
  * (set by ptrec), else ./jpt-<pid>.trace. The agent writes DIR/jvm/meta.jpt
  * and DIR/jvm/code.bin (docs/FORMAT.md) and DIR/jvm/agent.log; a second JVM
  * started while one is writing DIR/jvm (a child inheriting JPT_TRACE_DIR)
@@ -53,59 +53,18 @@
 #include <unistd.h>
 
 #include "jvm-agent/agent.h"
+#include "jvm-agent/agent_jvmti.h"
 #include "jvm-agent/hotspot.h"
 #include "jvm-agent/queue.h"
 
 #define JPT_EXPORT __attribute__((visibility("default")))
 
 #define HANDSHAKE_TIMEOUT_MS 5000
-#define RETRANSFORM_BATCH 128
 #define SHUTDOWN_DRAIN_MS 20000
-#define MAX_OPTION_MS 3600000u     /* patch_ms, close_ms: an hour */
-#define MAX_OPTION_MB (1u << 20)   /* budget_mb: a terabyte */
-
-static const char usage_text[] =
-    "jpt agent options (comma-separated, -agentpath:libjpt.so=OPT,OPT...):\n"
-    "  out=DIR        trace directory; the agent writes DIR/jvm/ (default: $JPT_TRACE_DIR,\n"
-    "                 else ./jpt-<pid>.trace). DIR must not contain commas.\n"
-    "  mode=trace     record code, classes, methods, threads (default)\n"
-    "  mode=reference also record every method entry/exit (and, with -Xint, every\n"
-    "                 bytecode as a single step): an instrumentation reference, slow\n"
-    "  patch_ms=N     re-snapshot live code every N ms for patches (default 50; 0: only\n"
-    "                 at shutdown)\n"
-    "  close_ms=N     in between, re-read recently patched call sites and the inline\n"
-    "                 cache stubs every N ms (default 10; 0: never)\n"
-    "  retransform=0  do not recover classes loaded before the agent's hook\n"
-    "  budget_mb=N    bytes waiting for the writer before producers wait/drop (default 256)\n"
-    "  help           print this text; the JVM then runs untraced\n"
-    "Needs nothing else; -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints keeps\n"
-    "inline maps dense (it is also on by default while this agent is loaded).\n";
 
 /* ---- state ---------------------------------------------------------------- */
 
-static struct {
-    JavaVM *vm;
-    jvmtiEnv *jvmti;
-    int mode;
-    char options[1024];
-    char dir[PATH_MAX];
-    unsigned patch_ms, close_ms;
-    bool retransform;
-    uint64_t budget;
-    bool tracing;              /* the stream is open and events are on */
-    bool hs_ok;
-    _Atomic bool live;         /* VMInit has run */
-    _Atomic bool retransform_done;
-    _Atomic bool dead;         /* VMDeath or unload began */
-    int handshake_result;      /* 0 none, 1 ok, 2 refused, 3 timeout/error */
-    int dns_flag;              /* DebugNonSafepoints: 1 on, 0 explicitly off, 2 default */
-    bool xint;
-    jvmtiCapabilities caps;
-    jfieldID thread_tid_field; /* java.lang.Thread.tid */
-    jmethodID thread_getid;    /* fallback: Thread.getId() */
-    _Atomic bool thread_ids_resolved;
-    pthread_mutex_t thread_ids_lock;
-} ag = {
+agent_state ag = {
     .mode = JM_MODE_TRACE,
     .patch_ms = 50,
     .close_ms = 10,
@@ -113,34 +72,26 @@ static struct {
     .thread_ids_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
-static struct {
-    _Atomic uint64_t nmethods, nmethod_dups, nmethod_code_bytes, nmethod_pcs, nmethod_frames,
-        nmethods_without_map, nmethod_unloads, dynamic_code, dynamic_code_bytes, methods,
-        method_errors, classes_hook, classes_retransformed, classes_image, retransform_failed,
-        retransform_ms, classes_prepared, classes_hidden, hidden_methods_bytecode,
-        class_errors, threads_started, threads_ended, threads_at_init, method_entries,
-        method_exits, single_steps;
-} st;
+agent_stats ag_stats;
 
-static u64set methods_seen = U64SET_INIT;
 static u64set threads_seen = U64SET_INIT;
 
 static __thread uint32_t tls_tid;
 
-static uint32_t my_tid(void)
+uint32_t my_tid(void)
 {
     if (!tls_tid)
         tls_tid = (uint32_t)syscall(SYS_gettid);
     return tls_tid;
 }
 
-static void dealloc(void *p)
+void dealloc(void *p)
 {
     if (p)
         (*ag.jvmti)->Deallocate(ag.jvmti, (unsigned char *)p);
 }
 
-static const char *errname(jvmtiError e)
+const char *errname(jvmtiError e)
 {
     char *n = NULL;
     static _Thread_local char buf[64];
@@ -161,311 +112,10 @@ static JNIEnv *jni_env(void)
     return env;
 }
 
-static void del_ref(JNIEnv *jni, jobject o)
+void del_ref(JNIEnv *jni, jobject o)
 {
     if (jni && o)
         (*jni)->DeleteLocalRef(jni, o);
-}
-
-/* ---- classes and methods -------------------------------------------------- */
-
-/* The defining loader reduced to a number: its identity hash (0 for the boot
- * loader). Collisions between two loaders defining the same class name are
- * possible in theory and would merge two class ids; acceptable for a key that
- * only has to connect a load-hook record to a ClassPrepare record. */
-static uint64_t loader_key(jobject loader)
-{
-    if (!loader)
-        return 0;
-    jint h = 0;
-    if ((*ag.jvmti)->GetObjectHashCode(ag.jvmti, loader, &h) != JVMTI_ERROR_NONE)
-        return 1;
-    return ((uint64_t)(uint32_t)h << 1) | 1;
-}
-
-/* Class id of klass (creating it if new); *sig_out gets the JVMTI-allocated
- * signature if requested. Returns 0 on failure. */
-static uint64_t class_id_of(JNIEnv *jni, jclass klass, unsigned set_flags, class_entry *before,
-                            char **sig_out, uint64_t *loader_out)
-{
-    char *sig = NULL;
-    if ((*ag.jvmti)->GetClassSignature(ag.jvmti, klass, &sig, NULL) != JVMTI_ERROR_NONE)
-        return 0;
-    jobject loader = NULL;
-    uint64_t lk = 0;
-    if ((*ag.jvmti)->GetClassLoader(ag.jvmti, klass, &loader) == JVMTI_ERROR_NONE) {
-        lk = loader_key(loader);
-        del_ref(jni, loader);
-    }
-    class_entry e = { 0, 0 };
-    bool ok = class_get(sig, lk, set_flags, &e);
-    if (loader_out)
-        *loader_out = lk;
-    if (before)
-        *before = e;
-    if (sig_out)
-        *sig_out = sig;
-    else
-        dealloc(sig);
-    return ok ? e.id : 0;
-}
-
-/* Records JM_METHOD for m the first time any record names it. The caller
- * that knows the declaring class passes its id and signature (cid nonzero):
- * preparing a class names every method it declares, and looking the class
- * up again for each of them was most of this function's cost. */
-static void record_method(JNIEnv *jni, jmethodID m, uint64_t cid, const char *csig)
-{
-    if (!m)
-        return;
-    /* Reference mode calls this for every method entry: a small per-thread
-     * cache of ids already recorded keeps those off the set's mutex. */
-    static __thread uint64_t recent[256];
-    uint64_t key = (uint64_t)(uintptr_t)m;
-    uint64_t *slot = &recent[(key >> 3 ^ key >> 11) & 255];
-    if (*slot == key)
-        return;
-    int added = u64set_add(&methods_seen, key);
-    *slot = key;
-    if (added <= 0)
-        return;
-    uint64_t tsc = jq_rdtsc();
-    char *name = NULL, *msig = NULL, *looked_up = NULL;
-    jint mods = 0;
-    if ((*ag.jvmti)->GetMethodName(ag.jvmti, m, &name, &msig, NULL) != JVMTI_ERROR_NONE) {
-        atomic_fetch_add(&st.method_errors, 1);
-        return;
-    }
-    if (!cid) {
-        jclass klass = NULL;
-        if ((*ag.jvmti)->GetMethodDeclaringClass(ag.jvmti, m, &klass) != JVMTI_ERROR_NONE) {
-            atomic_fetch_add(&st.method_errors, 1);
-            dealloc(name);
-            dealloc(msig);
-            return;
-        }
-        cid = class_id_of(jni, klass, 0, NULL, &looked_up, NULL);
-        csig = looked_up;
-        del_ref(jni, klass);
-    }
-    (*ag.jvmti)->GetMethodModifiers(ag.jvmti, m, &mods);
-    jm_buf b;
-    jm_buf_init(&b);
-    jm_put_u64(&b, (uint64_t)(uintptr_t)m);
-    jm_put_u64(&b, cid);
-    jm_put_str(&b, csig);
-    jm_put_str(&b, name);
-    jm_put_str(&b, msig);
-    jm_put_u32(&b, (uint32_t)mods);
-    jq_emit_buf(JM_METHOD, tsc, &b, NULL, 0);
-    jm_buf_free(&b);
-    atomic_fetch_add(&st.methods, 1);
-    dealloc(name);
-    dealloc(msig);
-    dealloc(looked_up);
-}
-
-static void ensure_method(JNIEnv *jni, jmethodID m)
-{
-    record_method(jni, m, 0, NULL);
-}
-
-/* Hidden classes are named "<binary name>/<suffix>" by the JVM; JVMTI turns
- * the '/' before the suffix into '.' in the signature (JDK 15+), e.g.
- * "LJit$$Lambda.0x0000000800c01000;" (JDK 17) or with "/0x" on some builds. */
-static bool looks_hidden(const char *sig)
-{
-    const char *p = strrchr(sig, '/');
-    const char *dot = strstr(sig, ".0x");
-    if (dot && (!p || dot > p))
-        return true;
-    return p && strncmp(p, "/0x", 3) == 0;
-}
-
-/* Bytecode and constant pool of a class the load hook never saw (hidden
- * classes; classes whose bytes could not be rebuilt). */
-static void capture_class_internals(jclass klass, uint64_t cid, jint nm, const jmethodID *ms)
-{
-    if (ag.caps.can_get_constant_pool) {
-        jint cp_count = 0, cp_bytes = 0;
-        unsigned char *cp = NULL;
-        if ((*ag.jvmti)->GetConstantPool(ag.jvmti, klass, &cp_count, &cp_bytes, &cp) ==
-            JVMTI_ERROR_NONE) {
-            jm_buf b;
-            jm_buf_init(&b);
-            jm_put_u64(&b, cid);
-            jm_put_u32(&b, (uint32_t)cp_count);
-            jm_put_bytes(&b, cp, (uint32_t)cp_bytes);
-            jq_emit_buf(JM_CONSTANT_POOL, jq_rdtsc(), &b, NULL, 0);
-            jm_buf_free(&b);
-            dealloc(cp);
-        } else {
-            atomic_fetch_add(&st.class_errors, 1);
-        }
-    }
-    if (!ag.caps.can_get_bytecodes)
-        return;
-    for (jint i = 0; i < nm; i++) {
-        jint n = 0, max_locals = -1;
-        unsigned char *code = NULL;
-        /* Abstract and native methods have no bytecode: nothing to record. */
-        if ((*ag.jvmti)->GetBytecodes(ag.jvmti, ms[i], &n, &code) != JVMTI_ERROR_NONE)
-            continue;
-        if ((*ag.jvmti)->GetMaxLocals(ag.jvmti, ms[i], &max_locals) != JVMTI_ERROR_NONE)
-            max_locals = -1;
-        jm_buf b;
-        jm_buf_init(&b);
-        jm_put_u64(&b, (uint64_t)(uintptr_t)ms[i]);
-        jm_put_i32(&b, -1); /* max_stack: JVMTI has no accessor */
-        jm_put_i32(&b, max_locals);
-        jm_put_bytes(&b, code, (uint32_t)n);
-        jq_emit_buf(JM_METHOD_BYTECODE, jq_rdtsc(), &b, NULL, 0);
-        jm_buf_free(&b);
-        dealloc(code);
-        atomic_fetch_add(&st.hidden_methods_bytecode, 1);
-    }
-}
-
-/* JM_CLASS_PREPARE (+ JM_METHOD for each method, + internals if hidden). */
-static void record_prepare(JNIEnv *jni, jclass klass, bool force_hidden)
-{
-    uint64_t tsc = jq_rdtsc();
-    char *sig = NULL;
-    class_entry before;
-    uint64_t lk = 0;
-    uint64_t cid = class_id_of(jni, klass, CE_PREPARED, &before, &sig, &lk);
-    if (!cid || !sig) {
-        atomic_fetch_add(&st.class_errors, 1);
-        dealloc(sig);
-        return;
-    }
-    /* Without a class file now and none to come (hidden, or after the
-     * VMInit retransformation pass), the class's code is captured here. */
-    bool hidden = force_hidden ||
-                  (!(before.flags & CE_FILE) &&
-                   (looks_hidden(sig) || atomic_load(&ag.retransform_done) || !ag.retransform ||
-                    !ag.caps.can_retransform_classes));
-    if (!hidden && !(before.flags & CE_FILE)) {
-        /* Prepared before VMInit without passing the hook: the VMInit pass
-         * rebuilds its class file, unless the class cannot be retransformed
-         * (e.g. jdk.internal.vm.Continuation): then capture it now. */
-        jboolean mod = JNI_FALSE;
-        if ((*ag.jvmti)->IsModifiableClass(ag.jvmti, klass, &mod) != JVMTI_ERROR_NONE || !mod)
-            hidden = true;
-    }
-    if (hidden)
-        class_get(sig, lk, CE_HIDDEN, NULL);
-    jint nm = 0;
-    jmethodID *ms = NULL;
-    if ((*ag.jvmti)->GetClassMethods(ag.jvmti, klass, &nm, &ms) != JVMTI_ERROR_NONE) {
-        nm = 0;
-        ms = NULL;
-        atomic_fetch_add(&st.class_errors, 1);
-    }
-    for (jint i = 0; i < nm; i++)
-        record_method(jni, ms[i], cid, sig);
-    jm_buf b;
-    jm_buf_init(&b);
-    jm_put_u64(&b, cid);
-    jm_put_str(&b, sig);
-    jm_put_u32(&b, hidden ? JM_CLASS_HIDDEN : 0);
-    jm_put_u32(&b, (uint32_t)nm);
-    for (jint i = 0; i < nm; i++)
-        jm_put_u64(&b, (uint64_t)(uintptr_t)ms[i]);
-    jq_emit_buf(JM_CLASS_PREPARE, tsc, &b, NULL, 0);
-    jm_buf_free(&b);
-    atomic_fetch_add(&st.classes_prepared, 1);
-    if (hidden) {
-        atomic_fetch_add(&st.classes_hidden, 1);
-        capture_class_internals(klass, cid, nm, ms);
-    }
-    dealloc(ms);
-    dealloc(sig);
-}
-
-static void record_class_file(uint64_t tsc, uint64_t cid, const char *csig, uint32_t origin,
-                              const unsigned char *data, uint32_t len)
-{
-    jm_buf b;
-    jm_buf_init(&b);
-    jm_put_u64(&b, cid);
-    jm_put_str(&b, csig);
-    jm_put_u32(&b, origin);
-    jm_put_bytes(&b, data, len);
-    jq_emit_buf(JM_CLASS_FILE, tsc, &b, NULL, 0);
-    jm_buf_free(&b);
-    atomic_fetch_add(origin == JM_CLASS_RETRANSFORM ? &st.classes_retransformed
-                     : origin == JM_CLASS_IMAGE     ? &st.classes_image
-                                                    : &st.classes_hook,
-                     1);
-}
-
-static void JNICALL on_class_file_load(jvmtiEnv *jvmti, JNIEnv *jni, jclass redefined,
-                                       jobject loader, const char *name, jobject pd,
-                                       jint len, const unsigned char *data, jint *new_len,
-                                       unsigned char **new_data)
-{
-    (void)jvmti;
-    (void)pd;
-    (void)new_len;
-    (void)new_data;
-    if (atomic_load(&ag.dead) || !data || len <= 0)
-        return;
-    uint64_t tsc = jq_rdtsc();
-    uint64_t cid;
-    char *sig = NULL;
-    char local[512];
-    char *heap = NULL;
-    const char *csig;
-    if (redefined && name) {
-        /* HotSpot takes class_being_redefined from per-thread state, so a
-         * class that gets loaded on this thread while another one is being
-         * retransformed arrives with the other class here. The name always
-         * belongs to the bytes: trust it. */
-        char *rsig = NULL;
-        if ((*ag.jvmti)->GetClassSignature(ag.jvmti, redefined, &rsig, NULL) == JVMTI_ERROR_NONE &&
-            rsig) {
-            size_t l = strlen(name), rl = strlen(rsig);
-            if (!(rl == l + 2 && rsig[0] == 'L' && memcmp(rsig + 1, name, l) == 0))
-                redefined = NULL;
-            dealloc(rsig);
-        }
-    }
-    if (redefined) {
-        cid = class_id_of(jni, redefined, CE_FILE, NULL, &sig, NULL);
-        csig = sig ? sig : "";
-    } else {
-        /* A new class: no class object yet, key by name and loader. An
-         * unnamed class (name NULL) gets an id of its own. */
-        if (name) {
-            size_t l = strlen(name);
-            char *s = local;
-            if (l + 3 > sizeof local && !(s = heap = malloc(l + 3)))
-                return;
-            s[0] = 'L';
-            memcpy(s + 1, name, l);
-            s[l + 1] = ';';
-            s[l + 2] = 0;
-            csig = s;
-        } else {
-            csig = "";
-        }
-        class_entry e;
-        cid = class_get(csig, loader_key(loader), name ? CE_FILE : 0, &e) ? e.id : 0;
-    }
-    record_class_file(tsc, cid, csig, redefined ? JM_CLASS_RETRANSFORM : JM_CLASS_LOAD_HOOK,
-                      data, (uint32_t)len);
-    free(heap);
-    dealloc(sig);
-}
-
-static void JNICALL on_class_prepare(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jclass klass)
-{
-    (void)jvmti;
-    (void)thread;
-    if (atomic_load(&ag.dead))
-        return;
-    record_prepare(jni, klass, false);
 }
 
 /* ---- compiled code --------------------------------------------------------- */
@@ -501,7 +151,7 @@ static void JNICALL on_compiled_method_load(jvmtiEnv *jvmti, jmethodID method, j
     memcpy(copy, code_addr, size);
     if (!pw_register(vaddr, size, copy)) {
         free(copy);
-        atomic_fetch_add(&st.nmethod_dups, 1);
+        atomic_fetch_add(&ag_stats.nmethod_dups, 1);
         return;
     }
     JNIEnv *jni = jni_env();
@@ -551,12 +201,12 @@ static void JNICALL on_compiled_method_load(jvmtiEnv *jvmti, jmethodID method, j
     jq_emit_buf(JM_NMETHOD_LOAD, tsc, &b, copy, size);
     jm_buf_free(&b);
     free(copy);
-    atomic_fetch_add(&st.nmethods, 1);
-    atomic_fetch_add(&st.nmethod_code_bytes, size);
-    atomic_fetch_add(&st.nmethod_pcs, npcs);
-    atomic_fetch_add(&st.nmethod_frames, frames);
+    atomic_fetch_add(&ag_stats.nmethods, 1);
+    atomic_fetch_add(&ag_stats.nmethod_code_bytes, size);
+    atomic_fetch_add(&ag_stats.nmethod_pcs, npcs);
+    atomic_fetch_add(&ag_stats.nmethod_frames, frames);
     if (!npcs)
-        atomic_fetch_add(&st.nmethods_without_map, 1);
+        atomic_fetch_add(&ag_stats.nmethods_without_map, 1);
 }
 
 static void JNICALL on_compiled_method_unload(jvmtiEnv *jvmti, jmethodID method,
@@ -573,7 +223,7 @@ static void JNICALL on_compiled_method_unload(jvmtiEnv *jvmti, jmethodID method,
     jm_put_u64(&b, (uint64_t)(uintptr_t)code_addr);
     jq_emit_buf(JM_NMETHOD_UNLOAD, tsc, &b, NULL, 0);
     jm_buf_free(&b);
-    atomic_fetch_add(&st.nmethod_unloads, 1);
+    atomic_fetch_add(&ag_stats.nmethod_unloads, 1);
 }
 
 /* Stubs and adapters. The JVM may hold internal locks here: no JVMTI or JNI
@@ -601,8 +251,8 @@ static void JNICALL on_dynamic_code(jvmtiEnv *jvmti, const char *name, const voi
      * time, each fill with a call site re-pointed at it. */
     if (name && strcmp(name, "InlineCacheBuffer") == 0)
         pw_watch_closely((uint64_t)(uintptr_t)address, (uint64_t)length);
-    atomic_fetch_add(&st.dynamic_code, 1);
-    atomic_fetch_add(&st.dynamic_code_bytes, (uint64_t)length);
+    atomic_fetch_add(&ag_stats.dynamic_code, 1);
+    atomic_fetch_add(&ag_stats.dynamic_code_bytes, (uint64_t)length);
 }
 
 /* ---- threads ------------------------------------------------------------ */
@@ -689,7 +339,7 @@ static void JNICALL on_thread_start(jvmtiEnv *jvmti, JNIEnv *jni, jthread t)
         return;
     /* The callback runs on the new thread itself: gettid is its native id. */
     if (record_thread_start(jni, t, my_tid(), jq_rdtsc()))
-        atomic_fetch_add(&st.threads_started, 1);
+        atomic_fetch_add(&ag_stats.threads_started, 1);
 }
 
 static void JNICALL on_thread_end(jvmtiEnv *jvmti, JNIEnv *jni, jthread t)
@@ -704,7 +354,7 @@ static void JNICALL on_thread_end(jvmtiEnv *jvmti, JNIEnv *jni, jthread t)
     jm_put_u32(&b, my_tid());
     jq_emit_buf(JM_THREAD_END, tsc, &b, NULL, 0);
     jm_buf_free(&b);
-    atomic_fetch_add(&st.threads_ended, 1);
+    atomic_fetch_add(&ag_stats.threads_ended, 1);
 }
 
 /* ---- reference mode ------------------------------------------------------ */
@@ -721,7 +371,7 @@ static void JNICALL on_method_entry(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jme
     memcpy(p, &tid, 4); /* x86-64 is little-endian, as the format */
     memcpy(p + 4, &mid, 8);
     jq_emit(JM_METHOD_ENTRY, tsc, p, sizeof p, NULL, 0);
-    atomic_fetch_add_explicit(&st.method_entries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag_stats.method_entries, 1, memory_order_relaxed);
 }
 
 static void JNICALL on_method_exit(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmethodID m,
@@ -739,7 +389,7 @@ static void JNICALL on_method_exit(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmet
     memcpy(p + 4, &mid, 8);
     p[12] = by_exception ? 1 : 0;
     jq_emit(JM_METHOD_EXIT, tsc, p, sizeof p, NULL, 0);
-    atomic_fetch_add_explicit(&st.method_exits, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag_stats.method_exits, 1, memory_order_relaxed);
 }
 
 static void JNICALL on_single_step(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmethodID m,
@@ -757,7 +407,7 @@ static void JNICALL on_single_step(jvmtiEnv *jvmti, JNIEnv *jni, jthread t, jmet
     memcpy(p + 4, &mid, 8);
     memcpy(p + 12, &bci, 4);
     jq_emit(JM_SINGLE_STEP, tsc, p, sizeof p, NULL, 0);
-    atomic_fetch_add_explicit(&st.single_steps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag_stats.single_steps, 1, memory_order_relaxed);
 }
 
 /* ---- VM lifecycle ---------------------------------------------------------- */
@@ -857,7 +507,7 @@ static void JNICALL on_vm_start(jvmtiEnv *jvmti, JNIEnv *jni)
     handshake();
 }
 
-static char *sysprop(const char *name)
+char *sysprop(const char *name)
 {
     char *v = NULL;
     if ((*ag.jvmti)->GetSystemProperty(ag.jvmti, name, &v) != JVMTI_ERROR_NONE)
@@ -950,177 +600,12 @@ static void record_live_threads(JNIEnv *jni)
              * COMM records). */
             bool me = self && (*jni)->IsSameObject(jni, self, ts[i]);
             record_thread_start(jni, ts[i], me ? my_tid() : native_tid_of(jni, ts[i]), tsc);
-            atomic_fetch_add(&st.threads_at_init, 1);
+            atomic_fetch_add(&ag_stats.threads_at_init, 1);
         }
         del_ref(jni, ts[i]);
     }
     del_ref(jni, self);
     dealloc(ts);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static bool image_may_be_patched(void);
-
-/* The JDK's runtime image, which the boot loader's classes came from, when
- * libjimage's interface is the one jimage.c calls (JDK 9 to 25: later ones
- * may change it) and no --patch-module replaced classes of the image (an
- * argument file, which may hold one, counts as one). */
-static jimage *boot_image(void)
-{
-    char *spec = sysprop("java.vm.specification.version"), *home = sysprop("java.home");
-    long feature = spec ? strtol(spec, NULL, 10) : 0;
-    jimage *ji =
-        feature >= 9 && feature <= 25 && !image_may_be_patched() ? ji_open(home) : NULL;
-    dealloc(spec);
-    dealloc(home);
-    return ji;
-}
-
-/* JM_CLASS_FILE from the runtime image for a boot class ("Ljava/lang/String;")
- * loaded before the hook; false when the image does not have it. */
-static bool record_image_class(jimage *image, uint64_t cid, const char *sig)
-{
-    size_t l = strlen(sig);
-    if (!image || l < 3 || sig[0] != 'L' || sig[l - 1] != ';')
-        return false;
-    char *name = strndup(sig + 1, l - 2);
-    size_t len = 0;
-    uint8_t *bytes = name ? ji_class_bytes(image, name, &len) : NULL;
-    free(name);
-    if (!bytes || len > UINT32_MAX) {
-        free(bytes);
-        return false;
-    }
-    class_get(sig, 0, CE_FILE, NULL);
-    record_class_file(jq_rdtsc(), cid, sig, JM_CLASS_IMAGE, bytes, (uint32_t)len);
-    free(bytes);
-    return true;
-}
-
-/* Classes loaded before the load hook was active (the primordial phase,
- * CDS-archived core classes): record their preparation, and their class
- * files: the boot loader's from the runtime image (origin JM_CLASS_IMAGE),
- * the others rebuilt with RetransformClasses, which the hook then sees with
- * origin JM_CLASS_RETRANSFORM. */
-static void record_loaded_classes(JNIEnv *jni)
-{
-    jint n = 0;
-    jclass *cs = NULL;
-    if ((*ag.jvmti)->GetLoadedClasses(ag.jvmti, &n, &cs) != JVMTI_ERROR_NONE) {
-        jq_warn("GetLoadedClasses failed: classes loaded before the agent are not recorded");
-        atomic_store(&ag.retransform_done, true);
-        return;
-    }
-    jclass *todo = malloc((size_t)(n > 0 ? n : 1) * sizeof *todo);
-    jint ntodo = 0;
-    bool recover = ag.retransform && todo;
-    bool can_rt = recover && ag.caps.can_retransform_classes;
-    jimage *image = recover ? boot_image() : NULL;
-    uint64_t from_image = 0;
-    /* The classes already initialized: their static initializers ran before
-     * this point and never run again (the projector must not explain a later
-     * call by one of them). */
-    jm_buf inited;
-    jm_buf_init(&inited);
-    uint32_t ninited = 0;
-    for (jint i = 0; i < n; i++) {
-        jint status = 0;
-        if ((*ag.jvmti)->GetClassStatus(ag.jvmti, cs[i], &status) != JVMTI_ERROR_NONE ||
-            (status & (JVMTI_CLASS_STATUS_ARRAY | JVMTI_CLASS_STATUS_PRIMITIVE))) {
-            del_ref(jni, cs[i]);
-            cs[i] = NULL;
-            continue;
-        }
-        char *sig = NULL;
-        class_entry e;
-        uint64_t lk = 0;
-        if (!class_id_of(jni, cs[i], 0, &e, &sig, &lk)) {
-            del_ref(jni, cs[i]);
-            cs[i] = NULL;
-            continue;
-        }
-        if (status & JVMTI_CLASS_STATUS_INITIALIZED) {
-            jm_put_u64(&inited, e.id);
-            ninited++;
-        }
-        jboolean mod = JNI_FALSE;
-        if (recover && !(e.flags & CE_FILE) && !looks_hidden(sig) &&
-            (*ag.jvmti)->IsModifiableClass(ag.jvmti, cs[i], &mod) == JVMTI_ERROR_NONE && mod) {
-            if (lk == 0 && record_image_class(image, e.id, sig))
-                from_image++;
-            else if (can_rt)
-                todo[ntodo++] = cs[i];
-        }
-        dealloc(sig);
-    }
-    ji_close(image);
-    if (ninited && !inited.failed) {
-        /* stamped after every status was read: each was initialized by then */
-        jm_buf b;
-        jm_buf_init(&b);
-        jm_put_u32(&b, ninited);
-        jm_put_raw(&b, inited.data, inited.len);
-        jq_emit_buf(JM_CLASSES_INITIALIZED, jq_rdtsc(), &b, NULL, 0);
-        jm_buf_free(&b);
-    }
-    jm_buf_free(&inited);
-    if (from_image)
-        jq_note("read %llu class files loaded before the hook from the runtime image",
-                (unsigned long long)from_image);
-    uint64_t t0 = mono_ms();
-    uint64_t failed = 0;
-    for (jint i = 0; i < ntodo; i += RETRANSFORM_BATCH) {
-        jint k = ntodo - i < RETRANSFORM_BATCH ? ntodo - i : RETRANSFORM_BATCH;
-        jvmtiError err = (*ag.jvmti)->RetransformClasses(ag.jvmti, k, todo + i);
-        if (err != JVMTI_ERROR_NONE) {
-            /* One bad class fails the batch: retry one by one. */
-            for (jint j = 0; j < k; j++)
-                if ((*ag.jvmti)->RetransformClasses(ag.jvmti, 1, todo + i + j) !=
-                    JVMTI_ERROR_NONE)
-                    failed++;
-        }
-    }
-    uint64_t ms = mono_ms() - t0;
-    atomic_store(&st.retransform_ms, ms);
-    atomic_store(&st.retransform_failed, failed);
-    atomic_store(&ag.retransform_done, true);
-    jq_note("retransformed %d classes loaded before the hook in %llu ms (%llu failed)",
-            (int)ntodo, (unsigned long long)ms, (unsigned long long)failed);
-    if (failed)
-        jq_warn("%llu classes loaded before the agent could not be rebuilt; their bytecode "
-                "is recorded from the JVM instead", (unsigned long long)failed);
-    if (ag.retransform && !ag.caps.can_retransform_classes)
-        jq_warn("cannot retransform classes: class files of classes loaded before the agent "
-                "(java.lang.*) are missing; their bytecode is recorded from the JVM instead");
-
-    /* Preparation records for classes prepared before the hook, and bytecode
-     * for those that still have no class file. */
-    for (jint i = 0; i < n; i++) {
-        if (!cs[i])
-            continue;
-        jint status = 0;
-        (*ag.jvmti)->GetClassStatus(ag.jvmti, cs[i], &status);
-        if (status & JVMTI_CLASS_STATUS_PREPARED) {
-            class_entry e;
-            char *sig = NULL;
-            if (class_id_of(jni, cs[i], 0, &e, &sig, NULL)) {
-                if (!(e.flags & CE_PREPARED))
-                    record_prepare(jni, cs[i], false);
-                else if (!(e.flags & CE_FILE) && !(e.flags & CE_HIDDEN))
-                    record_prepare(jni, cs[i], true);
-            }
-            dealloc(sig);
-        }
-        del_ref(jni, cs[i]);
-    }
-    free(todo);
-    dealloc(cs);
 }
 
 static void set_event(jvmtiEventMode mode, jvmtiEvent ev, const char *what)
@@ -1188,8 +673,8 @@ static void shutdown_agent(bool jvmti_usable)
     pw_stop();
     pw_stats ps;
     pw_get_stats(&ps);
-    uint64_t code = atomic_load(&st.nmethod_code_bytes);
-    uint64_t pcs = atomic_load(&st.nmethod_pcs);
+    uint64_t code = atomic_load(&ag_stats.nmethod_code_bytes);
+    uint64_t pcs = atomic_load(&ag_stats.nmethod_pcs);
     const char *names[] = {
         "nmethods", "nmethod_duplicates", "nmethod_code_bytes", "nmethod_pcs",
         "nmethod_pc_frames", "nmethod_pcs_per_kib", "nmethods_without_map",
@@ -1203,23 +688,23 @@ static void shutdown_agent(bool jvmti_usable)
         "method_entries", "method_exits", "single_steps",
     };
     uint64_t vals[] = {
-        atomic_load(&st.nmethods), atomic_load(&st.nmethod_dups), code, pcs,
-        atomic_load(&st.nmethod_frames), code ? (pcs * 1024 + code / 2) / code : 0,
-        atomic_load(&st.nmethods_without_map), atomic_load(&st.nmethod_unloads),
-        (uint64_t)ag.dns_flag, atomic_load(&st.dynamic_code),
-        atomic_load(&st.dynamic_code_bytes), atomic_load(&st.methods),
-        atomic_load(&st.method_errors), class_count(), atomic_load(&st.classes_hook),
-        atomic_load(&st.classes_retransformed), atomic_load(&st.classes_image),
-        atomic_load(&st.retransform_failed),
-        atomic_load(&st.retransform_ms), atomic_load(&st.classes_prepared),
-        atomic_load(&st.classes_hidden), atomic_load(&st.hidden_methods_bytecode),
-        atomic_load(&st.class_errors), atomic_load(&st.threads_started),
-        atomic_load(&st.threads_ended), atomic_load(&st.threads_at_init), ps.ranges,
+        atomic_load(&ag_stats.nmethods), atomic_load(&ag_stats.nmethod_dups), code, pcs,
+        atomic_load(&ag_stats.nmethod_frames), code ? (pcs * 1024 + code / 2) / code : 0,
+        atomic_load(&ag_stats.nmethods_without_map), atomic_load(&ag_stats.nmethod_unloads),
+        (uint64_t)ag.dns_flag, atomic_load(&ag_stats.dynamic_code),
+        atomic_load(&ag_stats.dynamic_code_bytes), atomic_load(&ag_stats.methods),
+        atomic_load(&ag_stats.method_errors), class_count(), atomic_load(&ag_stats.classes_hook),
+        atomic_load(&ag_stats.classes_retransformed), atomic_load(&ag_stats.classes_image),
+        atomic_load(&ag_stats.retransform_failed),
+        atomic_load(&ag_stats.retransform_ms), atomic_load(&ag_stats.classes_prepared),
+        atomic_load(&ag_stats.classes_hidden), atomic_load(&ag_stats.hidden_methods_bytecode),
+        atomic_load(&ag_stats.class_errors), atomic_load(&ag_stats.threads_started),
+        atomic_load(&ag_stats.threads_ended), atomic_load(&ag_stats.threads_at_init), ps.ranges,
         ps.scans, ps.patches, ps.patch_bytes, ps.scan_ns_max / 1000,
         ps.scan_ns_total / 1000, ps.unreadable, ps.close_scans, ps.close_changes,
         ps.close_scan_ns_total / 1000, (uint64_t)ag.handshake_result,
-        atomic_load(&st.method_entries), atomic_load(&st.method_exits),
-        atomic_load(&st.single_steps),
+        atomic_load(&ag_stats.method_entries), atomic_load(&ag_stats.method_exits),
+        atomic_load(&ag_stats.single_steps),
     };
     _Static_assert(sizeof names / sizeof names[0] == sizeof vals / sizeof vals[0],
                    "stats names and values");
@@ -1254,267 +739,6 @@ static void at_exit(void)
         shutdown_agent(false);
 }
 
-/* ---- options and setup ------------------------------------------------------ */
-
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    size_t l = strlen(path);
-    if (l == 0 || l >= sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(tmp, path, l + 1);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-        return -1;
-    struct stat sb;
-    if (stat(tmp, &sb) < 0)
-        return -1;
-    if (!S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
-/* The whole number val of option name into *out; false (message printed) if
- * val is not one or exceeds max. */
-static bool parse_count(const char *name, const char *val, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (!*val || *end || errno || v > max || val[0] == '-') {
-        fprintf(stderr, "jpt: error: agent option '%s=%s' wants a whole number up to %" PRIu64
-                "\n", name, val, max);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-/* Returns 0, 1 for "help", -1 on a bad option (message printed). */
-static int parse_options(const char *opts)
-{
-    snprintf(ag.options, sizeof ag.options, "%s", opts ? opts : "");
-    if (!opts || !*opts)
-        return 0;
-    char *copy = strdup(opts);
-    if (!copy)
-        return -1;
-    int rc = 0;
-    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(tok, '=');
-        const char *val = eq ? eq + 1 : "";
-        if (eq)
-            *eq = 0;
-        if (strcmp(tok, "help") == 0) {
-            rc = 1;
-        } else if (strcmp(tok, "out") == 0) {
-            if (!*val) {
-                fprintf(stderr, "jpt: error: agent option 'out' wants a directory (out=DIR)\n");
-                rc = -1;
-                break;
-            }
-            snprintf(ag.dir, sizeof ag.dir, "%s", val);
-        } else if (strcmp(tok, "mode") == 0) {
-            if (strcmp(val, "trace") == 0) {
-                ag.mode = JM_MODE_TRACE;
-            } else if (strcmp(val, "reference") == 0) {
-                ag.mode = JM_MODE_REFERENCE;
-            } else {
-                fprintf(stderr, "jpt: error: agent option 'mode' wants trace or reference, not "
-                        "'%s'\n", val);
-                rc = -1;
-                break;
-            }
-        } else if (strcmp(tok, "patch_ms") == 0 || strcmp(tok, "close_ms") == 0) {
-            uint64_t ms;
-            if (!parse_count(tok, val, MAX_OPTION_MS, &ms)) {
-                rc = -1;
-                break;
-            }
-            unsigned *dst = strcmp(tok, "patch_ms") == 0 ? &ag.patch_ms : &ag.close_ms;
-            *dst = (unsigned)ms;
-        } else if (strcmp(tok, "budget_mb") == 0) {
-            uint64_t mb;
-            if (!parse_count(tok, val, MAX_OPTION_MB, &mb)) {
-                rc = -1;
-                break;
-            }
-            ag.budget = mb << 20;
-        } else if (strcmp(tok, "retransform") == 0) {
-            ag.retransform = strcmp(val, "0") != 0;
-        } else {
-            fprintf(stderr, "jpt: error: unknown agent option '%s%s%s' (try =help)\n", tok,
-                    eq ? "=" : "", val);
-            rc = -1;
-            break;
-        }
-    }
-    free(copy);
-    return rc;
-}
-
-/* The VM options as the launcher takes them, in the order they apply: the
- * process command line (NUL-separated arguments), then the environment
- * variables it honours. An @argfile or -XX:Flags= file is not followed. */
-static void scan_vm_options(void (*scan)(const char *s, size_t len, void *ctx), void *ctx)
-{
-    static const char *const envs[] = { "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS",
-                                        "_JAVA_OPTIONS" };
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[65536];
-        ssize_t n = read(fd, buf, sizeof buf);
-        close(fd);
-        if (n > 0)
-            scan(buf, (size_t)n, ctx);
-    }
-    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
-        const char *v = getenv(envs[i]);
-        if (v)
-            scan(v, strlen(v), ctx);
-    }
-}
-
-/* Finds the last -XX:[+-]DebugNonSafepoints in s. */
-static void scan_dns(const char *s, size_t len, void *ctx)
-{
-    int *flag = ctx;
-    static const char on[] = "-XX:+DebugNonSafepoints", off[] = "-XX:-DebugNonSafepoints";
-    for (size_t i = 0; i + sizeof on - 1 <= len; i++) {
-        if (memcmp(s + i, on, sizeof on - 1) == 0)
-            *flag = 1;
-        else if (memcmp(s + i, off, sizeof off - 1) == 0)
-            *flag = 0;
-    }
-}
-
-/* DebugNonSafepoints decides how dense the pc -> inline-stack maps are.
- * HotSpot turns it on by itself when an agent wants CompiledMethodLoad and
- * the flag is left at its default (compute_recording_non_safepoints), so only
- * an explicit -XX:-DebugNonSafepoints makes the maps sparse. */
-static int debug_non_safepoints(void)
-{
-    int flag = 2;
-    scan_vm_options(scan_dns, &flag);
-    return flag;
-}
-
-/* Sets *ctx when s has --patch-module, or an argument file that may hide it. */
-static void scan_patch(const char *s, size_t len, void *ctx)
-{
-    static const char opt[] = "--patch-module";
-    for (size_t i = 0; i < len; i++) {
-        if ((i == 0 || s[i - 1] == 0 || s[i - 1] == ' ') && s[i] == '@')
-            *(bool *)ctx = true;
-        if (len - i >= sizeof opt - 1 && memcmp(s + i, opt, sizeof opt - 1) == 0)
-            *(bool *)ctx = true;
-    }
-}
-
-/* Whether classes of the runtime image may have been replaced: JVMTI does not
- * show the JVM's module patches, so the options are read for them. */
-static bool image_may_be_patched(void)
-{
-    bool patched = false;
-    scan_vm_options(scan_patch, &patched);
-    return patched;
-}
-
-/* Requests each wanted capability that the JVM can give, and says what is
- * lost for each one it cannot. */
-static void add_capabilities(void)
-{
-    jvmtiCapabilities pot, want;
-    memset(&pot, 0, sizeof pot);
-    memset(&want, 0, sizeof want);
-    if ((*ag.jvmti)->GetPotentialCapabilities(ag.jvmti, &pot) != JVMTI_ERROR_NONE)
-        memset(&pot, 0, sizeof pot);
-#define WANT(cap, lost)                                                   \
-    do {                                                                  \
-        if (pot.cap)                                                      \
-            want.cap = 1;                                                 \
-        else                                                              \
-            jq_warn("JVM lacks capability " #cap ": " lost);              \
-    } while (0)
-    WANT(can_generate_compiled_method_load_events,
-         "no compiled code, inline maps or stubs are recorded");
-    WANT(can_generate_all_class_hook_events, "no class files are recorded");
-    WANT(can_get_bytecodes, "no bytecode of hidden classes is recorded");
-    WANT(can_get_constant_pool, "no constant pools of hidden classes are recorded");
-    if (ag.retransform) {
-        WANT(can_retransform_classes, "classes loaded before the agent have no class files");
-        if (pot.can_retransform_any_class)
-            want.can_retransform_any_class = 1;
-    }
-    if (ag.mode == JM_MODE_REFERENCE) {
-        WANT(can_generate_method_entry_events, "no method entry records");
-        WANT(can_generate_method_exit_events, "no method exit records");
-        WANT(can_generate_single_step_events, "no single-step records");
-    }
-#undef WANT
-    jvmtiError e = (*ag.jvmti)->AddCapabilities(ag.jvmti, &want);
-    if (e != JVMTI_ERROR_NONE) {
-        /* Another agent may hold an exclusive one: take them one at a time. */
-        jvmtiCapabilities one;
-        unsigned char *w = (unsigned char *)&want;
-        for (size_t i = 0; i < sizeof want; i++) {
-            for (int bit = 0; bit < 8; bit++) {
-                if (!(w[i] & (1u << bit)))
-                    continue;
-                memset(&one, 0, sizeof one);
-                ((unsigned char *)&one)[i] = (unsigned char)(1u << bit);
-                jvmtiError e1 = (*ag.jvmti)->AddCapabilities(ag.jvmti, &one);
-                if (e1 != JVMTI_ERROR_NONE)
-                    jq_warn("capability (byte %zu bit %d of jvmtiCapabilities) refused: %s",
-                            i, bit, errname(e1));
-            }
-        }
-    }
-    memset(&ag.caps, 0, sizeof ag.caps);
-    (*ag.jvmti)->GetCapabilities(ag.jvmti, &ag.caps);
-}
-
-/* Takes an exclusive lock on dir/agent.lock for the life of the process.
- * False only if another live process holds it; any other failure (no flock
- * support on the file system) is not a reason to stop. */
-static bool lock_dir(const char *dir)
-{
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/agent.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return true;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        bool busy = errno == EWOULDBLOCK;
-        close(fd);
-        return !busy;
-    }
-    return true; /* fd stays open: the lock lasts until the process ends */
-}
-
-static void default_dir(void)
-{
-    if (ag.dir[0])
-        return;
-    const char *env = getenv("JPT_TRACE_DIR");
-    if (env && *env)
-        snprintf(ag.dir, sizeof ag.dir, "%s", env);
-    else
-        snprintf(ag.dir, sizeof ag.dir, "jpt-%d.trace", (int)getpid());
-}
-
 JPT_EXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
 {
     (void)reserved;
@@ -1523,7 +747,7 @@ JPT_EXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved)
     int prc = parse_options(options);
     if (prc != 0) {
         /* Help or a bad option: the JVM runs untraced, as for any failure. */
-        fputs(usage_text, stderr);
+        print_usage(stderr);
         return JNI_OK;
     }
     default_dir();

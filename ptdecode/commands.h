@@ -1,6 +1,9 @@
 #ifndef JPT_PTDECODE_COMMANDS_H
 #define JPT_PTDECODE_COMMANDS_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "decoder/tracecheck.h"
 
 /* Each returns the process exit status: 0 ok, also when the trace lost
@@ -33,7 +36,14 @@ int ptd_check(const char *dir, dc_check *c);
  * free of profile/.) */
 struct pf_cct *ptd_context_tree(const char *dir);
 
-/* --jobs N (1 to 1024) into *jobs; false after printing why not. */
+/* Option values several commands take (args.c): each fills its output and
+ * returns true, or returns false after printing why not (the error names
+ * the command cmd). */
+/* --jobs N (1 to 1024) into *jobs. */
 bool ptd_parse_jobs(const char *arg, unsigned *jobs);
+/* --thread TID: a thread id (0 to 2^32 - 1). */
+bool ptd_parse_tid(const char *cmd, const char *arg, long long *tid);
+/* --limit N: a count of events or lines (0: no limit). */
+bool ptd_parse_limit(const char *cmd, const char *arg, uint64_t *limit);
 
 #endif

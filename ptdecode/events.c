@@ -217,7 +217,17 @@ static void on_finished(const dc_stats *st, int rc, const char *err, void *vp)
     }
 }
 
-int cmd_events(int argc, char **argv)
+/* The command line of `ptdecode events`. */
+typedef struct events_args {
+    const char *dir;
+    long long tid;           /* --thread; -1: every thread */
+    uint64_t limit;          /* 0: no limit */
+    bool summary;
+    dc_options dopt;
+} events_args;
+
+/* Returns -1 to go on, else the exit status (--help, a usage error). */
+static int parse_args(int argc, char **argv, events_args *a)
 {
     static const struct option opts[] = {
         { "thread", required_argument, NULL, 't' },
@@ -228,35 +238,25 @@ int cmd_events(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    long long want_tid = -1;
-    uint64_t limit = 0;
-    bool summary = false;
-    dc_options dopt = { 0 };
+    *a = (events_args){ .tid = -1 };
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:n:sj:c:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 't':
-            errno = 0;
-            want_tid = strtoll(optarg, &end, 10);
-            if (errno || *end || want_tid < 0 || want_tid > UINT32_MAX) {
-                jerr_error("events: --thread wants a thread id, not '%s'", optarg);
+            if (!ptd_parse_tid("events", optarg, &a->tid))
                 return 2;
-            }
             break;
         case 'n':
-            errno = 0;
-            limit = strtoull(optarg, &end, 10);
-            if (errno || *end || optarg[0] == '-') {
-                jerr_error("events: --limit wants a count, not '%s'", optarg);
+            if (!ptd_parse_limit("events", optarg, &a->limit))
                 return 2;
-            }
             break;
         case 's':
-            summary = true;
+            a->summary = true;
             break;
         case 'j': {
+            /* events' own wording of the error (the others: ptd_parse_jobs) */
             errno = 0;
             unsigned long v = strtoul(optarg, &end, 10);
             if (errno || *end || optarg[0] == '-' || v < 1 || v > 1024) {
@@ -264,7 +264,7 @@ int cmd_events(int argc, char **argv)
                            optarg);
                 return 2;
             }
-            dopt.threads = (unsigned)v;
+            a->dopt.threads = (unsigned)v;
             break;
         }
         case 'c': {
@@ -275,7 +275,7 @@ int cmd_events(int argc, char **argv)
                            optarg);
                 return 2;
             }
-            dopt.chunk_bytes = v << 10;
+            a->dopt.chunk_bytes = v << 10;
             break;
         }
         case 'h':
@@ -290,7 +290,93 @@ int cmd_events(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    const char *dir = argv[optind];
+    a->dir = argv[optind];
+    return -1;
+}
+
+/* Decodes and prints the chosen threads' streams. Returns the exit status. */
+static int decode_threads(const events_args *a, const dm_model *m, di_cache *cache,
+                          const dc_trace_info *info)
+{
+    const char *dir = a->dir;
+    char err[1024];
+    int status = 0;
+    uint32_t *tids = NULL;
+    size_t ncpu = 0;
+    /* A per-CPU trace is split by thread first (decoder/percpu.h). */
+    const char *sdir = dc_thread_stream_dir(dir, err, sizeof err);
+    if (!sdir)
+        sdir = dir;   /* dc_list_thread_streams reports why */
+    size_t n = dc_list_thread_streams(dir, &tids, &ncpu);
+    if (!n) {
+        if (ncpu)
+            jerr_error("%s/pt: %zu per-CPU streams and no thread's trace split from them", dir,
+                       ncpu);
+        else
+            jerr_error("%s/pt: no PT streams (tid-<TID>.pt)", dir);
+        status = 1;
+    }
+    /* All streams in one call: their chunks share the thread pool, the
+     * output stays stream after stream. */
+    bool found = a->tid < 0;
+    char *cpu_label = g_strdup_printf("%s/pt/cpu-*.pt", dir);
+    printer *ps = g_new0(printer, n ? n : 1);
+    dc_stream *ss = g_new0(dc_stream, n ? n : 1);
+    dc_stats *sts = g_new0(dc_stats, n ? n : 1);
+    char (*names)[64] = g_malloc0(sizeof *names * (n ? n : 1));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a->tid >= 0 && tids[i] != (uint32_t)a->tid)
+            continue;
+        found = true;
+        snprintf(names[k], sizeof names[k], "tid-%u", tids[i]);
+        ps[k] = (printer){ .m = m, .out = stdout, .limit = a->limit, .base_tsc = m->start_tsc,
+                           .summary_only = a->summary, .stream = names[k], .tid = tids[i],
+                           .from = strcmp(sdir, dir) ? cpu_label : NULL,
+                           .pt = g_strdup_printf("%s/pt/%s.pt", sdir, names[k]),
+                           .status = &status,
+                           .bar = isatty(STDERR_FILENO) &&
+                                  (a->summary || !isatty(STDOUT_FILENO)) };
+        ss[k].pt_path = ps[k].pt;
+        ss[k].idx_path = g_strdup_printf("%s/pt/%s.idx", sdir, names[k]);
+        ss[k].st = &sts[k];
+        ss[k].out = (dc_output){ .sink = on_event, .progress = on_progress,
+                                 .started = on_started, .finished = on_finished,
+                                 .ctx = &ps[k] };
+        k++;
+    }
+    const dc_percpu_stats *pc = dc_percpu_stats_of(dir);
+    if (pc)
+        printf("# per-CPU trace: %" PRIu64 " CPUs, %" PRIu64 " stretches of %" PRIu64 " threads; "
+               "%" PRIu64 " context switches, %" PRIu64 " attached, %" PRIu64 " not attachable, %"
+               PRIu64 " inconsistent; %" PRIu64 " bytes with no thread\n", pc->cpus,
+               pc->stretches, pc->threads, pc->switches, pc->attached, pc->unattached,
+               pc->inconsistent, pc->orphan_bytes);
+    dc_decode_streams(&(dc_trace){ m, cache, info }, ss, k, &a->dopt);
+    for (size_t i = 0; i < k; i++) {
+        g_free(ps[i].pt);
+        g_free((char *)ss[i].idx_path);
+    }
+    g_free(ps);
+    g_free(ss);
+    g_free(sts);
+    g_free(names);
+    g_free(cpu_label);
+    if (!found) {
+        jerr_error("%s/pt: no stream for thread %lld", dir, a->tid);
+        status = 1;
+    }
+    g_free(tids);
+    return status;
+}
+
+int cmd_events(int argc, char **argv)
+{
+    events_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *dir = a.dir;
     char err[1024];
     dc_check chk;
     if (ptd_check(dir, &chk) < 0)
@@ -301,7 +387,6 @@ int cmd_events(int argc, char **argv)
         dc_check_free(&chk);
         return 1;
     }
-    int status = 0;
     for (size_t i = 0; i < m->nwarnings; i++)
         jerr_warn_grouped(m->warnings[i]);
     if (m->warnings_total > m->nwarnings)
@@ -321,71 +406,7 @@ int cmd_events(int argc, char **argv)
         char rec[512];
         printf("# recording %s\n", dc_check_recording(&chk, rec, sizeof rec));
     }
-    uint32_t *tids = NULL;
-    size_t ncpu = 0;
-    /* A per-CPU trace is split by thread first (decoder/percpu.h). */
-    const char *sdir = dc_thread_stream_dir(dir, err, sizeof err);
-    if (!sdir)
-        sdir = dir;   /* dc_list_thread_streams reports why */
-    size_t n = dc_list_thread_streams(dir, &tids, &ncpu);
-    if (!n) {
-        if (ncpu)
-            jerr_error("%s/pt: %zu per-CPU streams and no thread's trace split from them", dir,
-                       ncpu);
-        else
-            jerr_error("%s/pt: no PT streams (tid-<TID>.pt)", dir);
-        status = 1;
-    }
-    /* All streams in one call: their chunks share the thread pool, the
-     * output stays stream after stream. */
-    bool found = want_tid < 0;
-    char *cpu_label = g_strdup_printf("%s/pt/cpu-*.pt", dir);
-    printer *ps = g_new0(printer, n ? n : 1);
-    dc_stream *ss = g_new0(dc_stream, n ? n : 1);
-    dc_stats *sts = g_new0(dc_stats, n ? n : 1);
-    char (*names)[64] = g_malloc0(sizeof *names * (n ? n : 1));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (want_tid >= 0 && tids[i] != (uint32_t)want_tid)
-            continue;
-        found = true;
-        snprintf(names[k], sizeof names[k], "tid-%u", tids[i]);
-        ps[k] = (printer){ .m = m, .out = stdout, .limit = limit, .base_tsc = m->start_tsc,
-                           .summary_only = summary, .stream = names[k], .tid = tids[i],
-                           .from = strcmp(sdir, dir) ? cpu_label : NULL,
-                           .pt = g_strdup_printf("%s/pt/%s.pt", sdir, names[k]),
-                           .status = &status,
-                           .bar = isatty(STDERR_FILENO) && (summary || !isatty(STDOUT_FILENO)) };
-        ss[k].pt_path = ps[k].pt;
-        ss[k].idx_path = g_strdup_printf("%s/pt/%s.idx", sdir, names[k]);
-        ss[k].st = &sts[k];
-        ss[k].out = (dc_output){ .sink = on_event, .progress = on_progress,
-                                 .started = on_started, .finished = on_finished,
-                                 .ctx = &ps[k] };
-        k++;
-    }
-    const dc_percpu_stats *pc = dc_percpu_stats_of(dir);
-    if (pc)
-        printf("# per-CPU trace: %" PRIu64 " CPUs, %" PRIu64 " stretches of %" PRIu64 " threads; "
-               "%" PRIu64 " context switches, %" PRIu64 " attached, %" PRIu64 " not attachable, %"
-               PRIu64 " inconsistent; %" PRIu64 " bytes with no thread\n", pc->cpus,
-               pc->stretches, pc->threads, pc->switches, pc->attached, pc->unattached,
-               pc->inconsistent, pc->orphan_bytes);
-    dc_decode_streams(&(dc_trace){ m, cache, &info }, ss, k, &dopt);
-    for (size_t i = 0; i < k; i++) {
-        g_free(ps[i].pt);
-        g_free((char *)ss[i].idx_path);
-    }
-    g_free(ps);
-    g_free(ss);
-    g_free(sts);
-    g_free(names);
-    g_free(cpu_label);
-    if (!found) {
-        jerr_error("%s/pt: no stream for thread %lld", dir, want_tid);
-        status = 1;
-    }
-    g_free(tids);
+    int status = decode_threads(&a, m, cache, &info);
     di_cache_free(cache);
     dm_free(m);
     dc_check_free(&chk);

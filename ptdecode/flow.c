@@ -346,7 +346,17 @@ static void print_stats(FILE *f, uint32_t tid, const rp_stats *s)
                 j->unrolled_iterations);
 }
 
-int cmd_flow(int argc, char **argv)
+/* The command line of `ptdecode flow`. */
+typedef struct flow_args {
+    const char *dir;
+    long long tid;              /* --thread; -1: every thread */
+    uint64_t limit;             /* 0: no limit */
+    const char *glob;           /* --method; NULL: all */
+    bool json, recover, summary, context_ids, simple;
+} flow_args;
+
+/* Returns -1 to go on, else the exit status (--help, a usage error). */
+static int parse_args(int argc, char **argv, flow_args *a)
 {
     static const struct option opts[] = {
         { "thread", required_argument, NULL, 't' },
@@ -362,50 +372,38 @@ int cmd_flow(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    long long want_tid = -1;
-    uint64_t limit = 0;
-    const char *glob = NULL;
-    bool json = false, recover = false, summary = false, context_ids = false, simple = false;
+    *a = (flow_args){ .tid = -1 };
     pf_source_opts so = *pf_source_options();
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:m:jn:sh", opts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 't':
-            errno = 0;
-            want_tid = strtoll(optarg, &end, 10);
-            if (errno || *end || want_tid < 0 || want_tid > UINT32_MAX) {
-                jerr_error("flow: --thread wants a thread id, not '%s'", optarg);
+            if (!ptd_parse_tid("flow", optarg, &a->tid))
                 return 2;
-            }
             break;
         case 'n':
-            errno = 0;
-            limit = strtoull(optarg, &end, 10);
-            if (errno || *end || optarg[0] == '-') {
-                jerr_error("flow: --limit wants a count, not '%s'", optarg);
+            if (!ptd_parse_limit("flow", optarg, &a->limit))
                 return 2;
-            }
             break;
         case 'm':
-            glob = optarg;
+            a->glob = optarg;
             break;
         case 'j':
-            json = true;
+            a->json = true;
             break;
         case 'r':
-            recover = true;
+            a->recover = true;
             break;
         case 'c':
-            context_ids = true;
-            recover = true;
+            a->context_ids = true;
+            a->recover = true;
             break;
         case 's':
-            summary = true;
+            a->summary = true;
             break;
         case 'S':
-            simple = true;
+            a->simple = true;
             break;
         case 'J':
             if (!ptd_parse_jobs(optarg, &so.jobs))
@@ -427,7 +425,90 @@ int cmd_flow(int argc, char **argv)
         return 2;
     }
     pf_source_set_options(&so);
-    const char *dir = argv[optind];
+    a->dir = argv[optind];
+    return -1;
+}
+
+/* The threads of the trace; none: an error printed (why the per-CPU
+ * streams gave none, when they are what the trace has). */
+static size_t list_threads(rt_trace *t, const char *dir)
+{
+    const uint32_t *tids;
+    size_t ncpu;
+    size_t n = rt_threads(t, &tids, &ncpu);
+    if (!n) {
+        /* No threads from per-CPU streams: the split failed (its reason),
+         * or it worked and found no thread's trace. */
+        char serr[768];
+        if (ncpu && !dc_thread_stream_dir(dir, serr, sizeof serr))
+            jerr_error("%s/pt: splitting the per-CPU streams into threads failed: %s", dir,
+                       serr);
+        else
+            jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
+                       ncpu ? "; the per-CPU streams hold no thread's trace" : "");
+    }
+    return n;
+}
+
+/* Prints the flow of the chosen threads of the opened trace, then the
+ * counts of all. Returns the exit status. */
+static int print_flow(const flow_args *a, rt_trace *t, pf_cct *ctx_tree)
+{
+    const char *dir = a->dir;
+    char err[1024];
+    int status = 0;
+    const char *const *warn;
+    size_t nw = rt_warnings(t, &warn);
+    for (size_t i = 0; i < nw; i++)
+        jerr_warn_grouped(warn[i]);
+    size_t n = list_threads(t, dir);
+    if (!n)
+        status = 1;
+    flow_printer p = { .t = t, .out = stdout, .json = a->json, .summary = a->summary,
+                       .limit = a->limit, .base_tsc = rt_model(t)->start_tsc,
+                       .method_glob = a->glob ? pf_method_pattern_new(a->glob) : NULL,
+                       .glob_hits = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                                          NULL),
+                       .java_names = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                                           g_free),
+                       .simple = a->simple,
+                       .ctx_tree = ctx_tree };
+    flow_run run = { .p = &p, .json = a->json, .recover = a->recover };
+    pf_flow_request rq = { .sink = flow_event, .ctx = &run, .decoded_only = !a->recover,
+                           .tid = a->tid, .begin = flow_begin, .end = flow_end,
+                           .stop_thread_only = true, .keep_going = true, .trace = t };
+    if (n && pf_flow_read(dir, &rq, NULL, err, sizeof err) < 0) {
+        if (!run.failed)    /* else each thread said why */
+            jerr_error("%s", err);
+        status = 1;
+    }
+    if (run.failed)
+        status = 1;
+    rp_stats total = run.total;
+    if (n > 1 && a->tid < 0 && !run.limited)
+        fprintf(a->json ? stderr : stdout,
+                "# all threads: %" PRIu64 " bytecodes, %" PRIu64 " placed (%.2f%%); segments %"
+                PRIu64 ": %" PRIu64 " unique, %" PRIu64 " chosen, %" PRIu64 " unresolved\n",
+                total.bytecodes, total.placed,
+                total.bytecodes ? 100.0 * (double)total.placed / (double)total.bytecodes : 100.0,
+                total.segments, total.segments_unique, total.segments_chosen,
+                total.segments_unresolved);
+    if (p.method_glob && !pf_method_pattern_matched(p.method_glob) && status == 0)
+        jerr_warn("flow: no method that ran matches --method '%s' (%s)", a->glob,
+                  PF_PATTERN_STYLES);
+    pf_method_pattern_free(p.method_glob);
+    g_hash_table_destroy(p.glob_hits);
+    g_hash_table_destroy(p.java_names);
+    return status;
+}
+
+int cmd_flow(int argc, char **argv)
+{
+    flow_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *dir = a.dir;
     char err[1024];
     dc_check chk;
     if (ptd_check(dir, &chk) < 0)
@@ -442,68 +523,15 @@ int cmd_flow(int argc, char **argv)
         return 1;
     }
     if (cut)
-        fprintf(json ? stderr : stdout, "# recording %s\n", rec);
+        fprintf(a.json ? stderr : stdout, "# recording %s\n", rec);
     /* The ids are those of the profile of the whole flow (every thread,
      * the recovered events included), built in a pass of its own. */
     pf_cct *ctx_tree = NULL;
-    if (context_ids && !(ctx_tree = ptd_context_tree(dir))) {
+    if (a.context_ids && !(ctx_tree = ptd_context_tree(dir))) {
         rt_close(t);
         return 1;
     }
-    int status = 0;
-    const char *const *warn;
-    size_t nw = rt_warnings(t, &warn);
-    for (size_t i = 0; i < nw; i++)
-        jerr_warn_grouped(warn[i]);
-    const uint32_t *tids;
-    size_t ncpu;
-    size_t n = rt_threads(t, &tids, &ncpu);
-    if (!n) {
-        /* No threads from per-CPU streams: the split failed (its reason),
-         * or it worked and found no thread's trace. */
-        char serr[768];
-        if (ncpu && !dc_thread_stream_dir(dir, serr, sizeof serr))
-            jerr_error("%s/pt: splitting the per-CPU streams into threads failed: %s", dir,
-                       serr);
-        else
-            jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
-                       ncpu ? "; the per-CPU streams hold no thread's trace" : "");
-        status = 1;
-    }
-    flow_printer p = { .t = t, .out = stdout, .json = json, .summary = summary, .limit = limit,
-                       .base_tsc = rt_model(t)->start_tsc,
-                       .method_glob = glob ? pf_method_pattern_new(glob) : NULL,
-                       .glob_hits = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
-                                                          NULL),
-                       .java_names = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
-                                                           g_free),
-                       .simple = simple,
-                       .ctx_tree = ctx_tree };
-    flow_run run = { .p = &p, .json = json, .recover = recover };
-    pf_flow_request rq = { .sink = flow_event, .ctx = &run, .decoded_only = !recover,
-                           .tid = want_tid, .begin = flow_begin, .end = flow_end,
-                           .stop_thread_only = true, .keep_going = true, .trace = t };
-    if (n && pf_flow_read(dir, &rq, NULL, err, sizeof err) < 0) {
-        if (!run.failed)    /* else each thread said why */
-            jerr_error("%s", err);
-        status = 1;
-    }
-    if (run.failed)
-        status = 1;
-    rp_stats total = run.total;
-    if (n > 1 && want_tid < 0 && !run.limited)
-        fprintf(json ? stderr : stdout,
-                "# all threads: %" PRIu64 " bytecodes, %" PRIu64 " placed (%.2f%%); segments %"
-                PRIu64 ": %" PRIu64 " unique, %" PRIu64 " chosen, %" PRIu64 " unresolved\n",
-                total.bytecodes, total.placed,
-                total.bytecodes ? 100.0 * (double)total.placed / (double)total.bytecodes : 100.0,
-                total.segments, total.segments_unique, total.segments_chosen,
-                total.segments_unresolved);
-    if (p.method_glob && !pf_method_pattern_matched(p.method_glob) && status == 0)
-        jerr_warn("flow: no method that ran matches --method '%s' (%s)", glob, PF_PATTERN_STYLES);
-    pf_method_pattern_free(p.method_glob);
-    g_hash_table_destroy(p.glob_hits);
-    g_hash_table_destroy(p.java_names);
+    int status = print_flow(&a, t, ctx_tree);
     pf_cct_free(ctx_tree);
     rt_close(t);
     return status;

@@ -342,6 +342,135 @@ static void jslice(json_w *j, const char *k, jm_slice s)
     json_strn(j, (const char *)s.p, s.len);
 }
 
+/* The JVM's code outside compiled methods: code cache, interpreter, blobs,
+ * stubs. */
+static void json_code(json_w *j, const info *in)
+{
+    json_key(j, "code_cache");
+    json_obj(j);
+    json_khex(j, "low", in->cc_low);
+    json_khex(j, "high", in->cc_high);
+    json_key(j, "heaps");
+    json_arr(j);
+    for (guint i = 0; i < in->heap_vals->len; i++) {
+        jm_heap *hp = &g_array_index(in->heap_vals, jm_heap, i);
+        json_obj(j);
+        json_kstr(j, "name", g_ptr_array_index(in->heap_names, i));
+        json_khex(j, "low", hp->low);
+        json_khex(j, "high", hp->high);
+        json_end(j);
+    }
+    json_end(j);
+    json_end(j);
+    json_key(j, "interpreter");
+    json_obj(j);
+    json_ku64(j, "codelets", in->codelets);
+    json_ku64(j, "bytecode_codelets", in->codelets_with_bytecode);
+    json_khex(j, "begin", in->interp_begin);
+    json_khex(j, "end", in->interp_end);
+    json_end(j);
+    json_key(j, "code_blobs");
+    json_obj(j);
+    json_ku64(j, "count", in->by_type[JM_CODE_BLOB]);
+    json_ku64(j, "bytes", in->blob_bytes);
+    json_end(j);
+    json_key(j, "stubs");
+    json_obj(j);
+    json_ku64(j, "count", in->dyn_code);
+    json_ku64(j, "bytes", in->dyn_code_bytes);
+    json_end(j);
+}
+
+/* The compiled methods, each with the methods it inlined. */
+static void json_compiled(json_w *j, const info *in, GHashTable *names)
+{
+    json_key(j, "compiled");
+    json_obj(j);
+    json_ku64(j, "loads", in->nm_loads);
+    json_ku64(j, "unloads", in->nm_unloads);
+    json_ku64(j, "code_bytes", in->nm_bytes);
+    json_ku64(j, "pc_records", in->pcs);
+    json_ku64(j, "inlined_pc_records", in->inlined_pcs);
+    json_ku64(j, "max_inline_depth", in->max_depth);
+    json_kdbl(j, "pc_records_per_kb", density(in));
+    json_key(j, "methods");
+    json_arr(j);
+    GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    char nb[64];
+    for (guint i = 0; i < in->nmethods->len; i++) {
+        const jm_rec *m = &g_array_index(in->nmethods, jm_rec, i);
+        json_obj(j);
+        json_kstr(j, "method", method_name(names, m->u.nmethod_load.method_id, nb, sizeof nb));
+        json_ki64(j, "level", m->u.nmethod_load.level);
+        json_khex(j, "vaddr", m->u.nmethod_load.code.vaddr);
+        json_ku64(j, "size", m->u.nmethod_load.code.size);
+        json_ku64(j, "tsc", m->tsc);
+        json_ku64(j, "pc_records", m->u.nmethod_load.npcs);
+        json_key(j, "inlined");
+        json_arr(j);
+        g_array_set_size(ids, 0);
+        inlined_methods(m, ids);
+        for (guint k = 0; k < ids->len; k++)
+            json_str(j, method_name(names, g_array_index(ids, uint64_t, k), nb, sizeof nb));
+        json_end(j);
+        json_end(j);
+    }
+    g_array_free(ids, TRUE);
+    json_end(j);
+    json_key(j, "by_level");
+    json_obj(j);
+    static const char *const levels[6] = { "0", "1", "2", "3", "4", "unknown" };
+    for (int i = 0; i < 6; i++)
+        json_ku64(j, levels[i], in->by_level[i]);
+    json_end(j);
+    json_end(j);
+}
+
+/* Patches, classes (missing: those without a class file, some examples),
+ * methods, threads, the reference records. */
+static void json_classes(json_w *j, const info *in, uint64_t missing,
+                         const GPtrArray *missing_ex)
+{
+    json_key(j, "patches");
+    json_obj(j);
+    json_ku64(j, "count", in->patches);
+    json_ku64(j, "bytes", in->patch_bytes);
+    json_end(j);
+    json_key(j, "classes");
+    json_obj(j);
+    json_ku64(j, "captured", in->class_hook + in->class_retransform + in->class_image);
+    json_ku64(j, "from_load_hook", in->class_hook);
+    json_ku64(j, "from_retransform", in->class_retransform);
+    json_ku64(j, "from_image", in->class_image);
+    json_ku64(j, "unparsable", in->class_bad);
+    json_ku64(j, "prepared", in->prepared);
+    json_ku64(j, "hidden", in->hidden);
+    json_ku64(j, "missing", missing);
+    json_key(j, "missing_examples");
+    json_arr(j);
+    for (guint i = 0; i < missing_ex->len; i++)
+        json_str(j, g_ptr_array_index(missing_ex, i));
+    json_end(j);
+    json_end(j);
+    json_ku64(j, "methods", in->methods);
+    json_key(j, "threads");
+    json_obj(j);
+    json_ku64(j, "started", in->threads_started);
+    json_ku64(j, "ended", in->threads_ended);
+    json_key(j, "list");
+    json_arr(j);
+    for (guint i = 0; i < in->thread_names->len; i++)
+        json_str(j, g_ptr_array_index(in->thread_names, i));
+    json_end(j);
+    json_end(j);
+    json_key(j, "reference");
+    json_obj(j);
+    json_ku64(j, "method_entries", in->ref_entries);
+    json_ku64(j, "method_exits", in->ref_exits);
+    json_ku64(j, "single_steps", in->ref_steps);
+    json_end(j);
+}
+
 static void print_json(info *in, jm_reader *r, const char *dir, const char *read_error,
                        GHashTable *names)
 {
@@ -371,117 +500,9 @@ static void print_json(info *in, jm_reader *r, const char *dir, const char *read
     } else {
         json_null(&j);
     }
-    json_key(&j, "code_cache");
-    json_obj(&j);
-    json_khex(&j, "low", in->cc_low);
-    json_khex(&j, "high", in->cc_high);
-    json_key(&j, "heaps");
-    json_arr(&j);
-    for (guint i = 0; i < in->heap_vals->len; i++) {
-        jm_heap *hp = &g_array_index(in->heap_vals, jm_heap, i);
-        json_obj(&j);
-        json_kstr(&j, "name", g_ptr_array_index(in->heap_names, i));
-        json_khex(&j, "low", hp->low);
-        json_khex(&j, "high", hp->high);
-        json_end(&j);
-    }
-    json_end(&j);
-    json_end(&j);
-    json_key(&j, "interpreter");
-    json_obj(&j);
-    json_ku64(&j, "codelets", in->codelets);
-    json_ku64(&j, "bytecode_codelets", in->codelets_with_bytecode);
-    json_khex(&j, "begin", in->interp_begin);
-    json_khex(&j, "end", in->interp_end);
-    json_end(&j);
-    json_key(&j, "code_blobs");
-    json_obj(&j);
-    json_ku64(&j, "count", in->by_type[JM_CODE_BLOB]);
-    json_ku64(&j, "bytes", in->blob_bytes);
-    json_end(&j);
-    json_key(&j, "stubs");
-    json_obj(&j);
-    json_ku64(&j, "count", in->dyn_code);
-    json_ku64(&j, "bytes", in->dyn_code_bytes);
-    json_end(&j);
-    json_key(&j, "compiled");
-    json_obj(&j);
-    json_ku64(&j, "loads", in->nm_loads);
-    json_ku64(&j, "unloads", in->nm_unloads);
-    json_ku64(&j, "code_bytes", in->nm_bytes);
-    json_ku64(&j, "pc_records", in->pcs);
-    json_ku64(&j, "inlined_pc_records", in->inlined_pcs);
-    json_ku64(&j, "max_inline_depth", in->max_depth);
-    json_kdbl(&j, "pc_records_per_kb", density(in));
-    json_key(&j, "methods");
-    json_arr(&j);
-    GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    char nb[64];
-    for (guint i = 0; i < in->nmethods->len; i++) {
-        const jm_rec *m = &g_array_index(in->nmethods, jm_rec, i);
-        json_obj(&j);
-        json_kstr(&j, "method", method_name(names, m->u.nmethod_load.method_id, nb, sizeof nb));
-        json_ki64(&j, "level", m->u.nmethod_load.level);
-        json_khex(&j, "vaddr", m->u.nmethod_load.code.vaddr);
-        json_ku64(&j, "size", m->u.nmethod_load.code.size);
-        json_ku64(&j, "tsc", m->tsc);
-        json_ku64(&j, "pc_records", m->u.nmethod_load.npcs);
-        json_key(&j, "inlined");
-        json_arr(&j);
-        g_array_set_size(ids, 0);
-        inlined_methods(m, ids);
-        for (guint k = 0; k < ids->len; k++)
-            json_str(&j, method_name(names, g_array_index(ids, uint64_t, k), nb, sizeof nb));
-        json_end(&j);
-        json_end(&j);
-    }
-    g_array_free(ids, TRUE);
-    json_end(&j);
-    json_key(&j, "by_level");
-    json_obj(&j);
-    static const char *const levels[6] = { "0", "1", "2", "3", "4", "unknown" };
-    for (int i = 0; i < 6; i++)
-        json_ku64(&j, levels[i], in->by_level[i]);
-    json_end(&j);
-    json_end(&j);
-    json_key(&j, "patches");
-    json_obj(&j);
-    json_ku64(&j, "count", in->patches);
-    json_ku64(&j, "bytes", in->patch_bytes);
-    json_end(&j);
-    json_key(&j, "classes");
-    json_obj(&j);
-    json_ku64(&j, "captured", in->class_hook + in->class_retransform + in->class_image);
-    json_ku64(&j, "from_load_hook", in->class_hook);
-    json_ku64(&j, "from_retransform", in->class_retransform);
-    json_ku64(&j, "from_image", in->class_image);
-    json_ku64(&j, "unparsable", in->class_bad);
-    json_ku64(&j, "prepared", in->prepared);
-    json_ku64(&j, "hidden", in->hidden);
-    json_ku64(&j, "missing", missing);
-    json_key(&j, "missing_examples");
-    json_arr(&j);
-    for (guint i = 0; i < missing_ex->len; i++)
-        json_str(&j, g_ptr_array_index(missing_ex, i));
-    json_end(&j);
-    json_end(&j);
-    json_ku64(&j, "methods", in->methods);
-    json_key(&j, "threads");
-    json_obj(&j);
-    json_ku64(&j, "started", in->threads_started);
-    json_ku64(&j, "ended", in->threads_ended);
-    json_key(&j, "list");
-    json_arr(&j);
-    for (guint i = 0; i < in->thread_names->len; i++)
-        json_str(&j, g_ptr_array_index(in->thread_names, i));
-    json_end(&j);
-    json_end(&j);
-    json_key(&j, "reference");
-    json_obj(&j);
-    json_ku64(&j, "method_entries", in->ref_entries);
-    json_ku64(&j, "method_exits", in->ref_exits);
-    json_ku64(&j, "single_steps", in->ref_steps);
-    json_end(&j);
+    json_code(&j, in);
+    json_compiled(&j, in, names);
+    json_classes(&j, in, missing, missing_ex);
     json_key(&j, "records");
     json_obj(&j);
     json_ku64(&j, "total", in->records);
@@ -704,6 +725,58 @@ static void print_code(const jm_code *c)
            c->code_offset);
 }
 
+/* A class file record: its header as parsed, or why it does not parse. */
+static void dump_class_file(const jm_rec *m)
+{
+    cf_header h;
+    char err[300];
+    int ok = cf_parse_header(m->u.class_file.bytes.p, m->u.class_file.bytes.len, &h, err,
+                             sizeof err);
+    printf(" id=%" PRIu64 " origin=%s bytes=%u", m->u.class_file.class_id,
+           m->u.class_file.origin == JM_CLASS_RETRANSFORM ? "retransform"
+           : m->u.class_file.origin == JM_CLASS_IMAGE     ? "image"
+                                                          : "hook",
+           m->u.class_file.bytes.len);
+    if (ok == 0)
+        printf(" magic=0xcafebabe version=%u.%u cp_count=%u this=%s", h.major, h.minor,
+               h.cp_count, h.this_class);
+    else
+        printf(" parse_error=\"%s\"", err);
+    char *cn = class_name(m->u.class_file.class_sig);
+    printf(" class=%s", cn);
+    g_free(cn);
+}
+
+/* A compiled method: its code, the methods it inlined and (pcs) its
+ * pc -> inline stack map. */
+static void dump_nmethod_load(GHashTable *names, const jm_rec *m, bool pcs)
+{
+    char nb[64];
+    print_code(&m->u.nmethod_load.code);
+    printf(" level=%d npcs=%u", m->u.nmethod_load.level, m->u.nmethod_load.npcs);
+    GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    inlined_methods(m, ids);
+    printf(" inlined=");
+    for (guint i = 0; i < ids->len; i++)
+        printf("%s%s", i ? "," : "",
+               method_name(names, g_array_index(ids, uint64_t, i), nb, sizeof nb));
+    g_array_free(ids, TRUE);
+    printf(" method=%s", method_name(names, m->u.nmethod_load.method_id, nb, sizeof nb));
+    if (pcs) {
+        jm_pcs it = m->u.nmethod_load.pcs;
+        uint64_t pc;
+        uint32_t depth;
+        jm_frame fr[MAX_INLINE_FRAMES];
+        while (jm_pcs_next(&it, &pc, &depth, fr, MAX_INLINE_FRAMES) == 1) {
+            printf("\n  pc=0x%" PRIx64 " depth=%u stack=", pc, depth);
+            uint32_t d = depth < MAX_INLINE_FRAMES ? depth : MAX_INLINE_FRAMES;
+            for (uint32_t i = 0; i < d; i++)
+                printf("%s%s@%d", i ? "<" : "",
+                       method_name(names, fr[i].method_id, nb, sizeof nb), fr[i].bci);
+        }
+    }
+}
+
 static void dump_record(GHashTable *names, const jm_record *rec, const jm_rec *m, bool pcs)
 {
     char nb[64];
@@ -742,26 +815,9 @@ static void dump_record(GHashTable *names, const jm_record *rec, const jm_rec *m
                m->u.method.method_id, m->u.method.class_id, m->u.method.modifiers,
                method_name(names, m->u.method.method_id, nb, sizeof nb));
         break;
-    case JM_CLASS_FILE: {
-        cf_header h;
-        char err[300];
-        int ok = cf_parse_header(m->u.class_file.bytes.p, m->u.class_file.bytes.len, &h, err,
-                                 sizeof err);
-        printf(" id=%" PRIu64 " origin=%s bytes=%u", m->u.class_file.class_id,
-               m->u.class_file.origin == JM_CLASS_RETRANSFORM ? "retransform"
-               : m->u.class_file.origin == JM_CLASS_IMAGE     ? "image"
-                                                              : "hook",
-               m->u.class_file.bytes.len);
-        if (ok == 0)
-            printf(" magic=0xcafebabe version=%u.%u cp_count=%u this=%s", h.major, h.minor,
-                   h.cp_count, h.this_class);
-        else
-            printf(" parse_error=\"%s\"", err);
-        char *cn = class_name(m->u.class_file.class_sig);
-        printf(" class=%s", cn);
-        g_free(cn);
+    case JM_CLASS_FILE:
+        dump_class_file(m);
         break;
-    }
     case JM_CLASS_PREPARE: {
         char *cn = class_name(m->u.class_prepare.class_sig);
         printf(" id=%" PRIu64 " hidden=%d methods=%u class=%s", m->u.class_prepare.class_id,
@@ -779,32 +835,9 @@ static void dump_record(GHashTable *names, const jm_record *rec, const jm_rec *m
         printf(" class_id=%" PRIu64 " cp_count=%u bytes=%u", m->u.constant_pool.class_id,
                m->u.constant_pool.cp_count, m->u.constant_pool.bytes.len);
         break;
-    case JM_NMETHOD_LOAD: {
-        print_code(&m->u.nmethod_load.code);
-        printf(" level=%d npcs=%u", m->u.nmethod_load.level, m->u.nmethod_load.npcs);
-        GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-        inlined_methods(m, ids);
-        printf(" inlined=");
-        for (guint i = 0; i < ids->len; i++)
-            printf("%s%s", i ? "," : "",
-                   method_name(names, g_array_index(ids, uint64_t, i), nb, sizeof nb));
-        g_array_free(ids, TRUE);
-        printf(" method=%s", method_name(names, m->u.nmethod_load.method_id, nb, sizeof nb));
-        if (pcs) {
-            jm_pcs it = m->u.nmethod_load.pcs;
-            uint64_t pc;
-            uint32_t depth;
-            jm_frame fr[MAX_INLINE_FRAMES];
-            while (jm_pcs_next(&it, &pc, &depth, fr, MAX_INLINE_FRAMES) == 1) {
-                printf("\n  pc=0x%" PRIx64 " depth=%u stack=", pc, depth);
-                uint32_t d = depth < MAX_INLINE_FRAMES ? depth : MAX_INLINE_FRAMES;
-                for (uint32_t i = 0; i < d; i++)
-                    printf("%s%s@%d", i ? "<" : "",
-                           method_name(names, fr[i].method_id, nb, sizeof nb), fr[i].bci);
-            }
-        }
+    case JM_NMETHOD_LOAD:
+        dump_nmethod_load(names, m, pcs);
         break;
-    }
     case JM_NMETHOD_UNLOAD:
         printf(" vaddr=0x%" PRIx64 " method=%s", m->u.nmethod_unload.vaddr,
                method_name(names, m->u.nmethod_unload.method_id, nb, sizeof nb));

@@ -1,6 +1,6 @@
-/* `ptdecode hot`, `ptdecode export` and `ptdecode context`: profiles of a
- * trace's reconstructed flow (profile/). Events come only from
- * pf_flow_source. */
+/* The profile commands, `ptdecode hot`, `export`, `diff`, `context` and the
+ * summary: profiles of a trace's reconstructed flow (profile/). Events come
+ * only from pf_flow_source (profile_read.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -32,654 +32,8 @@
 #include "ptdecode/commands.h"
 #include "ptdecode/hotprint.h"
 #include "ptdecode/outfile.h"
-
-/* The progress line is looked at every PROGRESS_CHECK events, redrawn at
- * most every PROGRESS_US and first shown after PROGRESS_FIRST_US. */
-#define PROGRESS_CHECK (1u << 16)
-#define PROGRESS_US 500000
-#define PROGRESS_FIRST_US 1000000
-
-/* ---- shared options ------------------------------------------------------ */
-
-enum {
-    OPT_INCLUDE = 1000, OPT_EXCLUDE, OPT_CALL_SITES, OPT_THREADS, OPT_BY, OPT_JSON,
-    OPT_FORMAT, OPT_TITLE, OPT_PER_THREAD, OPT_PHI, OPT_EPSILON, OPT_TSC_HZ, OPT_LIST,
-    OPT_CLASSES, OPT_SIMPLE, OPT_THREAD, OPT_FROM, OPT_TO, OPT_HELP, OPT_JOBS, OPT_NO_CACHE,
-};
-
-typedef struct prof_opts {
-    pf_cct_opts cct;
-    unsigned threads;        /* builder workers; 1: sequential */
-    pf_metric by;
-    bool json, per_thread, list;
-    bool simple;             /* method names without parameters */
-    const char *output, *title, *classes;
-    GPtrArray *formats, *outputs;   /* export: --format and -o, in order */
-    double phi, epsilon, tsc_hz;
-    long top;
-    bool by_set, top_set;    /* given on the command line */
-    pf_focus *focus;         /* --include / --exclude PATTERN */
-    GPtrArray *thread_sel;   /* --thread NAME|TID values; NULL: every thread */
-    const pf_names *names;   /* of the trace being read: thread names for --thread */
-    /* --from / --to: a time since the flow's first event (ns), or a share of
-     * the run (percent); 'n' unset, 't' time, '%' share */
-    char from_kind, to_kind;
-    double from, to;
-} prof_opts;
-
-/* "1.5s", "200ms", "30us", "1000ns", "25%" -> value and kind ('t': ns,
- * '%'); false when it is none of these. */
-static bool parse_when(const char *s, double *value, char *kind)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0) || !isfinite(v))
-        return false;
-    static const struct { const char *unit; double ns; } units[] = {
-        { "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 }, { "ns", 1 },
-    };
-    if (!strcmp(end, "%")) {
-        if (v > 100)
-            return false;
-        *value = v;
-        *kind = '%';
-        return true;
-    }
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (!strcmp(end, units[i].unit)) {
-            *value = v * units[i].ns;
-            *kind = 't';
-            return true;
-        }
-    }
-    return false;
-}
-
-static void opts_free(prof_opts *o)
-{
-    pf_focus_free(o->focus);
-    if (o->thread_sel)
-        g_ptr_array_free(o->thread_sel, TRUE);
-    if (o->formats)
-        g_ptr_array_free(o->formats, TRUE);
-    if (o->outputs)
-        g_ptr_array_free(o->outputs, TRUE);
-    o->focus = NULL;
-    o->thread_sel = NULL;
-    o->formats = o->outputs = NULL;
-}
-
-static const char *origin_names[FL_ORIGIN_COUNT] = { "decoded", "recovered", "guessed" };
-
-/* "recovered,guessed" -> set include[origin] = value for each; false (and
- * nothing set) when a word is not an origin: the value is a pattern. */
-static bool parse_origins(const char *list, bool value, bool *include)
-{
-    char **parts = g_strsplit(list, ",", -1);
-    bool all = parts[0] != NULL;
-    for (char **p = parts; *p && all; p++) {
-        bool known = false;
-        for (int o = 0; o < FL_ORIGIN_COUNT; o++)
-            known |= !strcmp(*p, origin_names[o]);
-        all = known;
-    }
-    for (char **p = parts; *p && all; p++)
-        for (int o = 0; o < FL_ORIGIN_COUNT; o++)
-            if (!strcmp(*p, origin_names[o]))
-                include[o] = value;
-    g_strfreev(parts);
-    return all;
-}
-
-static bool parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end)
-        return false;
-    *out = v;
-    return true;
-}
-
-static const struct option long_opts[] = {
-    { "include", required_argument, NULL, OPT_INCLUDE },
-    { "exclude", required_argument, NULL, OPT_EXCLUDE },
-    { "call-sites", no_argument, NULL, OPT_CALL_SITES },
-    { "threads", required_argument, NULL, OPT_THREADS },
-    { "by", required_argument, NULL, OPT_BY },
-    { "json", no_argument, NULL, OPT_JSON },
-    { "format", required_argument, NULL, OPT_FORMAT },
-    { "output", required_argument, NULL, 'o' },
-    { "title", required_argument, NULL, OPT_TITLE },
-    { "per-thread", no_argument, NULL, OPT_PER_THREAD },
-    { "phi", required_argument, NULL, OPT_PHI },
-    { "epsilon", required_argument, NULL, OPT_EPSILON },
-    { "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
-    { "list", no_argument, NULL, OPT_LIST },
-    { "classes", required_argument, NULL, OPT_CLASSES },
-    { "simple", no_argument, NULL, OPT_SIMPLE },
-    { "thread", required_argument, NULL, OPT_THREAD },
-    { "from", required_argument, NULL, OPT_FROM },
-    { "to", required_argument, NULL, OPT_TO },
-    { "jobs", required_argument, NULL, OPT_JOBS },
-    { "no-cache", no_argument, NULL, OPT_NO_CACHE },
-    { "help", no_argument, NULL, OPT_HELP },
-    { NULL, 0, NULL, 0 },
-};
-
-/* --jobs N: 1 to 1024 threads for decoding and reconstruction. */
-bool ptd_parse_jobs(const char *arg, unsigned *jobs)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (errno || *end || end == arg || v < 1 || v > 1024) {
-        jerr_error("--jobs: expected a thread count from 1 to 1024, got '%s'", arg);
-        return false;
-    }
-    *jobs = (unsigned)v;
-    return true;
-}
-
-/* Returns 0 to go on, 1 when --help was printed, 2 on a usage error. */
-static int parse_opts(int argc, char **argv, prof_opts *o, void (*usage)(FILE *))
-{
-    memset(o, 0, sizeof *o);
-    o->cct = pf_cct_default_opts();
-    /* Recovered and guessed events are the profile's by default: they are
-     * marked, and --exclude drops them. */
-    /* Sequential by default: reading the flow is serial, and the pool only
-     * pays off when tree updates dominate (large trees, idle cores). */
-    o->threads = 1;
-    o->by = PF_BY_BYTECODES;
-    o->phi = 1e-3;
-    o->epsilon = 1e-4;
-    o->top = 20;
-    o->from_kind = o->to_kind = 'n';
-    o->formats = g_ptr_array_new();
-    o->outputs = g_ptr_array_new();
-    pf_source_opts so = *pf_source_options();
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "n:o:h", long_opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_INCLUDE:
-        case OPT_EXCLUDE:
-            if (!*optarg) {
-                jerr_error("%s: expected origins or a pattern", argv[optind - 1]);
-                return 2;
-            }
-            if (!parse_origins(optarg, c == OPT_INCLUDE, o->cct.include)) {
-                if (!o->focus)
-                    o->focus = pf_focus_new();
-                pf_focus_add(o->focus, optarg, c == OPT_INCLUDE);
-            }
-            break;
-        case OPT_FROM:
-        case OPT_TO:
-            if (!parse_when(optarg, c == OPT_FROM ? &o->from : &o->to,
-                            c == OPT_FROM ? &o->from_kind : &o->to_kind)) {
-                jerr_error("%s: expected a time since the start (1.5s, 200ms, 30us, 1000ns) or "
-                           "a share of the run (25%%), got '%s'", c == OPT_FROM ? "--from" : "--to",
-                           optarg);
-                return 2;
-            }
-            break;
-        case OPT_THREAD:
-            if (!o->thread_sel)
-                o->thread_sel = g_ptr_array_new_with_free_func(g_free);
-            g_ptr_array_add(o->thread_sel, g_strdup(optarg));
-            break;
-        case OPT_CALL_SITES: o->cct.call_sites = true; break;
-        case OPT_THREADS: {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 256) {
-                jerr_error("--threads: expected 1..256, got '%s'", optarg);
-                return 2;
-            }
-            o->threads = (unsigned)v;
-            break;
-        }
-        case OPT_BY: {
-            int m = pf_metric_parse(optarg);
-            if (m < 0) {
-                jerr_error("--by: expected bytecodes, time or calls, got '%s'", optarg);
-                return 2;
-            }
-            o->by = (pf_metric)m;
-            o->by_set = true;
-            break;
-        }
-        case 'n': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1) {
-                jerr_error("-n: expected a positive count, got '%s'", optarg);
-                return 2;
-            }
-            o->top = v;
-            o->top_set = true;
-            break;
-        }
-        case OPT_JSON: o->json = true; break;
-        case OPT_FORMAT: g_ptr_array_add(o->formats, optarg); break;
-        case 'o':
-            o->output = optarg;
-            g_ptr_array_add(o->outputs, optarg);
-            break;
-        case OPT_JOBS:
-            if (!ptd_parse_jobs(optarg, &so.jobs))
-                return 2;
-            break;
-        case OPT_NO_CACHE: so.no_cache = true; break;
-        case OPT_TITLE: o->title = optarg; break;
-        case OPT_PER_THREAD: o->per_thread = true; break;
-        case OPT_LIST: o->list = true; break;
-        case OPT_CLASSES: o->classes = optarg; break;
-        case OPT_SIMPLE: o->simple = true; break;
-        case OPT_PHI:
-        case OPT_EPSILON:
-        case OPT_TSC_HZ: {
-            double v;
-            if (!parse_double(optarg, &v) || !(v > 0)) {
-                jerr_error("%s: expected a positive number, got '%s'",
-                           c == OPT_PHI ? "--phi" : c == OPT_EPSILON ? "--epsilon" : "--tsc-hz",
-                           optarg);
-                return 2;
-            }
-            *(c == OPT_PHI ? &o->phi : c == OPT_EPSILON ? &o->epsilon : &o->tsc_hz) = v;
-            break;
-        }
-        case 'h':
-        case OPT_HELP:
-            usage(stdout);
-            return 1;
-        default:
-            jerr_error("unknown or incomplete option '%s' (try --help)", argv[optind - 1]);
-            return 2;
-        }
-    }
-    pf_source_set_options(&so);
-    return 0;
-}
-
-/* ---- reading the flow ---------------------------------------------------- */
-
-/* Forwards events to the real sink, with a progress line on a terminal;
- * with --thread, only the chosen threads' events. */
-typedef struct progress_sink {
-    fl_sink sink;
-    void *ctx;
-    uint64_t events;
-    bool tty;
-    const prof_opts *o;
-    GHashTable *chosen;      /* tid -> 1 chosen, 2 not */
-    uint32_t nchosen;
-    bool windowed;           /* --from / --to: events outside [lo, hi) only move the stack */
-    uint64_t lo, hi;
-    /* How far through the trace: a traced run's threads are read one after
-     * the other, each event carrying its offset in the thread's PT stream. */
-    const char *dir;
-    uint64_t total_bytes;    /* pt/tid-*.pt sizes; 0: unknown (reference mode, per-CPU) */
-    uint64_t done_bytes;     /* of the threads read before the current one */
-    uint32_t tid;
-    uint64_t tid_bytes, tid_offset;
-    gint64 start_us, shown_us;
-    bool shown;
-} progress_sink;
-
-/* Size of the thread's PT stream in dir/pt, 0 when there is none. */
-static uint64_t stream_size(const char *dir, uint32_t tid)
-{
-    char name[32];
-    snprintf(name, sizeof name, "tid-%" PRIu32 ".pt", tid);
-    char *path = g_build_filename(dir, "pt", name, NULL);
-    struct stat st;
-    uint64_t size = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-    g_free(path);
-    return size;
-}
-
-static uint64_t streams_size(const char *dir)
-{
-    char *pt = g_build_filename(dir, "pt", NULL);
-    GDir *d = g_dir_open(pt, 0, NULL);
-    uint64_t total = 0;
-    for (const char *e; d && (e = g_dir_read_name(d));) {
-        unsigned long tid;
-        char tail[8];
-        if (sscanf(e, "tid-%lu%7s", &tid, tail) == 2 && !strcmp(tail, ".pt") && tid <= UINT32_MAX)
-            total += stream_size(dir, (uint32_t)tid);
-    }
-    if (d)
-        g_dir_close(d);
-    g_free(pt);
-    return total;
-}
-
-/* "ptdecode: 40% of the trace, 12M events, 30 s left" when the share is
- * known, else the events. It ends at the line's start, so that a warning
- * printed meanwhile takes the line over instead of running on from it. */
-static void progress_show(progress_sink *p, gint64 now)
-{
-    double done = 0;
-    if (p->total_bytes) {
-        uint64_t here = p->tid_offset < p->tid_bytes ? p->tid_offset : p->tid_bytes;
-        done = (double)(p->done_bytes + here) / (double)p->total_bytes;
-    }
-    if (done > 0.01 && done <= 1) {
-        double left = (double)(now - p->start_us) / 1e6 * (1 - done) / done;
-        fprintf(stderr, "\r\033[K%s: %.0f%% of the trace, %.1fM events, %.0f s left\r",
-                jerr_prog(), 100 * done, (double)p->events / 1e6, left);
-    } else {
-        fprintf(stderr, "\r\033[K%s: %.1fM events\r", jerr_prog(), (double)p->events / 1e6);
-    }
-    p->shown = true;
-    p->shown_us = now;
-}
-
-static void progress_note(progress_sink *p, const fl_event *ev)
-{
-    if (ev->tid != p->tid || !p->events) {
-        p->done_bytes += p->tid_bytes;
-        p->tid = ev->tid;
-        p->tid_bytes = p->total_bytes ? stream_size(p->dir, ev->tid) : 0;
-        p->tid_offset = 0;
-    }
-    if (ev->offset > p->tid_offset)
-        p->tid_offset = ev->offset;
-    if ((p->events & (PROGRESS_CHECK - 1)) == 0) {
-        gint64 now = g_get_monotonic_time();
-        if (now - p->start_us >= PROGRESS_FIRST_US && now - p->shown_us >= PROGRESS_US)
-            progress_show(p, now);
-    }
-}
-
-/* Whether --thread chose the thread: by its id or a glob over its name. */
-static bool thread_chosen(progress_sink *p, uint32_t tid)
-{
-    gpointer known = g_hash_table_lookup(p->chosen, GUINT_TO_POINTER(tid));
-    if (known)
-        return GPOINTER_TO_UINT(known) == 1;
-    const char *name = p->o->names ? pf_names_thread(p->o->names, tid) : NULL;
-    char id[16];
-    snprintf(id, sizeof id, "%" PRIu32, tid);
-    bool yes = false;
-    for (guint i = 0; i < p->o->thread_sel->len && !yes; i++) {
-        const char *want = p->o->thread_sel->pdata[i];
-        yes = !strcmp(want, id) || (name && g_pattern_match_simple(want, name));
-    }
-    g_hash_table_insert(p->chosen, GUINT_TO_POINTER(tid), GUINT_TO_POINTER(yes ? 1 : 2));
-    p->nchosen += yes;
-    return yes;
-}
-
-static int progress_forward(const fl_event *ev, void *ctx)
-{
-    progress_sink *p = ctx;
-    if (p->tty)
-        progress_note(p, ev);
-    p->events++;
-    if (p->chosen && !thread_chosen(p, ev->tid))
-        return 0;
-    if (p->windowed && ev->kind != FL_SEGMENT && (ev->tsc < p->lo || ev->tsc >= p->hi)) {
-        /* an origin no profile counts: the stack follows, nothing is added */
-        fl_event outside = *ev;
-        outside.origin = FL_ORIGIN_COUNT;
-        return p->sink(&outside, p->ctx);
-    }
-    return p->sink(ev, p->ctx);
-}
-
-/* Returns 0; or -1 after printing the error, with *events (may be NULL)
- * telling how many events came before it. */
-typedef struct tsc_span {
-    uint64_t min, max;
-    bool any;
-} tsc_span;
-
-static int tsc_span_sink(const fl_event *ev, void *ctx)
-{
-    tsc_span *m = ctx;
-    if (!m->any || ev->tsc < m->min)
-        m->min = ev->tsc;
-    if (!m->any || ev->tsc > m->max)
-        m->max = ev->tsc;
-    m->any = true;
-    return 0;
-}
-
-/* The TSC bounds of --from / --to for the trace in dir: a pass of its own
- * finds the run's first and last events. Returns 0, -1 after printing why. */
-static int window_bounds(const char *dir, const prof_opts *o, uint64_t *lo, uint64_t *hi)
-{
-    tsc_span span = { 0 };
-    char err[1024];
-    if (pf_flow_source(dir, tsc_span_sink, &span, err, sizeof err) < 0) {
-        jerr_error("%s", err);
-        return -1;
-    }
-    pf_timebase tb;
-    if (pf_timebase_read(dir, o->tsc_hz, &tb, err, sizeof err) < 0)
-        tb.hz = o->tsc_hz;
-    const char kinds[2] = { o->from_kind, o->to_kind };
-    const double values[2] = { o->from, o->to };
-    uint64_t *bound[2] = { lo, hi };
-    *lo = span.min;
-    *hi = span.max + 1;      /* [lo, hi): two windows meeting at a bound share no event */
-    for (int i = 0; i < 2; i++) {
-        double ticks;
-        if (kinds[i] == 'n')
-            continue;
-        if (kinds[i] == '%') {
-            ticks = (double)(span.max - span.min) * values[i] / 100.0;
-        } else if (tb.hz > 0) {
-            ticks = values[i] * tb.hz / 1e9;
-        } else {
-            jerr_error("%s: --from / --to in time need the TSC frequency, which the trace does "
-                       "not record (give --tsc-hz HZ, or a share: 25%%)", dir);
-            return -1;
-        }
-        *bound[i] = span.min + (ticks < (double)(span.max - span.min) ? (uint64_t)ticks
-                                                                      : span.max - span.min + 1);
-    }
-    if (*lo > *hi)
-        jerr_warn("%s: --from is after --to: nothing is counted", dir);
-    return 0;
-}
-
-static int read_flow_counted(const char *dir, const prof_opts *o, fl_sink sink, void *ctx,
-                             uint64_t *events, pf_flow_stats *fs)
-{
-    progress_sink p = { .sink = sink, .ctx = ctx, .tty = isatty(STDERR_FILENO), .o = o,
-                        .dir = dir };
-    if (p.tty) {
-        p.start_us = g_get_monotonic_time();
-        p.total_bytes = streams_size(dir);
-    }
-    if (o && (o->from_kind != 'n' || o->to_kind != 'n')) {
-        if (window_bounds(dir, o, &p.lo, &p.hi) < 0)
-            return -1;
-        p.windowed = true;
-    }
-    if (o && o->thread_sel)
-        p.chosen = g_hash_table_new(g_direct_hash, g_direct_equal);
-    char err[1024];
-    int rc = pf_flow_source_stats(dir, progress_forward, &p, fs, err, sizeof err);
-    if (p.chosen) {
-        if (rc >= 0 && p.nchosen == 0) {
-            GString *ids = g_string_new(NULL);
-            for (guint i = 0; i < o->thread_sel->len; i++)
-                g_string_append_printf(ids, "%s'%s'", i ? ", " : "",
-                                       (const char *)o->thread_sel->pdata[i]);
-            jerr_warn("%s: no thread matches --thread %s (a tid, or a glob over thread names; "
-                      "'ptdecode DIR' lists them)", dir, ids->str);
-            g_string_free(ids, TRUE);
-        }
-        g_hash_table_destroy(p.chosen);
-    }
-    if (p.shown)
-        fprintf(stderr, "\r\033[K");
-    if (events)
-        *events = p.events;
-    if (rc < 0) {
-        jerr_error("%s", err);
-        return -1;
-    }
-    return 0;
-}
-
-static int read_flow(const char *dir, const prof_opts *o, fl_sink sink, void *ctx)
-{
-    return read_flow_counted(dir, o, sink, ctx, NULL, NULL);
-}
-
-/* Sees every event before the tree builder does (the summary's counts). */
-typedef struct tap_sink {
-    fl_sink tap, sink;
-    void *tap_ctx, *ctx;
-} tap_sink;
-
-static int tap_forward(const fl_event *ev, void *vt)
-{
-    tap_sink *t = vt;
-    t->tap(ev, t->tap_ctx);
-    return t->sink(ev, t->ctx);
-}
-
-/* A calling context tree being built from the flow: sequentially, or by
- * ParCCT with --threads. */
-typedef struct cct_build {
-    pf_par *par;
-    pf_seq *seq;
-} cct_build;
-
-static void cct_build_init(cct_build *b, const prof_opts *o)
-{
-    b->par = o->threads > 1 ? pf_par_new(&o->cct, o->threads, 1u << 16) : NULL;
-    b->seq = b->par ? NULL : pf_seq_new(&o->cct);
-}
-
-static int cct_build_sink(const fl_event *ev, void *vb)
-{
-    cct_build *b = vb;
-    return b->par ? pf_par_sink(ev, b->par) : pf_seq_sink(ev, b->seq);
-}
-
-/* The finalized tree with --include / --exclude patterns applied, or NULL
- * (error printed). With nothing read (none), no tree. */
-static pf_cct *cct_build_finish(cct_build *b, const char *dir, const prof_opts *o, bool none)
-{
-    pf_cct *t = b->par ? pf_par_finish(b->par) : pf_seq_finish(b->seq);
-    b->par = NULL;
-    b->seq = NULL;
-    if (none) {
-        pf_cct_free(t);
-        return NULL;
-    }
-    if (!t) {
-        jerr_error("out of memory building the calling context tree");
-        return NULL;
-    }
-    /* The parallel builder finalizes already. */
-    pf_cct *fin = t->finalized ? t : pf_cct_finalize(t);
-    if (fin != t)
-        pf_cct_free(t);
-    if (fin && !pf_focus_empty(o->focus)) {
-        pf_cct *part = pf_focus_apply(o->focus, fin, o->names);
-        pf_cct_free(fin);
-        fin = part;
-        for (size_t i = 0; fin && pf_focus_unmatched(o->focus, i); i++)
-            jerr_warn("%s: no method matches '%s' (--include / --exclude: %s)", dir,
-                      pf_focus_unmatched(o->focus, i), PF_PATTERN_STYLES);
-    }
-    if (!fin)
-        jerr_error("out of memory building the calling context tree");
-    return fin;
-}
-
-/* The finalized CCT of the trace, or NULL (error printed). When the flow
- * breaks off after some events, the tree of what came before is returned
- * and *partial set (the commands report it and exit with 1). With tap,
- * every event goes to it too; with fs, the pipeline's counts are filled. */
-static pf_cct *build_cct_tapped(const char *dir, const prof_opts *o, bool *partial, fl_sink tap,
-                                void *tap_ctx, pf_flow_stats *fs)
-{
-    uint64_t events = 0;
-    cct_build b;
-    cct_build_init(&b, o);
-    tap_sink ts = { .tap = tap, .tap_ctx = tap_ctx, .sink = cct_build_sink, .ctx = &b };
-    int rc = read_flow_counted(dir, o, tap ? tap_forward : cct_build_sink,
-                               tap ? (void *)&ts : &b, &events, fs);
-    *partial = rc < 0;
-    return cct_build_finish(&b, dir, o, rc < 0 && events == 0);
-}
-
-static pf_cct *build_cct(const char *dir, const prof_opts *o, bool *partial)
-{
-    return build_cct_tapped(dir, o, partial, NULL, NULL, NULL);
-}
-
-pf_cct *ptd_context_tree(const char *dir)
-{
-    prof_opts o = { .cct = pf_cct_default_opts(), .threads = 1, .from_kind = 'n', .to_kind = 'n' };
-    bool partial;
-    pf_cct *t = build_cct(dir, &o, &partial);
-    pf_cct *e = t ? pf_ccenc_tree(t) : NULL;
-    if (t && !e)
-        jerr_error("out of memory building the calling context tree");
-    pf_cct_free(t);
-    return e;
-}
-
-/* The trace's names, which --thread reads too. */
-static pf_names *load_names(const char *dir, prof_opts *o)
-{
-    char err[1024];
-    pf_names *n = pf_names_load(dir, err, sizeof err);
-    if (!n)
-        jerr_error("%s", err);
-    else
-        pf_names_set_simple(n, o->simple);
-    o->names = n;
-    return n;
-}
-
-/* The trace's TSC frequency (or --tsc-hz's). A damaged info.json costs the
- * real units only: times stay in ticks, with a warning. */
-static pf_timebase load_timebase(const char *dir, const prof_opts *o)
-{
-    pf_timebase tb;
-    char err[1024];
-    if (pf_timebase_read(dir, o->tsc_hz, &tb, err, sizeof err) < 0)
-        jerr_warn("%s; %s", err, tb.hz > 0 ? "using --tsc-hz" : "times stay in TSC ticks");
-    return tb;
-}
-
-static const char *shared_options =
-    "  --include ORIGINS  count events of these origins (comma-separated: decoded,\n"
-    "                     recovered, guessed; all are counted by default)\n"
-    "  --exclude ORIGINS  do not count events of these origins (the stack still follows them)\n"
-    "  --include PATTERN  only the stacks with a frame of a matching class or method\n"
-    "                     ('java.util.*', 'Branchy', 'Branchy.fib*'; either naming style)\n"
-    "  --exclude PATTERN  without the stacks with such a frame (both repeat)\n"
-    "  --thread NAME|TID  only these threads (a tid, or a glob over names; repeats)\n"
-    "  --from T, --to T   count only what ran from / to T: a time since the first event\n"
-    "                     (1.5s, 200ms, 30us, 1000ns) or a share of the run (25%)\n"
-    "  --call-sites       distinguish calling contexts by the caller's bci too\n"
-    "  --threads N        build the tree with N worker threads (ParCCT; default 1:\n"
-    "                     sequential; the result is the same)\n"
-    "  --jobs N           decode and reconstruct with N threads (default: the number of\n"
-    "                     processors; the flow is the same)\n"
-    "  --no-cache         neither read nor write the decoded-flow cache (TRACE.DIR/cache/:\n"
-    "                     the first command decodes, the next ones read it)\n"
-    "  --simple           method names without their parameter types\n"
-    "  --tsc-hz HZ        TSC ticks per second for times (default: info.json's\n"
-    "                     time.tsc_hz; without it, times are in TSC ticks)\n";
+#include "ptdecode/profile_opts.h"
+#include "ptdecode/profile_read.h"
 
 /* ---- hot ----------------------------------------------------------------- */
 
@@ -701,13 +55,13 @@ static void hot_usage(FILE *f)
             "example:\n"
             "  java -agentpath:libjpt.so=mode=reference,out=hello.trace -Xint -cp samples/classes Hello\n"
             "  ptdecode hot hello.trace -n 10 --by calls\n",
-            shared_options);
+            prof_shared_options);
 }
 
 int cmd_hot(int argc, char **argv)
 {
     prof_opts o;
-    int rc = parse_opts(argc, argv, &o, hot_usage);
+    int rc = prof_parse_opts(argc, argv, &o, hot_usage);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (optind + 1 != argc) {
@@ -719,20 +73,20 @@ int cmd_hot(int argc, char **argv)
     if (ptd_check(dir, &chk) < 0)
         return 1;
     dc_check_free(&chk);
-    pf_names *names = load_names(dir, &o);
+    pf_names *names = prof_load_names(dir, &o);
     if (!names)
         return 1;
     bool partial;
-    pf_cct *t = build_cct(dir, &o, &partial);
+    pf_cct *t = prof_build_cct(dir, &o, &partial);
     if (!t) {
         pf_names_free(names);
         return 1;
     }
-    pf_timebase tb = load_timebase(dir, &o);
+    pf_timebase tb = prof_load_timebase(dir, &o);
     ptd_print_hot(stdout, t, names, &tb, o.by, (size_t)o.top, o.json);
     pf_cct_free(t);
     pf_names_free(names);
-    opts_free(&o);
+    prof_opts_free(&o);
     return partial ? 1 : 0;
 }
 
@@ -786,7 +140,7 @@ static void export_usage(FILE *f)
             "  ptdecode export hello.trace --format ringchart -o hello.html\n"
             "  ptdecode export hello.trace --format lcov -o hello.info\n"
             "  cd samples/java && genhtml --branch-coverage ../../hello.info -o ../../hello-coverage\n",
-            shared_options);
+            prof_shared_options);
 }
 
 typedef struct min_tsc {
@@ -867,7 +221,7 @@ static int export_from_tree(const char *dir, const prof_opts *o, const pf_names 
                             int format, pf_cct *t, rc_program *prog, FILE *out)
 {
     const char *title = o->title ? o->title : dir;
-    pf_timebase tb = load_timebase(dir, o);
+    pf_timebase tb = prof_load_timebase(dir, o);
     if (format == F_CCT_JSON)
         return pf_export_cct_json_hz(out, t, names, title, tb.hz);
     if (format == F_FOLDED)
@@ -921,17 +275,17 @@ static void export_all(const char *dir, const prof_opts *o, const pf_names *name
     /* Records of different threads are not in TSC order: a timeline's start
      * is the first event's time, found in a pass of its own. */
     min_tsc m = { 0 };
-    if (want_chrome && read_flow(dir, o, min_tsc_sink, &m) < 0) {
+    if (want_chrome && prof_read_flow(dir, o, min_tsc_sink, &m) < 0) {
         for (guint i = 0; i < n; i++)
             outs[i].result = -1;
         rc_program_free(prog);
         return;
     }
     fanout fan = { .n = 0 };
-    cct_build b = { 0 };
+    prof_cct_build b = { 0 };
     if (want_tree) {
-        cct_build_init(&b, o);
-        fanout_add(&fan, cct_build_sink, &b);
+        prof_cct_build_init(&b, o);
+        fanout_add(&fan, prof_cct_build_sink, &b);
     }
     pf_hcct *h = NULL;
     if (want[F_HCCT]) {
@@ -944,7 +298,7 @@ static void export_all(const char *dir, const prof_opts *o, const pf_names *name
         fanout_add(&fan, pf_cov_sink, cov);
     }
     if (want_chrome) {
-        pf_timebase tb = load_timebase(dir, o);
+        pf_timebase tb = prof_load_timebase(dir, o);
         double hz = tb.hz;
         if (!(hz > 0)) {
             hz = pf_tsc_hz_measure();
@@ -962,9 +316,9 @@ static void export_all(const char *dir, const prof_opts *o, const pf_names *name
         }
     }
     uint64_t events = 0;
-    int rc = read_flow_counted(dir, o, fanout_sink, &fan, &events, NULL);
+    int rc = prof_read_flow_counted(dir, o, fanout_sink, &fan, &events, NULL);
     bool partial = rc < 0, none = rc < 0 && events == 0;
-    pf_cct *t = want_tree ? cct_build_finish(&b, dir, o, none) : NULL;
+    pf_cct *t = want_tree ? prof_cct_build_finish(&b, dir, o, none) : NULL;
     for (guint i = 0; i < n; i++) {
         export_out *x = &outs[i];
         FILE *out = x->of.f;
@@ -1010,12 +364,12 @@ static void export_all(const char *dir, const prof_opts *o, const pf_names *name
 int cmd_export(int argc, char **argv)
 {
     prof_opts o;
-    int rc = parse_opts(argc, argv, &o, export_usage);
+    int rc = prof_parse_opts(argc, argv, &o, export_usage);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (optind + 1 != argc) {
         jerr_error("export: expected one TRACE.DIR (try 'ptdecode export --help')");
-        opts_free(&o);
+        prof_opts_free(&o);
         return 2;
     }
     guint n = o.formats->len;
@@ -1064,18 +418,18 @@ int cmd_export(int argc, char **argv)
     }
     if (status) {
         g_free(outs);
-        opts_free(&o);
+        prof_opts_free(&o);
         return status;
     }
     const char *dir = argv[optind];
     dc_check chk;
     if (ptd_check(dir, &chk) < 0) {
         g_free(outs);
-        opts_free(&o);
+        prof_opts_free(&o);
         return 1;
     }
     dc_check_free(&chk);
-    pf_names *names = load_names(dir, &o);
+    pf_names *names = prof_load_names(dir, &o);
     guint opened = 0;
     while (names && opened < n && ptd_out_open(&outs[opened].of, o.outputs->pdata[opened]) == 0)
         opened++;
@@ -1099,7 +453,7 @@ int cmd_export(int argc, char **argv)
     }
     g_free(outs);
     pf_names_free(names);
-    opts_free(&o);
+    prof_opts_free(&o);
     return status;
 }
 
@@ -1127,7 +481,7 @@ static void diff_usage(FILE *f)
             "\n"
             "example:\n"
             "  ptdecode diff branchy60.trace branchy120.trace -n 10 --by calls -o diff.html\n",
-            shared_options);
+            prof_shared_options);
 }
 
 /* A value of the diff's metric: time with its unit, counts as they are. */
@@ -1301,7 +655,7 @@ static void diff_print(const pf_diff *d, const prof_opts *o, const char *const d
 int cmd_diff(int argc, char **argv)
 {
     prof_opts o;
-    int rc = parse_opts(argc, argv, &o, diff_usage);
+    int rc = prof_parse_opts(argc, argv, &o, diff_usage);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (optind + 2 != argc) {
@@ -1315,15 +669,15 @@ int cmd_diff(int argc, char **argv)
     bool partial = false;
     int status = 0;
     for (int r = 0; r < 2 && status == 0; r++) {
-        names[r] = load_names(dirs[r], &o);
+        names[r] = prof_load_names(dirs[r], &o);
         bool part = false;
-        trees[r] = names[r] ? build_cct(dirs[r], &o, &part) : NULL;
+        trees[r] = names[r] ? prof_build_cct(dirs[r], &o, &part) : NULL;
         partial |= part;
         if (!trees[r]) {
             status = 1;
             break;
         }
-        pf_timebase tb = load_timebase(dirs[r], &o);
+        pf_timebase tb = prof_load_timebase(dirs[r], &o);
         ns_per_tick[r] = tb.hz > 0 ? 1e9 / tb.hz : 0;
     }
     pf_diff *d = status ? NULL : pf_diff_new(trees[0], names[0], ns_per_tick[0], trees[1],
@@ -1346,7 +700,7 @@ int cmd_diff(int argc, char **argv)
         pf_cct_free(trees[r]);
         pf_names_free(names[r]);
     }
-    opts_free(&o);
+    prof_opts_free(&o);
     return status ? status : partial ? 1 : 0;
 }
 
@@ -1369,13 +723,13 @@ static void context_usage(FILE *f)
             "  ptdecode context hello.trace --list -n 5\n"
             "  ptdecode context hello.trace 42\n"
             "  ptdecode flow hello.trace --context-ids --limit 20   # every event's id\n",
-            shared_options);
+            prof_shared_options);
 }
 
 int cmd_context(int argc, char **argv)
 {
     prof_opts o;
-    int rc = parse_opts(argc, argv, &o, context_usage);
+    int rc = prof_parse_opts(argc, argv, &o, context_usage);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (o.list ? optind + 1 != argc : optind + 2 > argc) {
@@ -1402,13 +756,13 @@ int cmd_context(int argc, char **argv)
         return 1;
     }
     dc_check_free(&chk);
-    pf_names *names = load_names(dir, &o);
+    pf_names *names = prof_load_names(dir, &o);
     if (!names) {
         g_free(ids);
         return 1;
     }
     bool partial;
-    pf_cct *t = build_cct(dir, &o, &partial);
+    pf_cct *t = prof_build_cct(dir, &o, &partial);
     pf_cct *e = t ? pf_ccenc_tree(t) : NULL;
     pf_cct_free(t);
     if (!e) {
@@ -1460,7 +814,7 @@ int cmd_context(int argc, char **argv)
     g_free(ids);
     pf_cct_free(e);
     pf_names_free(names);
-    opts_free(&o);
+    prof_opts_free(&o);
     return partial ? 1 : status;
 }
 
@@ -1487,7 +841,7 @@ static void summary_usage(FILE *f)
             "example:\n"
             "  ptrec --emulate -o b.trace -- java -Xint -cp samples/classes Branchy 60\n"
             "  ptdecode b.trace\n",
-            shared_options);
+            prof_shared_options);
 }
 
 typedef struct summary_counts {
@@ -1530,7 +884,7 @@ static int tid_cmp(const void *a, const void *b)
 int cmd_summary(int argc, char **argv)
 {
     prof_opts o;
-    int rc = parse_opts(argc, argv, &o, summary_usage);
+    int rc = prof_parse_opts(argc, argv, &o, summary_usage);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!o.top_set)
@@ -1543,7 +897,7 @@ int cmd_summary(int argc, char **argv)
     dc_check chk;
     if (ptd_check(dir, &chk) < 0)
         return 1;
-    pf_names *names = load_names(dir, &o);
+    pf_names *names = prof_load_names(dir, &o);
     if (!names) {
         dc_check_free(&chk);
         return 1;
@@ -1551,7 +905,7 @@ int cmd_summary(int argc, char **argv)
     summary_counts c = { .tids = g_hash_table_new(g_direct_hash, g_direct_equal) };
     pf_flow_stats fs;
     bool partial;
-    pf_cct *t = build_cct_tapped(dir, &o, &partial, summary_tap, &c, &fs);
+    pf_cct *t = prof_build_cct_tapped(dir, &o, &partial, summary_tap, &c, &fs);
     if (!t) {
         g_hash_table_destroy(c.tids);
         pf_names_free(names);
@@ -1641,6 +995,6 @@ int cmd_summary(int argc, char **argv)
     g_hash_table_destroy(c.tids);
     pf_names_free(names);
     dc_check_free(&chk);
-    opts_free(&o);
+    prof_opts_free(&o);
     return partial ? 1 : 0;
 }

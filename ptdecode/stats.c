@@ -337,28 +337,32 @@ static uint64_t same_code(const fsym *hole, size_t nh, const fsym *fill, size_t 
     return n;
 }
 
-/* DA and RA of one thread: the decoded flow d against the reference r. */
-static void compare(tstats *ts, GArray *dflow, GArray *rflow)
+/* A segment of the decoded flow: its decoded placed bytecodes, the fill
+ * after them, and where they aligned with the reference. */
+typedef struct dseg {
+    GArray *dec;          /* fsym */
+    GArray *fill;         /* fsym */
+    int64_t start, end;   /* aligned reference positions, -1 unknown */
+} dseg;
+
+/* The reference's k-grams, sorted for find_from; their count in *n. */
+static kpos *index_kgrams(const fsym *r, size_t nr, size_t *n)
 {
-    const fsym *r = (const fsym *)rflow->data;
-    size_t nr = rflow->len;
     size_t nk = nr >= ALIGN_K ? nr - ALIGN_K + 1 : 0;
     kpos *ix = g_new(kpos, nk ? nk : 1);
-    size_t n = 0;
+    *n = 0;
     for (size_t p = 0; p < nk; p++) {
         uint64_t h = kgram(r + p);
         if (h)
-            ix[n++] = (kpos){ h, p };
+            ix[(*n)++] = (kpos){ h, p };
     }
-    qsort(ix, n, sizeof *ix, kpos_cmp);
+    qsort(ix, *n, sizeof *ix, kpos_cmp);
+    return ix;
+}
 
-    /* segments of the decoded flow: [first, end) of their decoded placed
-     * bytecodes, the fill after them, and where they aligned */
-    typedef struct dseg {
-        GArray *dec;          /* fsym */
-        GArray *fill;         /* fsym */
-        int64_t start, end;   /* aligned reference positions, -1 unknown */
-    } dseg;
+/* The decoded flow's segments (dseg), not yet aligned. */
+static GArray *split_segments(GArray *dflow)
+{
     GArray *segs = g_array_new(FALSE, TRUE, sizeof(dseg));
     const fsym *d = (const fsym *)dflow->data;
     uint32_t cur = UINT32_MAX;
@@ -375,7 +379,14 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
         else if (d[i].origin == FL_DECODED && d[i].method_id && d[i].bci >= 0)
             g_array_append_val(s->dec, d[i]);
     }
+    return segs;
+}
 
+/* Aligns each segment's decoded bytecodes with the reference r (its k-gram
+ * index ix of n), in order: DA's matches, and each segment's start and end. */
+static void align_segments(tstats *ts, GArray *segs, const fsym *r, size_t nr, const kpos *ix,
+                           size_t n)
+{
     uint64_t cursor = 0;
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
@@ -423,10 +434,40 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
                 i++;   /* the mismatch */
         }
     }
+}
 
-    /* the holes, between a segment's end and the next one's start, and the
-     * fills in them; seen: the symbols (fsym_key) of the decoded segments so
-     * far */
+/* The fill x of nx against the hole of the reference at r of nh, in
+ * order: a longest common subsequence of the two, each fill bytecode
+ * counted right where it lengthens that of the fill up to it (so a guessed
+ * path after the recovered pieces gets what it adds to theirs). */
+static void score_fill(tstats *ts, hole_info *hi, const fsym *x, size_t nx, const fsym *r,
+                       size_t nh)
+{
+    uint64_t *fa = g_new(uint64_t, nx), *ha = g_new(uint64_t, nh ? nh : 1);
+    for (size_t i = 0; i < nx; i++)
+        fa[i] = fsym_key(&x[i], 2);
+    for (size_t j = 0; j < nh; j++)
+        ha[j] = fsym_key(&r[j], 1);
+    uint8_t *ok = g_new0(uint8_t, nx);
+    seq_lcs(fa, nx, ha, nh, ok);
+    g_free(fa);
+    g_free(ha);
+    for (size_t i = 0; i < nx; i++) {
+        if (x[i].origin == FL_GUESSED)
+            ts->ga_match += ok[i];
+        else
+            ts->ra_match += ok[i];
+        if (hi)
+            hi->right += ok[i];
+    }
+    g_free(ok);
+}
+
+/* The holes, between a segment's end and the next one's start, and the
+ * fills in them: RA's and GA's matches. */
+static void score_holes(tstats *ts, GArray *segs, const fsym *r, size_t nr)
+{
+    /* seen: the symbols (fsym_key) of the decoded segments so far */
     GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
@@ -460,50 +501,43 @@ static void compare(tstats *ts, GArray *dflow, GArray *rflow)
             g_array_append_val(ts->largest, h);
             hi = &g_array_index(ts->largest, hole_info, ts->largest->len - 1);
         }
-        if (!s->fill->len)
-            continue;
-        const fsym *x = (const fsym *)s->fill->data;
-        size_t nx = s->fill->len;
-        /* the fill against the hole, in order: a longest common subsequence
-         * of the two, each fill bytecode counted right where it lengthens
-         * that of the fill up to it (so a guessed path after the recovered
-         * pieces gets what it adds to theirs) */
-        size_t nh = (size_t)(qend - q);
-        uint64_t *fa = g_new(uint64_t, nx), *ha = g_new(uint64_t, nh ? nh : 1);
-        for (size_t i = 0; i < nx; i++)
-            fa[i] = fsym_key(&x[i], 2);
-        for (size_t j = 0; j < nh; j++)
-            ha[j] = fsym_key(&r[q + j], 1);
-        uint8_t *ok = g_new0(uint8_t, nx);
-        seq_lcs(fa, nx, ha, nh, ok);
-        g_free(fa);
-        g_free(ha);
-        for (size_t i = 0; i < nx; i++) {
-            if (x[i].origin == FL_GUESSED)
-                ts->ga_match += ok[i];
-            else
-                ts->ra_match += ok[i];
-            if (hi)
-                hi->right += ok[i];
-        }
-        g_free(ok);
+        if (s->fill->len)
+            score_fill(ts, hi, (const fsym *)s->fill->data, s->fill->len, r + q,
+                       (size_t)(qend - q));
     }
     g_hash_table_destroy(seen);
-    /* the largest holes, with what the fill ran against what the hole did */
-    if (ts->largest) {
-        g_array_sort(ts->largest, by_size);
-        if (ts->largest->len > list_holes)
-            g_array_set_size(ts->largest, list_holes);
-        for (guint i = 0; i < ts->largest->len; i++) {
-            hole_info *h = &g_array_index(ts->largest, hole_info, i);
-            const dseg *s = &g_array_index(segs, dseg, h->seg);
-            const fsym *hole = r + s->end;
-            const fsym *fill = (const fsym *)s->fill->data;
-            h->hole_method = most_run(hole, h->bytecodes);
-            h->fill_method = most_run(fill, s->fill->len);
-            h->same_code = same_code(hole, h->bytecodes, fill, s->fill->len);
-        }
+}
+
+/* The largest holes (--holes), with what the fill ran against what the
+ * hole did. */
+static void describe_largest(tstats *ts, GArray *segs, const fsym *r)
+{
+    g_array_sort(ts->largest, by_size);
+    if (ts->largest->len > list_holes)
+        g_array_set_size(ts->largest, list_holes);
+    for (guint i = 0; i < ts->largest->len; i++) {
+        hole_info *h = &g_array_index(ts->largest, hole_info, i);
+        const dseg *s = &g_array_index(segs, dseg, h->seg);
+        const fsym *hole = r + s->end;
+        const fsym *fill = (const fsym *)s->fill->data;
+        h->hole_method = most_run(hole, h->bytecodes);
+        h->fill_method = most_run(fill, s->fill->len);
+        h->same_code = same_code(hole, h->bytecodes, fill, s->fill->len);
     }
+}
+
+/* DA and RA of one thread: the decoded flow d against the reference r. */
+static void compare(tstats *ts, GArray *dflow, GArray *rflow)
+{
+    const fsym *r = (const fsym *)rflow->data;
+    size_t nr = rflow->len;
+    size_t n;
+    kpos *ix = index_kgrams(r, nr, &n);
+    GArray *segs = split_segments(dflow);
+    align_segments(ts, segs, r, nr, ix, n);
+    score_holes(ts, segs, r, nr);
+    if (ts->largest)
+        describe_largest(ts, segs, r);
     for (guint si = 0; si < segs->len; si++) {
         dseg *s = &g_array_index(segs, dseg, si);
         g_array_free(s->dec, TRUE);
@@ -866,7 +900,16 @@ static void stats_end(const fc_thread *th, void *vr)
     fflush(stdout);
 }
 
-int cmd_stats(int argc, char **argv)
+/* The command line of `ptdecode stats` (--cut-disputed, --time-only and
+ * --holes set the file's switches above). */
+typedef struct stats_args {
+    const char *dir;
+    long long tid;              /* --thread; -1: every thread */
+    bool json, recover, eval, guess;
+} stats_args;
+
+/* Returns -1 to go on, else the exit status (--help, a usage error). */
+static int parse_args(int argc, char **argv, stats_args *a)
 {
     static const struct option opts[] = {
         { "thread", required_argument, NULL, 't' },
@@ -882,8 +925,7 @@ int cmd_stats(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    long long want_tid = -1;
-    bool json = false, recover = true, eval = true, guess = true;
+    *a = (stats_args){ .tid = -1, .recover = true, .eval = true, .guess = true };
     pf_source_opts so = *pf_source_options();
     int c;
     optind = 1;
@@ -894,24 +936,20 @@ int cmd_stats(int argc, char **argv)
         char *end;
         switch (c) {
         case 't':
-            errno = 0;
-            want_tid = strtoll(optarg, &end, 10);
-            if (errno || *end || want_tid < 0 || want_tid > UINT32_MAX) {
-                jerr_error("stats: --thread wants a thread id, not '%s'", optarg);
+            if (!ptd_parse_tid("stats", optarg, &a->tid))
                 return 2;
-            }
             break;
         case 'j':
-            json = true;
+            a->json = true;
             break;
         case 'R':
-            recover = false;
+            a->recover = false;
             break;
         case 'E':
-            eval = false;
+            a->eval = false;
             break;
         case 'G':
-            guess = false;
+            a->guess = false;
             break;
         case 'C':
             cut_disputed = true;
@@ -949,7 +987,86 @@ int cmd_stats(int argc, char **argv)
         return 2;
     }
     pf_source_set_options(&so);
-    const char *dir = argv[optind];
+    a->dir = argv[optind];
+    return -1;
+}
+
+/* The totals of all threads and what the trace check found, after the
+ * threads' own lines. */
+static void print_total(const stats_args *a, const tstats *total, const dc_check *chk)
+{
+    char rec[512], more[512];
+    dc_check_recording(chk, rec, sizeof rec);
+    dc_check_losses(chk, more, sizeof more);
+    if (a->json) {
+        printf("],\"total\":");
+        print_json(stdout, total, true);
+        printf(",\"recording\":");
+        json_put_str(stdout, rec);
+        printf(",\"trace_losses\":{\"streams_absent\":%" PRIu64 ",\"missing_bytes\":%" PRIu64
+               ",\"unindexed_bytes\":%" PRIu64 ",\"lost_outside_streams\":%" PRIu64
+               ",\"main_untraced\":%s,\"metadata_records_ignored\":%" PRIu64
+               ",\"code_records_cut\":%" PRIu64 "}}\n", chk->streams_absent, chk->missing_bytes,
+               chk->unindexed_bytes, chk->lost_outside, chk->main_untraced ? "true" : "false",
+               chk->meta_ignored, chk->code_cut);
+    } else {
+        print_text(stdout, total, "all threads");
+        printf("recording      %s\n", rec);
+        if (more[0])
+            printf("trace losses   %s\n", more + 2);
+    }
+}
+
+/* Every chosen thread's counts, then the totals. Returns the exit status. */
+static int report(const stats_args *a, rt_trace *t, const dc_check *chk)
+{
+    const char *dir = a->dir;
+    char err[1024];
+    stats_run run = { .t = t, .recover = a->recover, .guess = a->guess, .eval = a->eval,
+                      .json = a->json,
+                      .own_recovery = a->recover && (!a->guess || cut_disputed || time_only),
+                      .ic = rv_program_icfg(rt_program(t)), .first = true,
+                      .total = { .eval = a->eval, .recover = a->recover } };
+    if (a->json) {
+        printf("{\"trace\":");
+        json_put_str(stdout, dir);
+        printf(",\"threads\":[");
+    }
+    /* The cache holds the flow recovered with the defaults; other recovery
+     * runs here on the projector's flow. */
+    pf_flow_request rq = { .sink = stats_event, .ctx = &run, .tid = a->tid,
+                           .decoded_only = !a->recover || run.own_recovery,
+                           .begin = stats_begin, .end = stats_end, .keep_going = true,
+                           .trace = t };
+    bool none = false;
+    if (pf_flow_read(dir, &rq, NULL, err, sizeof err) < 0 && !run.found) {
+        if (!a->json)
+            jerr_error("%s", err);
+        none = true;
+    }
+    int status = run.status;
+    tstats total = run.total;
+    if (!run.found) {
+        total.eval = false;
+        status = 1;
+    }
+    /* Bytes lost where no thread's stream shows them (absent streams, ...)
+     * count in the total only. */
+    if (a->tid < 0)
+        total.dc.lost_bytes += chk->lost_outside;
+    print_total(a, &total, chk);
+    if (a->json && none)
+        jerr_error("%s", err);
+    return status;
+}
+
+int cmd_stats(int argc, char **argv)
+{
+    stats_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *dir = a.dir;
     char err[1024];
     dc_check chk;
     if (ptd_check(dir, &chk) < 0)
@@ -964,70 +1081,16 @@ int cmd_stats(int argc, char **argv)
     size_t nw = rt_warnings(t, &warn);
     for (size_t i = 0; i < nw; i++)
         jerr_warn_grouped(warn[i]);
-    int status = 0;
     const uint32_t *tids;
     size_t ncpu;
-    size_t n = rt_threads(t, &tids, &ncpu);
-    if (!n) {
+    if (!rt_threads(t, &tids, &ncpu)) {
         jerr_error("%s/pt: no per-thread PT streams (tid-<TID>.pt)%s", dir,
                    ncpu ? "; the per-CPU streams hold no thread's trace" : "");
         rt_close(t);
         dc_check_free(&chk);
         return 1;
     }
-    stats_run run = { .t = t, .recover = recover, .guess = guess, .eval = eval, .json = json,
-                      .own_recovery = recover && (!guess || cut_disputed || time_only),
-                      .ic = rv_program_icfg(rt_program(t)), .first = true,
-                      .total = { .eval = eval, .recover = recover } };
-    if (json) {
-        printf("{\"trace\":");
-        json_put_str(stdout, dir);
-        printf(",\"threads\":[");
-    }
-    /* The cache holds the flow recovered with the defaults; other recovery
-     * runs here on the projector's flow. */
-    pf_flow_request rq = { .sink = stats_event, .ctx = &run, .tid = want_tid,
-                           .decoded_only = !recover || run.own_recovery, .begin = stats_begin,
-                           .end = stats_end, .keep_going = true, .trace = t };
-    bool none = false;
-    if (pf_flow_read(dir, &rq, NULL, err, sizeof err) < 0 && !run.found) {
-        if (!json)
-            jerr_error("%s", err);
-        none = true;
-    }
-    status = run.status;
-    bool found = run.found;
-    tstats total = run.total;
-    if (!found) {
-        total.eval = false;
-        status = 1;
-    }
-    /* Bytes lost where no thread's stream shows them (absent streams, ...)
-     * count in the total only. */
-    if (want_tid < 0)
-        total.dc.lost_bytes += chk.lost_outside;
-    char rec[512], more[512];
-    dc_check_recording(&chk, rec, sizeof rec);
-    dc_check_losses(&chk, more, sizeof more);
-    if (json) {
-        printf("],\"total\":");
-        print_json(stdout, &total, true);
-        printf(",\"recording\":");
-        json_put_str(stdout, rec);
-        printf(",\"trace_losses\":{\"streams_absent\":%" PRIu64 ",\"missing_bytes\":%" PRIu64
-               ",\"unindexed_bytes\":%" PRIu64 ",\"lost_outside_streams\":%" PRIu64
-               ",\"main_untraced\":%s,\"metadata_records_ignored\":%" PRIu64
-               ",\"code_records_cut\":%" PRIu64 "}}\n", chk.streams_absent, chk.missing_bytes,
-               chk.unindexed_bytes, chk.lost_outside, chk.main_untraced ? "true" : "false",
-               chk.meta_ignored, chk.code_cut);
-        if (none)
-            jerr_error("%s", err);
-    } else {
-        print_text(stdout, &total, "all threads");
-        printf("recording      %s\n", rec);
-        if (more[0])
-            printf("trace losses   %s\n", more + 2);
-    }
+    int status = report(&a, t, &chk);
     rt_close(t);
     dc_check_free(&chk);
     return status;

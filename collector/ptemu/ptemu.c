@@ -21,6 +21,7 @@
  * Arguments, control protocol and output files are described in docs/FORMAT.md,
  * "Emulated backend". */
 #include "qemu_api.h"
+#include "ptemu.h"
 
 #include "common/auxidx.h"
 #include "common/fileio.h"
@@ -68,12 +69,8 @@ static pid_t g_pid;
  * are stopped and every translated block has been flushed. */
 static uint64_t g_lo = 1, g_hi = 0;
 
-/* Filter change requests from the control thread. */
-static pthread_mutex_t g_req_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_req_cond = PTHREAD_COND_INITIALIZER;
-static uint64_t g_req_lo, g_req_hi;
-static uint64_t g_req_seq, g_applied_seq;
-static atomic_int g_reset_req;      /* a vCPU thread should call qemu_plugin_reset */
+/* Filter change requests come from the control thread (filterctl.c), g_reset_req telling a
+ * vCPU thread to call qemu_plugin_reset. */
 static atomic_int g_reset_inflight; /* QEMU refuses a second reset while one is pending */
 
 static volatile int g_closing;      /* atexit ran: stop touching streams */
@@ -86,8 +83,7 @@ static uint64_t g_handlers[MAX_HANDLERS];
 static atomic_int g_nhandlers;
 static pthread_mutex_t g_handler_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void warn(const char *fmt, ...)
+void ptemu_warn(const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
@@ -105,11 +101,11 @@ static void warn(const char *fmt, ...)
     (void)w;
 }
 
-static void write_all(int fd, const void *p, size_t n)
+void ptemu_write_all(int fd, const void *p, size_t n)
 {
     int rc = jpt_write_all(fd, p, n);
     if (rc < 0)
-        warn("write failed: %s", strerror(-rc));
+        ptemu_warn("write failed: %s", strerror(-rc));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -156,106 +152,6 @@ static struct insn *insn_alloc(void)
         g_arena = a;
     }
     return &g_arena->slot[g_arena->used++];
-}
-
-/* ---------------------------------------------------------------------------------------
- * Test mode code store (eval/code.bin): one record per distinct (ip, bytes) seen at
- * translation, so a checker can decode each instruction with exactly the bytes it ran
- * with, even where the JIT reused an address. Retranslations of unchanged code reuse the
- * id. */
-
-struct code_rec {
-    uint64_t ip;
-    uint8_t len;
-    uint8_t bytes[16];
-};
-static struct code_rec *g_code;
-static uint32_t g_ncode, g_capcode;
-static uint32_t *g_code_hash; /* open addressing: ip -> latest id (0 empty) */
-static uint32_t g_code_hash_cap;
-static int g_code_fd = -1;
-static uint8_t g_code_buf[1 << 16];
-static size_t g_code_buflen;
-
-static uint32_t hash_ip(uint64_t ip)
-{
-    ip ^= ip >> 29;
-    ip *= 0xbf58476d1ce4e5b9ull;
-    ip ^= ip >> 32;
-    return (uint32_t)ip;
-}
-
-static void code_hash_put(uint64_t ip, uint32_t id);
-
-static void code_hash_grow(void)
-{
-    uint32_t *old = g_code_hash, oldcap = g_code_hash_cap;
-    g_code_hash_cap = oldcap ? oldcap * 2 : 1 << 16;
-    g_code_hash = calloc(g_code_hash_cap, sizeof *g_code_hash);
-    if (!g_code_hash)
-        abort();
-    for (uint32_t i = 0; i < oldcap; i++)
-        if (old[i])
-            code_hash_put(g_code[old[i] - 1].ip, old[i]);
-    free(old);
-}
-
-static void code_hash_put(uint64_t ip, uint32_t id)
-{
-    uint32_t m = g_code_hash_cap - 1;
-    for (uint32_t h = hash_ip(ip) & m;; h = (h + 1) & m) {
-        if (!g_code_hash[h] || g_code[g_code_hash[h] - 1].ip == ip) {
-            g_code_hash[h] = id;
-            return;
-        }
-    }
-}
-
-static uint32_t code_hash_get(uint64_t ip)
-{
-    uint32_t m = g_code_hash_cap - 1;
-    for (uint32_t h = hash_ip(ip) & m;; h = (h + 1) & m) {
-        uint32_t id = g_code_hash[h];
-        if (!id || g_code[id - 1].ip == ip)
-            return id;
-    }
-}
-
-static void code_flush(void)
-{
-    if (g_code_fd >= 0 && g_code_buflen) {
-        write_all(g_code_fd, g_code_buf, g_code_buflen);
-        g_code_buflen = 0;
-    }
-}
-
-/* Called with the translation lock held. */
-static uint32_t code_id(uint64_t ip, const uint8_t *bytes, uint8_t len)
-{
-    if (!g_code_hash || (g_ncode + 1) * 2 > g_code_hash_cap)
-        code_hash_grow();
-    uint32_t id = code_hash_get(ip);
-    if (id && g_code[id - 1].len == len && !memcmp(g_code[id - 1].bytes, bytes, len))
-        return id;
-    if (g_ncode == g_capcode) {
-        g_capcode = g_capcode ? g_capcode * 2 : 1 << 16;
-        g_code = realloc(g_code, (size_t)g_capcode * sizeof *g_code);
-        if (!g_code)
-            abort();
-    }
-    struct code_rec *r = &g_code[g_ncode++];
-    r->ip = ip;
-    r->len = len;
-    memcpy(r->bytes, bytes, len);
-    id = g_ncode;
-    code_hash_put(ip, id);
-    if (g_code_buflen + 9 + len > sizeof g_code_buf)
-        code_flush();
-    memcpy(g_code_buf + g_code_buflen, &ip, 8);
-    g_code_buf[g_code_buflen + 8] = len;
-    memcpy(g_code_buf + g_code_buflen + 9, bytes, len);
-    g_code_buflen += 9u + len;
-    return id;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -328,7 +224,7 @@ static int open_out(const char *sub, pid_t tid, const char *ext, bool append)
     snprintf(path, sizeof path, "%s/%s/tid-%d%s", g_out, sub, (int)tid, ext);
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
     if (fd < 0)
-        warn("cannot create %s: %s", path, strerror(errno));
+        ptemu_warn("cannot create %s: %s", path, strerror(errno));
     return fd;
 }
 
@@ -359,7 +255,7 @@ static void sb_record(struct stream *t, uint32_t type, const void *body, size_t 
     h.size = (uint16_t)n;
     memcpy(rec, &h, sizeof h);
     if (t->fd_sb >= 0)
-        write_all(t->fd_sb, rec, n);
+        ptemu_write_all(t->fd_sb, rec, n);
 }
 
 static void idx_record(struct stream *t, uint64_t off, uint64_t size, uint64_t flags,
@@ -376,7 +272,7 @@ static void chunk_out(struct stream *t, const uint8_t *p, size_t n, uint64_t fla
 {
     uint64_t now = tsc_now();
     if (n && t->fd_pt >= 0)
-        write_all(t->fd_pt, p, n);
+        ptemu_write_all(t->fd_pt, p, n);
     uint64_t body[3] = {t->roff, n, flags};
     sb_record(t, PERF_RECORD_AUX, body, sizeof body, now);
     if (flags & PERF_AUX_FLAG_TRUNCATED) {
@@ -392,7 +288,7 @@ static void chunk_out(struct stream *t, const uint8_t *p, size_t n, uint64_t fla
 static void log_flush(struct stream *t)
 {
     if (t->loglen && t->fd_log >= 0)
-        write_all(t->fd_log, t->logbuf, t->loglen);
+        ptemu_write_all(t->fd_log, t->logbuf, t->loglen);
     t->loglen = 0;
 }
 
@@ -451,7 +347,7 @@ static void lflush(struct stream *t)
     if (!g_loss)
         chunk_out(t, t->lbuf, t->lpos, 0);
     if (g_keep_lossless && t->fd_eval >= 0)
-        write_all(t->fd_eval, t->lbuf, t->lpos);
+        ptemu_write_all(t->fd_eval, t->lbuf, t->lpos);
     t->lbase += t->lpos;
     t->lpos = 0;
     pt_enc_sync_set(t->enc, 0);
@@ -512,7 +408,7 @@ static void emit(struct stream *t, const struct pt_packet *p)
         lflush(t);
     int n = pt_enc_next(t->enc, p);
     if (n <= 0) {
-        warn("tid %d: packet type %d not encoded: %s", (int)t->tid, (int)p->type,
+        ptemu_warn("tid %d: packet type %d not encoded: %s", (int)t->tid, (int)p->type,
              pt_errstr(pt_errcode(n)));
         return;
     }
@@ -1117,6 +1013,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 /* ---------------------------------------------------------------------------------------
  * Syscalls, filter changes, exit */
 
+/* Eleven arguments: the signature of QEMU's qemu_plugin_vcpu_syscall_cb_t. */
 static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1,
                        uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                        uint64_t a7, uint64_t a8)
@@ -1185,13 +1082,7 @@ static void trigger_reset(void)
 static void reset_done(qemu_plugin_id_t id)
 {
     (void)id;
-    pthread_mutex_lock(&g_req_lock);
-    g_lo = g_req_lo;
-    g_hi = g_req_hi;
-    uint64_t seq = g_req_seq;
-    g_applied_seq = seq;
-    pthread_cond_broadcast(&g_req_cond);
-    pthread_mutex_unlock(&g_req_lock);
+    filter_apply(&g_lo, &g_hi);
     /* Changing the filter means perf stopping and restarting the event: every thread that
      * was being traced is cut off where it stands (its last instruction unconfirmed, like
      * an interrupt before it) and re-enters with TIP.PGE under the new range. No vCPU runs
@@ -1207,96 +1098,7 @@ static void reset_done(qemu_plugin_id_t id)
     pthread_mutex_unlock(&g_streams_lock);
     register_all();
     atomic_store(&g_reset_inflight, 0);
-    pthread_mutex_lock(&g_req_lock);
-    if (g_req_seq != g_applied_seq)
-        atomic_store(&g_reset_req, 1);
-    pthread_mutex_unlock(&g_req_lock);
-}
-
-static bool parse_filter(const char *s, uint64_t *lo, uint64_t *hi)
-{
-    char *end;
-    if (!strcmp(s, "none")) {
-        *lo = 1;
-        *hi = 0;
-        return true;
-    }
-    if (!strcmp(s, "all")) {
-        *lo = 0;
-        *hi = UINT64_MAX;
-        return true;
-    }
-    errno = 0;
-    uint64_t a = strtoull(s, &end, 0);
-    if (errno || (*end != '-' && *end != ' '))
-        return false;
-    while (*end == ' ' || *end == '-')
-        end++;
-    uint64_t b = strtoull(end, &end, 0);
-    if (errno || (*end && *end != '\n' && *end != '\r' && *end != ' ') || b <= a)
-        return false;
-    *lo = a;
-    *hi = b;
-    return true;
-}
-
-static void ctl_reply(const char *s)
-{
-    write_all(g_ctl_fd, s, strlen(s));
-}
-
-/* The control thread: reads `filter ...` lines, has a vCPU thread apply them, answers. */
-static void *ctl_thread(void *arg)
-{
-    (void)arg;
-    char line[512];
-    size_t len = 0;
-    for (;;) {
-        ssize_t r = read(g_ctl_fd, line + len, sizeof line - 1 - len);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
-            return NULL;
-        }
-        len += (size_t)r;
-        line[len] = 0;
-        char *nl;
-        while ((nl = strchr(line, '\n'))) {
-            *nl = 0;
-            uint64_t lo, hi;
-            if (!strncmp(line, "filter ", 7) && parse_filter(line + 7, &lo, &hi)) {
-                pthread_mutex_lock(&g_req_lock);
-                g_req_lo = lo;
-                g_req_hi = hi;
-                uint64_t seq = ++g_req_seq;
-                atomic_store(&g_reset_req, 1);
-                /* Wait for the flush. When every guest thread is blocked in a system call
-                 * nothing runs the reset; it is then still in force before any further
-                 * guest code: a thread returning from a system call requests the reset in
-                 * the syscall-return callback, and QEMU performs it before executing the
-                 * next translated block. */
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 200 * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                while (g_applied_seq < seq &&
-                       pthread_cond_timedwait(&g_req_cond, &g_req_lock, &ts) == 0)
-                    ;
-                pthread_mutex_unlock(&g_req_lock);
-                ctl_reply("ok\n");
-            } else {
-                ctl_reply("no bad request\n");
-            }
-            size_t used = (size_t)(nl + 1 - line);
-            memmove(line, nl + 1, len - used + 1);
-            len -= used;
-        }
-        if (len == sizeof line - 1)
-            len = 0;
-    }
+    filter_recheck();
 }
 
 static void write_summary(void)
@@ -1310,7 +1112,7 @@ static void write_summary(void)
                ",\n  \"drain_rate\": %.6f,\n  \"phantom_insns\": %" PRIu64
                ",\n  \"undecodable_insns\": %" PRIu64 ",\n  \"code_records\": %u,\n"
                "  \"streams\": [",
-            g_psb_period, g_aux_size, (double)g_drain_rate / 1e6, g_nphantom, g_nbad, g_ncode);
+            g_psb_period, g_aux_size, (double)g_drain_rate / 1e6, g_nphantom, g_nbad, code_store_count());
     bool first = true;
     for (struct stream *t = g_streams; t; t = t->all_next) {
         fprintf(f,
@@ -1402,13 +1204,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     g_id = id;
     if (info->version.cur < PTEMU_QEMU_PLUGIN_VERSION ||
         info->version.min > PTEMU_QEMU_PLUGIN_VERSION) {
-        warn("built for QEMU plugin API %d, this QEMU offers %d..%d: refusing to run",
+        ptemu_warn("built for QEMU plugin API %d, this QEMU offers %d..%d: refusing to run",
              PTEMU_QEMU_PLUGIN_VERSION, info->version.min, info->version.cur);
         return -1;
     }
     if (info->system_emulation || !info->target_name ||
         strcmp(info->target_name, "x86_64")) {
-        warn("needs qemu-x86_64 (user mode), got %s%s",
+        ptemu_warn("needs qemu-x86_64 (user mode), got %s%s",
              info->target_name ? info->target_name : "?",
              info->system_emulation ? " (system emulation)" : "");
         return -1;
@@ -1417,7 +1219,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (int i = 0; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) {
-            warn("argument '%s' is not key=value", argv[i]);
+            ptemu_warn("argument '%s' is not key=value", argv[i]);
             return -1;
         }
         size_t kl = (size_t)(eq - argv[i]);
@@ -1429,7 +1231,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             snprintf(g_out, sizeof g_out, "%s", v);
             have_out = true;
         } else if (KEY("filter")) {
-            ok = parse_filter(v, &g_lo, &g_hi);
+            ok = filter_parse(v, &g_lo, &g_hi);
         } else if (KEY("ctl")) {
             ok = parse_u64(v, &u) && u < 1u << 20;
             g_ctl_fd = (int)u;
@@ -1448,22 +1250,22 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         } else if (KEY("testlog")) {
             ok = parse_bool(v, &g_testlog);
         } else {
-            warn("unknown argument '%s'", argv[i]);
+            ptemu_warn("unknown argument '%s'", argv[i]);
             return -1;
         }
 #undef KEY
         if (!ok) {
-            warn("bad value in '%s'", argv[i]);
+            ptemu_warn("bad value in '%s'", argv[i]);
             return -1;
         }
     }
     if (!have_out) {
-        warn("out=TRACEDIR is required");
+        ptemu_warn("out=TRACEDIR is required");
         return -1;
     }
     g_loss = g_aux_size != 0;
     if (g_loss && !g_drain_rate) {
-        warn("aux_size needs drain_rate (bytes per 1000 TSC ticks)");
+        ptemu_warn("aux_size needs drain_rate (bytes per 1000 TSC ticks)");
         return -1;
     }
     g_pid = getpid();
@@ -1472,42 +1274,26 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(d, sizeof d, "%s%s", g_out, subs[i]);
         if (mkdir_p(d)) {
-            warn("cannot create %s: %s", d, strerror(errno));
+            ptemu_warn("cannot create %s: %s", d, strerror(errno));
             return -1;
         }
     }
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &g_cs) != CS_ERR_OK) {
-        warn("capstone: cannot open x86-64");
+        ptemu_warn("capstone: cannot open x86-64");
         return -1;
     }
     cs_option(g_cs, CS_OPT_DETAIL, CS_OPT_ON);
     if (g_testlog) {
         snprintf(d, sizeof d, "%s/eval/code.bin", g_out);
-        g_code_fd = open(d, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (g_code_fd < 0) {
-            warn("cannot create %s: %s", d, strerror(errno));
+        if (code_store_open(d) < 0) {
+            ptemu_warn("cannot create %s: %s", d, strerror(errno));
             return -1;
         }
-        write_all(g_code_fd, "JPTCODE1", 8);
     }
-    g_req_lo = g_lo;
-    g_req_hi = g_hi;
+    filter_init(g_lo, g_hi);
     pthread_atfork(NULL, NULL, atfork_child);
     register_all();
-    if (g_ctl_fd >= 0) {
-        if (fcntl(g_ctl_fd, F_SETFD, FD_CLOEXEC) < 0) {
-            warn("ctl=%d: %s", g_ctl_fd, strerror(errno));
-            return -1;
-        }
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, ctl_thread, NULL)) {
-            warn("cannot start the control thread");
-            return -1;
-        }
-        pthread_attr_destroy(&at);
-    }
+    if (g_ctl_fd >= 0 && filter_ctl_start(g_ctl_fd) < 0)
+        return -1;
     return 0;
 }
