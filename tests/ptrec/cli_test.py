@@ -365,12 +365,17 @@ def case_filter_all():
 def case_plugin_silent():
     t = time.time()
     p = run(fakes() + ["-o", "ps", "--"] + agent_cmd(CC), env={"FAKE_PLUGIN_REPLY": "silent"})
-    check(time.time() - t < 5, "waited for the plugin longer than the agent does")
+    silent = time.time() - t
     check("reply: no filter-failed" in p.stdout, "agent not told the filter failed")
     check("did not acknowledge the filter" in p.stderr, "no warning")
     check(info("ps")["jvm"]["handshake"] == "failed", "handshake state")
     check(info("ps")["pt"]["filter"]["ranges"] == [], "ranges recorded though not set")
+    t = time.time()
     p = run(fakes() + ["-o", "pn", "--"] + agent_cmd(CC), env={"FAKE_PLUGIN_REPLY": "no busy"})
+    # the same run with a plugin that answers at once is the baseline: on a
+    # loaded machine starting the fakes alone can take seconds
+    check(silent - (time.time() - t) < 5, "waited for the plugin longer than the agent does "
+          "(5 s): %.1f s against %.1f s" % (silent, time.time() - t))
     check("reply: no filter-failed" in p.stdout, "agent not told the filter failed")
     check("the plugin refused the filter: no busy" in p.stderr, "plugin's refusal not reported")
 
