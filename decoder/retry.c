@@ -243,7 +243,7 @@ static int version_groups(wctx *w, const candidates *cand, spec *g, int ng, int 
              * 17: a `Lucene41PostingsWriter.finishTerm` site through a stub
              * whose fill came 27M ticks after the site's record; taking
              * the later fill without that condition cost more than it
-             * gained, "Not done yet" in README.md). */
+             * gained: README.md, "A stub's fill from a later scan"). */
             uint64_t to = p->site ? p->new_target : p->call_to;
             const dm_code *callee = to ? dm_code_at(m, to, now) : NULL;
             uint32_t first;
