@@ -632,6 +632,67 @@ static char *key_from_i2c(csh cs, cs_insn *insn, const dm_model *m, const uint8_
     return g_string_free(k, FALSE);
 }
 
+/* The c2i entry of adapter a, read from its code where records show none:
+ * HotSpot's c2i unverified entry (gen_c2i_adapter's caller) checks the
+ * receiver's class and then whether the callee has compiled code since,
+ * jumping to the inline-cache miss stub on either, and the c2i entry
+ * follows its second jump there (JDK 17: `je ok; jmp miss; ok: ...; je
+ * skip; jmp miss`; JDK 25: `jne miss; ...; je skip; jmp miss`). 0 where
+ * the part does not read so. */
+static uint64_t c2i_from_code(csh cs, cs_insn *insn, const dm_model *m, const uint8_t *code,
+                              const dm_code *a, uint64_t unverified)
+{
+    if (unverified <= a->vaddr || unverified - a->vaddr >= a->size ||
+        a->code_offset > m->code_size || m->code_size - a->code_offset < a->size)
+        return 0;
+    const uint8_t *p = code + a->code_offset + (unverified - a->vaddr);
+    size_t avail = a->size - (unverified - a->vaddr);
+    if (avail > DM_ENTRY_SPAN)
+        avail = DM_ENTRY_SPAN;
+    uint64_t addr = unverified, miss = 0;
+    int misses = 0;
+    while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+        const cs_x86 *x = &insn->detail->x86;
+        if (!cs_insn_group(cs, insn, CS_GRP_JUMP) || x->op_count != 1 ||
+            x->operands[0].type != X86_OP_IMM)
+            continue;
+        uint64_t to = (uint64_t)x->operands[0].imm;
+        if (to >= a->vaddr && to < a->vaddr + a->size)
+            continue;                /* within the adapter: past a check */
+        if (!miss)
+            miss = to;
+        if (to != miss)
+            return 0;
+        if (++misses == 2)
+            return insn->id == X86_INS_JMP ? addr : 0;
+    }
+    return 0;
+}
+
+/* The distance from the unverified entry to the c2i one where no record
+ * shows it: the most common of the adapters' (c2i_from_code), 0 if none
+ * reads. */
+static uint64_t c2i_gap_from_code(csh cs, cs_insn *insn, const dm_model *m, const uint8_t *code)
+{
+    uint32_t seen[DM_ENTRY_SPAN] = { 0 };
+    for (size_t c = 0; c < m->ncodes; c++) {
+        uint64_t unverified = 0, c2i;
+        char *key = is_adapter(&m->codes[c])
+                        ? key_from_i2c(cs, insn, m, code, &m->codes[c], &unverified)
+                        : NULL;
+        const bool read = key != NULL;
+        g_free(key);
+        if (read && (c2i = c2i_from_code(cs, insn, m, code, &m->codes[c], unverified)) &&
+            c2i - unverified < DM_ENTRY_SPAN)
+            seen[c2i - unverified]++;
+    }
+    uint64_t gap = 0;
+    for (uint64_t g = 1; g < DM_ENTRY_SPAN; g++)
+        if (seen[g] > seen[gap])
+            gap = g;
+    return gap;
+}
+
 #define ADAPTERS_PER_KEY 4       /* adapters read from code with one key, kept as candidates */
 
 /* Adds to by (learn_adapters) the conventions of the adapters no record
@@ -644,9 +705,17 @@ static char *key_from_i2c(csh cs, cs_insn *insn, const dm_model *m, const uint8_
 static void adapters_from_code(dm_model *m, const uint8_t *code, GHashTable *by, uint64_t gap)
 {
     csh cs;
-    if (!gap || cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
         return;
+    cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
     cs_insn *insn = cs_malloc(cs);
+    if (!gap)
+        gap = c2i_gap_from_code(cs, insn, m, code);
+    if (!gap) {
+        cs_free(insn, 1);
+        cs_close(&cs);
+        return;
+    }
     GHashTable *read = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, adapter_seen_free);
     for (size_t c = 0; c < m->ncodes; c++) {
         uint64_t unverified = 0;

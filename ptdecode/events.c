@@ -167,8 +167,8 @@ static void print_summary(FILE *f, const dc_stats *st)
         fprintf(f, "# %" PRIu64 " code patches applied ahead of their record time (call sites "
                 "as the thread resolved them, retries)\n", st->patches_resolved);
     if (st->states_made_up)
-        fprintf(f, "# %" PRIu64 " call sites resolved to the interpreter through their static "
-                "call stub, a state no code record held\n", st->states_made_up);
+        fprintf(f, "# %" PRIu64 " call sites resolved to the interpreter (through their static "
+                "call stub or a c2i adapter), a state no code record held\n", st->states_made_up);
     if (st->retries)
         fprintf(f, "# %" PRIu64 " stretches decoded again with code recorded later than their "
                 "time, %" PRIu64 " of them kept (the trace contradicted the older code)\n",

@@ -3224,6 +3224,75 @@ Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
     g_free(dir);
 }
 
+/* A run whose records tie no adapter to a callee (no static call stub was
+ * filled before a scan saw its site re-pointed): the c2i entry is read from
+ * the adapters' code alone. M1 at NMR: site A calls resolve_virtual_call,
+ * resolved to NEW_C2+0x10, M2's compiled code (an instance method taking an
+ * int: "JI"), at t 9000. The adapter at ADAPTERS3 as JDK 25 emits it: i2c
+ * loads and `jmp *%r11`; the unverified entry checks the receiver's class
+ * (`jne MISS`) and whether the callee has compiled code since (`je` on to
+ * the c2i entry, else `jmp MISS`); the c2i entry follows the second jump
+ * to MISS. */
+#define ADAPTERS3 0x88000ull
+#define AD3_UNVERIFIED (ADAPTERS3 + 10)
+#define AD3_C2I (ADAPTERS3 + 40)
+#define AD3_MISS 0x8a000ull
+
+Test(model, an_adapters_c2i_entry_no_record_shows_is_read_from_its_code)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method_sig(w, &b, M2, "two", "(I)V", 1);
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, AD3_MISS, "ic_miss_stub", "\xff\xe0", 2);
+    uint8_t ad[42] = { 0x48, 0x8b, 0x70, 0x10,              /* mov rsi, [rax+0x10] */
+                       0x8b, 0x50, 0x08,                    /* mov edx, [rax+8] */
+                       0x41, 0xff, 0xe3,                    /* jmp *%r11 */
+                       0x44, 0x8b, 0x56, 0x08,              /* unverified: mov r10d, [rsi+8] */
+                       0x44, 0x3b, 0x50, 0x08,              /* cmp r10d, [rax+8] */
+                       0x0f, 0x85, 0, 0, 0, 0,              /* +18: jne MISS */
+                       0x48, 0x83, 0x7b, 0x48, 0x00,        /* cmp qword [rbx+0x48], 0 */
+                       0x0f, 0x84, 0, 0, 0, 0,              /* +29: je c2i */
+                       0xe9, 0, 0, 0, 0,                    /* +35: jmp MISS */
+                       0xff, 0xe0 };                        /* +40, c2i: jmp *%rax */
+    int32_t rel = (int32_t)(AD3_MISS - (ADAPTERS3 + 24));
+    memcpy(ad + 20, &rel, 4);
+    rel = (int32_t)(AD3_C2I - (ADAPTERS3 + 35));
+    memcpy(ad + 31, &rel, 4);
+    rel = (int32_t)(AD3_MISS - (ADAPTERS3 + 40));
+    memcpy(ad + 36, &rel, 4);
+    stub(w, &b, ADAPTERS3, "I2C/C2I adapters", ad, sizeof ad);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    rel = (int32_t)(RS_VIRT - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled(w, &b, 2000, NEW_C2, M2, 4);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    cr_expect_eq(m->adapters_from_records, 0);
+    cr_expect_eq(m->adapters_from_code, 1);
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
+    cr_assert_not_null(a);
+    cr_assert_eq(states, 1, "the adapter of M2's convention");
+    cr_expect(st->direct);
+    cr_expect_eq(st->new_target, AD3_UNVERIFIED);
+    cr_expect_eq(st->stub_to, AD3_C2I, "after the second jump to the miss stub");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* Two static call sites of one caller, each resolved to the interpreter
  * through a stub of its own before the watcher's scan, which shows both
  * stubs filled and both sites calling compiled code (xalan JDK 25,
