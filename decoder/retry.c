@@ -12,8 +12,9 @@
  * (or the one before) is decoded again, with the next recorded version of
  * code that the stretch ran after its last trace-off applied at that
  * trace-off (then at the one before, then from the PSB). A retry is kept if
- * it decodes further than the first attempt; the patches it applied stay in
- * the image ahead of their record time until the chunk ends, like call-site
+ * it decodes past the next PSB, else the one that decodes furthest, if any
+ * gets further than the first attempt; the patches it applied stay in the
+ * image ahead of their record time until the chunk ends, like call-site
  * resolutions. */
 #include "decoder/chunk.h"
 
@@ -477,6 +478,14 @@ static uint64_t progress(const pass *ps)
     return ps->boundary || ps->status >= 0 || ps->status == -pte_eos ? UINT64_MAX : ps->err_off;
 }
 
+/* Whether attempt np got past a PSB after err_off, the error it retries:
+ * it decoded the rest of that PSB's stretch, where a wrong state most often
+ * fails at the next packet. */
+static bool passed_psb(const pass *np, uint64_t err_off)
+{
+    return progress(np) == UINT64_MAX || (np->nck && np->ck[np->nck - 1].psb > err_off);
+}
+
 #define SITE_LOOKBACK 4          /* blocks: a resolver stub's, after its site's call */
 
 /* The call of a resolved site (model.h) among the last SITE_LOOKBACK
@@ -650,6 +659,27 @@ static bool with_next_site(const retry_base *b, spec *sp, uint64_t beat)
     return false;
 }
 
+/* Keeps group sp of retry b, decoded again: where no group got past a PSB
+ * after the error (passed_psb, kept at once), the one that got furthest.
+ * The first to get further at all is often a wrong state failing a packet
+ * later (a c2i fixup's stub path one byte on, where the next group, the
+ * callee's own resolved site, decodes on: 76 decode errors in one Branchy
+ * run on JDK 25). The attempt is made even with the budget spent: the
+ * group has earned it. */
+static bool keep_furthest(const retry_base *b, spec *sp)
+{
+    pass np;
+    if (!attempt(b, sp, &np))
+        return false;
+    if (progress(&np) <= b->ps->err_off) {
+        drop_attempt(b, &np);
+        return false;
+    }
+    keep_attempt(b, &np);
+    b->w->fixup_calls += sp->fixup;
+    return true;
+}
+
 /* Tries to decode the stretch before ps's error again with later code
  * (above). On success ps is the better run (its ops replace the old ones)
  * and true is returned; else everything is as it was. */
@@ -695,22 +725,24 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
             ng = 0;
     }
     /* the first group whose best attempt moved the error on to another
-     * site's call (moved_on), for with_next_site if no group gets further */
-    int moved = -1;
+     * site's call (moved_on), for with_next_site if no group gets further;
+     * and the group that got furthest (keep_furthest) */
+    int moved = -1, furthest = -1;
+    uint64_t furthest_got = ps->err_off;
     for (int gi = 0; gi < ng && !kept && *budget > 0; gi++) {
         int pick = gi;
         pass np;
         bool decoded = false;
         if (g[gi].family) {
             /* a family: each member is tried, and the one that gets
-             * furthest is decoded again below (of equals the last: the
-             * record, where the trace does not tell them apart); the first
-             * that decodes to its end is kept as it is */
+             * furthest stands for it (of equals the last: the record,
+             * where the trace does not tell them apart); the first that
+             * decodes to its end is kept as it is */
             int end = gi;
             while (end < ng && g[end].family == g[gi].family)
                 end++;
             uint64_t best = 0;
-            bool best_moved = false;
+            bool best_moved = false, best_passed = false;
             int first_moved = -1;
             pick = -1;
             for (int fi = gi; fi < end && *budget > 0 && !decoded; fi++) {
@@ -724,6 +756,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 }
                 bool mv = moved_on(got, last_site_call(w, k, orig_ops, k->ops->len),
                                    ps->err_off, site_call);
+                const bool passed = passed_psb(&np, ps->err_off);
                 drop_attempt(&b, &np);
                 if (mv && first_moved < 0)
                     first_moved = fi;
@@ -733,6 +766,7 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 if (pick < 0 || got > best || (got == best && !g[fi].fixup)) {
                     best = got;
                     best_moved = mv;
+                    best_passed = passed;
                     pick = fi;
                 }
             }
@@ -749,22 +783,34 @@ static bool retry(wctx *w, chunk *k, pass *ps, uint64_t stop, const struct pt_co
                 kept = true;
                 break;
             }
-            if (!decoded && (pick < 0 || best <= ps->err_off))
+            if (!decoded && !best_passed) {
+                if (pick >= 0 && best > furthest_got) {
+                    furthest_got = best;
+                    furthest = pick;
+                }
                 continue;
+            }
         }
         if (!decoded && !attempt(&b, &g[pick], &np))
             continue;
-        if (progress(&np) > ps->err_off) {
+        const uint64_t got = progress(&np);
+        if (got > ps->err_off && passed_psb(&np, ps->err_off)) {
             keep_attempt(&b, &np);
             kept = true;
             w->fixup_calls += g[pick].fixup;
-        } else {
-            if (moved < 0 && moved_on(progress(&np), last_site_call(w, k, orig_ops, k->ops->len),
-                                      ps->err_off, site_call))
-                moved = pick;
-            drop_attempt(&b, &np);
+            continue;
         }
+        if (got > furthest_got) {
+            furthest_got = got;
+            furthest = pick;
+        } else if (moved < 0 && moved_on(got, last_site_call(w, k, orig_ops, k->ops->len),
+                                         ps->err_off, site_call)) {
+            moved = pick;
+        }
+        drop_attempt(&b, &np);
     }
+    if (!kept && furthest >= 0)
+        kept = keep_furthest(&b, &g[furthest]);
     if (!kept && moved >= 0)
         kept = with_next_site(&b, &g[moved], ps->err_off);
     if (ng && !kept) {

@@ -238,11 +238,51 @@ static int tier_of(const dm_code *c)
     return c->level >= 1 && c->level <= 3 ? TIER_C1 : c->level == 4 ? TIER_C2 : -1;
 }
 
+/* The entries of compiled code c read from its code (0: not found): the
+ * unverified one, the first instruction after the alignment nops, checks
+ * the receiver's class and jumps to the inline-cache miss stub, outside c,
+ * if it differs; the verified one is the first instruction after that
+ * jump and its nops. A static method's code has no such check. */
+static bool entries_in_code(csh cs, cs_insn *insn, const dm_model *m, const uint8_t *code,
+                            const dm_code *c, uint64_t *unverified, uint64_t *verified)
+{
+    if (c->code_offset > m->code_size || m->code_size - c->code_offset < c->size)
+        return false;
+    const uint8_t *p = code + c->code_offset;
+    size_t avail = c->size < DM_ENTRY_SPAN ? c->size : DM_ENTRY_SPAN;
+    uint64_t addr = c->vaddr;
+    *unverified = *verified = 0;
+    bool miss = false;
+    while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+        const uint64_t at = insn->address;
+        if (insn->id == X86_INS_NOP)
+            continue;
+        if (miss) {
+            *verified = at;
+            return true;
+        }
+        if (!*unverified)
+            *unverified = at;
+        const cs_x86 *x = &insn->detail->x86;
+        if (cs_insn_group(cs, insn, CS_GRP_JUMP) && x->op_count == 1 &&
+            x->operands[0].type == X86_OP_IMM) {
+            const uint64_t to = (uint64_t)x->operands[0].imm;
+            if (insn->id == X86_INS_JMP || (to >= c->vaddr && to < c->vaddr + c->size))
+                return false;      /* not a class check */
+            miss = true;
+        }
+    }
+    return false;
+}
+
+typedef enum entry_kind { ENTRY_VERIFIED, ENTRY_UNVERIFIED } entry_kind;
+
 /* The entry offsets of each tier, from the targets of the resolutions
  * `of` accepts: the verified entries (static and opt-virtual calls,
- * may_have_states), or the unverified ones (resolves_virtual_call). */
-static entry_offsets entries_from(const dm_model *m,
-                                  bool (*of)(const dm_model *, const dm_patch *))
+ * may_have_states), or the unverified ones (resolves_virtual_call); where
+ * none shows a tier's, the `kind` entries its code has (entries_in_code). */
+static entry_offsets entries_from(const dm_model *m, const uint8_t *code,
+                                  bool (*of)(const dm_model *, const dm_patch *), entry_kind kind)
 {
     uint32_t seen[2][DM_ENTRY_SPAN] = { { 0 } };
     for (size_t i = 0; i < m->npatches; i++) {
@@ -253,6 +293,27 @@ static entry_offsets entries_from(const dm_model *m,
         int t = c && c->kind == DM_CODE_NMETHOD ? tier_of(c) : -1;
         if (t >= 0 && p->new_target - c->vaddr < DM_ENTRY_SPAN)
             seen[t][p->new_target - c->vaddr]++;
+    }
+    /* where no resolution shows a tier's entries, its code does */
+    bool none[2];
+    for (int t = 0; t < 2; t++) {
+        none[t] = true;
+        for (uint64_t o = 0; o < DM_ENTRY_SPAN && none[t]; o++)
+            none[t] = !seen[t][o];
+    }
+    csh cs;
+    if (code && (none[0] || none[1]) && cs_open(CS_ARCH_X86, CS_MODE_64, &cs) == CS_ERR_OK) {
+        cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+        cs_insn *insn = cs_malloc(cs);
+        for (size_t i = 0; i < m->ncodes; i++) {
+            const dm_code *c = &m->codes[i];
+            const int t = c->kind == DM_CODE_NMETHOD ? tier_of(c) : -1;
+            uint64_t u, v;
+            if (t >= 0 && none[t] && entries_in_code(cs, insn, m, code, c, &u, &v))
+                seen[t][(kind == ENTRY_VERIFIED ? v : u) - c->vaddr]++;
+        }
+        cs_free(insn, 1);
+        cs_close(&cs);
     }
     /* a tier no resolution went to takes the other's */
     for (int t = 0; t < 2; t++) {
@@ -1136,8 +1197,9 @@ void dm_make_up_site_states(dm_model *m, const uint8_t *code, GHashTable *class_
     g_free(ord.pos);
     sort_n(fills->data, fills->len, sizeof(stub_fill), cmp_stub_fill);
     const stub_fill *all = (const stub_fill *)(void *)fills->data;
-    const entry_offsets entries = entries_from(m, may_have_states);
-    const entry_offsets unverified = entries_from(m, resolves_virtual_call);
+    const entry_offsets entries = entries_from(m, code, may_have_states, ENTRY_VERIFIED);
+    const entry_offsets unverified = entries_from(m, code, resolves_virtual_call,
+                                                  ENTRY_UNVERIFIED);
     uint64_t *not_entrant = g_new(uint64_t, m->ncodes + 1);
     for (size_t i = 0; i <= m->ncodes; i++)
         not_entrant[i] = UINT64_MAX;

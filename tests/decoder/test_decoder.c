@@ -2795,6 +2795,54 @@ Test(decode, a_retry_leaves_out_a_call_to_code_loaded_long_after_it)
     g_free(dir);
 }
 
+/* Two later versions of M1's code (NMR), each over a jump the stretch ran:
+ * at t 9000 the first jump goes to stub ST1 (three jz and a ret), at t 9500
+ * the second, which the first no longer reaches, to stub ST2 (two jz and a
+ * ret). The packets (two taken jz, then the ret) contradict the code as
+ * loaded at once; the earlier version gets two packets further and fails
+ * there, with no later version left on its path; the later one decodes to
+ * the end. */
+#define ST1 0x8c000ull
+#define ST2 0x8c100ull
+Test(decode, a_retry_keeps_the_version_that_decodes_furthest)
+{
+    char *dir;
+    jm_buf b;
+    jm_writer *w = trace_with_three_methods(&dir, &b);
+    stub(w, &b, ST1, "three jz", "\x74\x00\x74\x00\x74\x00\xc3", 7);
+    stub(w, &b, ST2, "two jz", "\x74\x00\x74\x00\xc3", 5);
+    uint8_t nm[0x20];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(NMR + 0x10 - (NMR + 5));
+    nm[0] = 0xe9;                                   /* jmp T0 */
+    memcpy(nm + 1, &rel, 4);
+    rel = (int32_t)(NMR + 0x18 - (NMR + 0x15));
+    nm[0x10] = 0xe9;                                /* T0: jmp U0 */
+    memcpy(nm + 0x11, &rel, 4);
+    nm[0x18] = 0xc3;                                /* U0: ret */
+    load_at_nmr(w, &b, nm, sizeof nm);
+    rel = (int32_t)(ST1 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    rel = (int32_t)(ST2 - (NMR + 0x15));
+    patch(w, &b, 9500, NMR + 0x11, &rel, 4);
+    close_with_main_thread(w, &b);
+
+    penc e;
+    penc_init(&e);
+    psb(&e, 1000, NMR);
+    tnt(&e, 1, 1);                  /* ST2's jz */
+    tnt(&e, 1, 1);                  /* and its second */
+    tip(&e, ppt_tip, NMR);          /* its ret */
+    evlog log = { .n = 0 };
+    dc_stats st;
+    decode_encoded(dir, &e, &log, &st);
+    cr_expect_eq(st.gaps[DC_GAP_DECODE] + st.gaps[DC_GAP_NOCODE], 0);
+    cr_expect_geq(count_stub(&log, "two jz"), 1);
+    cr_expect_eq(count_stub(&log, "three jz"), 0);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 Test(decode, a_site_resolved_to_a_replaced_version_calls_it_until_its_record)
 {
     char *dir = make_replaced_callee_trace();
@@ -3288,6 +3336,66 @@ Test(model, an_adapters_c2i_entry_no_record_shows_is_read_from_its_code)
     cr_expect(st->direct);
     cr_expect_eq(st->new_target, AD3_UNVERIFIED);
     cr_expect_eq(st->stub_to, AD3_C2I, "after the second jump to the miss stub");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
+/* The entries of compiled code read from the code where no resolution
+ * shows them: site A of M1 (NMR) resolved by resolve_virtual_call to
+ * NEW_C2+0x10, M2's C2 version, at t 9000; M2's C1 version OLD_C1 came
+ * first. No resolution shows a verified entry, nor C1's unverified one;
+ * each version's code does: nops, the unverified entry checking the
+ * receiver's class (`jne` to the miss stub), a 2-byte nop, the verified
+ * entry. OLD_C1's at +0x08 and +0x18, NEW_C2's at +0x10 and +0x20. */
+static void version_with_entries(jm_writer *w, jm_buf *b, uint64_t tsc, uint64_t at,
+                                 int32_t level, size_t unverified)
+{
+    uint8_t code[0x40];
+    memset(code, 0x90, sizeof code);
+    static const uint8_t check[] = { 0x44, 0x8b, 0x56, 0x08,     /* mov r10d, [rsi+8] */
+                                     0x44, 0x3b, 0x50, 0x08,     /* cmp r10d, [rax+8] */
+                                     0x0f, 0x85, 0, 0, 0, 0,     /* jne AD3_MISS */
+                                     0x66, 0x90 };               /* 2-byte nop */
+    memcpy(code + unverified, check, sizeof check);
+    int32_t rel = (int32_t)(AD3_MISS - (at + unverified + 14));
+    memcpy(code + unverified + 10, &rel, 4);
+    code[unverified + sizeof check] = 0xc3;
+    load_version(w, b, tsc, at, M2, level, code, sizeof code);
+}
+
+Test(model, compiled_codes_entries_no_resolution_shows_are_read_from_its_code)
+{
+    char *dir;
+    jm_writer *w = open_trace_dir(&dir);
+    jm_buf b;
+    jm_buf_init(&b);
+    method(w, &b, M1, "one");
+    method_sig(w, &b, M2, "two", "()V", 1);
+    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    stub(w, &b, AD3_MISS, "ic_miss_stub", "\xff\xe0", 2);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, &b, nm, sizeof nm);
+    version_with_entries(w, &b, 200, OLD_C1, 3, 0x08);
+    version_with_entries(w, &b, 5000, NEW_C2, 4, 0x10);
+    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    close_with_main_thread(w, &b);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *a, *st;
+    size_t states = site_and_states(m, NMR, &a, &st);
+    cr_assert_not_null(a);
+    cr_assert_eq(states, 1, "OLD_C1's");
+    cr_expect(st->direct);
+    cr_expect_eq(st->new_target, OLD_C1 + 0x08, "the unverified entry, from C1's code");
+    cr_expect_eq(st->stub_to, OLD_C1 + 0x18, "the verified entry, from the code");
     dm_free(m);
     remove_tree(dir);
     g_free(dir);
