@@ -24,7 +24,9 @@
  *   never expire). A patch that only fills bytes that were all zero before
  *   (code generated into space reserved earlier, like HotSpot's signature
  *   handlers) applies from the start of what it patched: zeros were never
- *   executed, so whenever that code ran, it was the patch's bytes.
+ *   executed, so whenever that code ran, it was the patch's bytes. Zeros in
+ *   the rel32 of a direct call or jump to known code are no such space: a
+ *   near target's high bytes, executed all along.
  * - A patch that only retargets one direct call (all its changed bytes lie
  *   in the call's rel32, or for an inline-cache site `movabs rax, imm64;
  *   call` also in the cached value) away from one of HotSpot's

@@ -2795,6 +2795,40 @@ Test(decode, a_retry_leaves_out_a_call_to_code_loaded_long_after_it)
     g_free(dir);
 }
 
+/* A record of one byte of a call's rel32 whose byte before was zero (the
+ * high byte of a near target, `e8 e4 00 00 00` -> `e8 e4 00 00 09`): the
+ * call ran all along, so the bytes apply from the record's time, not from
+ * the start of the caller as a fill of zeroed space would. */
+Test(model, a_patch_over_a_live_calls_zero_bytes_applies_from_its_time)
+{
+    char *dir;
+    jm_buf b;
+    jm_writer *w = trace_with_three_methods(&dir, &b);
+    uint8_t nm[0x200];
+    memset(nm, 0xcc, sizeof nm);
+    nm[0] = 0xe8;
+    nm[1] = 0xe4;
+    nm[2] = nm[3] = nm[4] = 0;                       /* call NMR + 0xe9 */
+    nm[0xe9] = 0xc3;
+    load_at_nmr(w, &b, nm, sizeof nm);
+    compiled(w, &b, 100, NMR + 0x09000000, M2, 3);   /* where the new high byte points */
+    const uint8_t high = 0x09;
+    patch(w, &b, 9000, NMR + 4, &high, 1);
+    close_with_main_thread(w, &b);
+    char err[512];
+    dm_model *m = dm_load(dir, err, sizeof err);
+    cr_assert_not_null(m, "%s", err);
+    const dm_patch *p = NULL;
+    for (size_t i = 0; i < m->npatches; i++)
+        if (m->patches[i].vaddr == NMR + 4 && !m->patches[i].made_up)
+            p = &m->patches[i];
+    cr_assert_not_null(p);
+    cr_expect_eq(p->start_tsc, 9000, "not dated back to the caller's start");
+    dm_free(m);
+    remove_tree(dir);
+    g_free(dir);
+}
+
 /* Two later versions of M1's code (NMR), each over a jump the stretch ran:
  * at t 9000 the first jump goes to stub ST1 (three jz and a ret), at t 9500
  * the second, which the first no longer reaches, to stub ST2 (two jz and a
