@@ -3306,6 +3306,33 @@ Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
     g_free(dir);
 }
 
+/* The records both tests below share: M1 at NMR, whose site A calls
+ * resolve_virtual_call (jmp *%rax after it), M2 an instance method of
+ * signature m2_sig, the miss stub AD3_MISS; and (resolve_site_a) A
+ * resolved to NEW_C2+0x10 at t 9000. */
+#define AD3_MISS 0x8a000ull
+
+static void virtual_site_records(jm_writer *w, jm_buf *b, const char *m2_sig)
+{
+    method(w, b, M1, "one");
+    method_sig(w, b, M2, "two", m2_sig, 1);
+    stub(w, b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
+    stub(w, b, AD3_MISS, "ic_miss_stub", "\xff\xe0", 2);
+    uint8_t nm[0x10];
+    memset(nm, 0xcc, sizeof nm);
+    int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
+    nm[0] = 0xe8;
+    memcpy(nm + 1, &rel, 4);
+    memcpy(nm + 5, "\xff\xe0", 2);
+    load_at_nmr(w, b, nm, sizeof nm);
+}
+
+static void resolve_site_a(jm_writer *w, jm_buf *b)
+{
+    int32_t rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
+    patch(w, b, 9000, NMR + 1, &rel, 4);
+}
+
 /* A run whose records tie no adapter to a callee (no static call stub was
  * filled before a scan saw its site re-pointed): the c2i entry is read from
  * the adapters' code alone. M1 at NMR: site A calls resolve_virtual_call,
@@ -3318,18 +3345,13 @@ Test(model, an_adapter_no_record_names_is_read_from_its_i2c_part)
 #define ADAPTERS3 0x88000ull
 #define AD3_UNVERIFIED (ADAPTERS3 + 10)
 #define AD3_C2I (ADAPTERS3 + 40)
-#define AD3_MISS 0x8a000ull
-
 Test(model, an_adapters_c2i_entry_no_record_shows_is_read_from_its_code)
 {
     char *dir;
     jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method_sig(w, &b, M2, "two", "(I)V", 1);
-    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
-    stub(w, &b, AD3_MISS, "ic_miss_stub", "\xff\xe0", 2);
+    virtual_site_records(w, &b, "(I)V");
     uint8_t ad[42] = { 0x48, 0x8b, 0x70, 0x10,              /* mov rsi, [rax+0x10] */
                        0x8b, 0x50, 0x08,                    /* mov edx, [rax+8] */
                        0x41, 0xff, 0xe3,                    /* jmp *%r11 */
@@ -3347,16 +3369,8 @@ Test(model, an_adapters_c2i_entry_no_record_shows_is_read_from_its_code)
     rel = (int32_t)(AD3_MISS - (ADAPTERS3 + 40));
     memcpy(ad + 36, &rel, 4);
     stub(w, &b, ADAPTERS3, "I2C/C2I adapters", ad, sizeof ad);
-    uint8_t nm[0x10];
-    memset(nm, 0xcc, sizeof nm);
-    rel = (int32_t)(RS_VIRT - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    load_at_nmr(w, &b, nm, sizeof nm);
     compiled(w, &b, 2000, NEW_C2, M2, 4);
-    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    resolve_site_a(w, &b);
     close_with_main_thread(w, &b);
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
@@ -3404,21 +3418,10 @@ Test(model, compiled_codes_entries_no_resolution_shows_are_read_from_its_code)
     jm_writer *w = open_trace_dir(&dir);
     jm_buf b;
     jm_buf_init(&b);
-    method(w, &b, M1, "one");
-    method_sig(w, &b, M2, "two", "()V", 1);
-    stub(w, &b, RS_VIRT, "resolve_virtual_call", "\xff\xe0", 2);
-    stub(w, &b, AD3_MISS, "ic_miss_stub", "\xff\xe0", 2);
-    uint8_t nm[0x10];
-    memset(nm, 0xcc, sizeof nm);
-    int32_t rel = (int32_t)(RS_VIRT - (NMR + 5));
-    nm[0] = 0xe8;
-    memcpy(nm + 1, &rel, 4);
-    memcpy(nm + 5, "\xff\xe0", 2);
-    load_at_nmr(w, &b, nm, sizeof nm);
+    virtual_site_records(w, &b, "()V");
     version_with_entries(w, &b, 200, OLD_C1, 3, 0x08);
     version_with_entries(w, &b, 5000, NEW_C2, 4, 0x10);
-    rel = (int32_t)(NEW_C2 + 0x10 - (NMR + 5));
-    patch(w, &b, 9000, NMR + 1, &rel, 4);
+    resolve_site_a(w, &b);
     close_with_main_thread(w, &b);
     char err[512];
     dm_model *m = dm_load(dir, err, sizeof err);
